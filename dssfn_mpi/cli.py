@@ -1,0 +1,223 @@
+"""Command line: ``dssfn-mpi {train,report,doctor,data,bench,plot}``.
+
+User errors print one line (``dssfn-mpi: error: ...``) from one rank and exit
+with status 2; a problem found by one rank mid-run aborts the whole MPI job
+so no rank waits forever; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import os
+
+# One BLAS thread per rank unless asked: with 20 ranks on 2 cores extra
+# threads only fight each other. Must happen before numpy is imported.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import shlex  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+from typing import Any  # noqa: E402
+
+from . import __version__  # noqa: E402
+from .errors import EXIT_USER_ERROR, RankError, UserError  # noqa: E402
+
+PROG = "dssfn-mpi"
+
+
+def _mpi_world() -> Any | None:
+    """COMM_WORLD if MPI was initialised by this process, else None."""
+    mod = sys.modules.get("mpi4py.MPI")
+    if mod is None or not mod.Is_initialized() or mod.Is_finalized():
+        return None
+    return mod.COMM_WORLD
+
+
+def _add_train_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("data")
+    g.add_argument("--dataset", help="digits (default, bundled), synthetic, vowel, satimage, "
+                   "letter, mnist, norb, caltech101")
+    g.add_argument("--data-dir", help="folder with the public dataset files "
+                   "(default: $DSSFN_DATA_DIR, then ../shared/data)")
+    g.add_argument("--partition", help="uniform (default), stratified, dirichlet:ALPHA")
+    g = p.add_argument_group("method")
+    g.add_argument("--mode", help="async (default), sync, sync-graph, central")
+    g.add_argument("--update", help="async update form: edge (exact, default) or paper (eq. 7)")
+    g.add_argument("--topology", help="circular (default), ring, complete, random-regular, file")
+    g.add_argument("--degree", type=int, help="node degree d of circular/random-regular graphs")
+    g.add_argument("--edges", help="edge-list file for --topology file")
+    g.add_argument("--layers", type=int, help="hidden layers L; layers 0..L are solved (10)")
+    g.add_argument("--hidden", type=int, help="hidden width n (default 2Q + 1000)")
+    g.add_argument("--iters", type=int, help="K: ADMM activations per node per layer (200)")
+    g.add_argument("--gamma", help="async ADMM gamma, one value or a per-layer list "
+                   "'g0,g1,...' (last repeats); default 1,0.1")
+    g.add_argument("--eta", type=float, help="async step size in (0, 2) (default 1)")
+    g.add_argument("--rho", help="sync consensus penalty, one value or per-layer list (1,0.1)")
+    g.add_argument("--eps", type=float, help="squared Frobenius bound (default 2Q)")
+    g.add_argument("--mix-rounds", type=int, help="sync-graph mixing rounds per iteration "
+                   "(default: enough to shrink disagreement 1e4-fold)")
+    g.add_argument("--max-lead", type=int, help="async: activations a rank may run ahead of "
+                   "its slowest neighbour (bounded delay; default 4; -1 = unbounded)")
+    g.add_argument("--seed", type=int, help="seed of the split, shards, graph and random weights")
+    g.add_argument("--slow", action="append", metavar="RANK:FACTOR",
+                   help="make RANK's activations FACTOR times slower (repeatable)")
+    g.add_argument("--preset", help="'paper': the paper's Table 3 settings for the dataset")
+    g.add_argument("--config", help="JSON or TOML file with any of these settings")
+    g = p.add_argument_group("output")
+    g.add_argument("--out", help="HDF5 run log to write (atomically)")
+    g.add_argument("--overwrite", action="store_true", default=None,
+                   help="replace an existing --out file")
+    g.add_argument("--no-check", dest="check", action="store_false", default=None,
+                   help="skip the per-layer centralized-equivalence measurement")
+    g.add_argument("--no-eval", dest="evaluate", action="store_false", default=None,
+                   help="skip per-layer train/test accuracy")
+    g.add_argument("--timeout", type=float,
+                   help="seconds an async rank waits for silent neighbours before aborting (600)")
+    g.add_argument("--quiet", action="store_true", help="no per-layer progress lines")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Asynchronous decentralized SSFN on MPI (Liang et al., ICASSP 2020).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="train with one MPI rank per graph node",
+                       description="Train SSFN layer by layer; run under mpirun -n M.")
+    _add_train_args(p)
+
+    p = sub.add_parser("report", help="print the summary table of a run log")
+    p.add_argument("runlog", help="RUN.h5 written by train")
+
+    sub.add_parser("doctor", help="check the MPI set-up (run under mpirun -n 2)")
+
+    p = sub.add_parser("data", help="list, verify or download the public datasets")
+    p.add_argument("action", choices=["list", "fetch"])
+    p.add_argument("name", nargs="?", help="dataset name (for fetch)")
+    p.add_argument("--dest", default="data/downloads", help="download folder (fetch)")
+    p.add_argument("--data-dir", help="folder to look in (list)")
+    return parser
+
+
+def _train_config(args: argparse.Namespace):
+    from .config import TrainConfig, apply_preset, load_config_file, parse_per_layer, parse_slow
+
+    values: dict[str, Any] = {}
+    if args.config:
+        values.update(load_config_file(args.config))
+    explicit = set(values)
+    for key in ("dataset", "data_dir", "partition", "mode", "update", "topology", "degree",
+                "edges", "layers", "hidden", "iters", "eta", "eps", "mix_rounds", "max_lead",
+                "seed", "preset", "out", "overwrite", "check", "evaluate", "timeout"):
+        value = getattr(args, key)
+        if value is not None:
+            values[key] = value
+            explicit.add(key)
+    if args.gamma is not None:
+        values["gamma"] = parse_per_layer(args.gamma, "gamma")
+        explicit.add("gamma")
+    if args.rho is not None:
+        values["rho"] = parse_per_layer(args.rho, "rho")
+        explicit.add("rho")
+    if args.slow:
+        values["slow"] = parse_slow(args.slow)
+    if values.get("max_lead", 0) is not None and values.get("max_lead", 0) < 0:
+        values["max_lead"] = None  # -1: fully asynchronous, no bound on the delay
+    cfg = TrainConfig(**values)
+    apply_preset(cfg, explicit)
+    return cfg
+
+
+def _cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
+    cfg = _train_config(args)
+    from mpi4py import MPI
+    from threadpoolctl import threadpool_limits
+
+    from .train import run_training
+
+    limit = int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
+    with threadpool_limits(limits=limit):
+        result = run_training(cfg, MPI.COMM_WORLD, command_line=shlex.join([PROG, *argv]),
+                              quiet=args.quiet)
+    if result is not None and result.out is not None and not args.quiet:
+        print(f"wrote {result.out}", flush=True)
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .runlog import format_report
+
+    print(format_report(args.runlog))
+    return 0
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from mpi4py import MPI
+
+    from .doctor import doctor_report
+
+    text = doctor_report(MPI.COMM_WORLD)
+    if text:
+        print(text, flush=True)
+    return 0
+
+
+def _cmd_data(args: argparse.Namespace) -> int:
+    from .datasets import DATASETS, fetch, find_data_dir
+
+    if args.action == "list":
+        where = find_data_dir(args.data_dir)
+        print(f"data directory: {where if where else '(none found)'}")
+        for name in DATASETS:
+            print(f"  {name}")
+        return 0
+    if not args.name:
+        raise UserError("data fetch needs a dataset name, e.g. dssfn-mpi data fetch satimage")
+    for path in fetch(args.name, args.dest):
+        print(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``dssfn-mpi`` and ``python -m dssfn_mpi``; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "train":
+            return _cmd_train(args, argv)
+        if args.command == "report":
+            return _cmd_report(args)
+        if args.command == "doctor":
+            return _cmd_doctor(args)
+        if args.command == "data":
+            return _cmd_data(args)
+        raise AssertionError(args.command)
+    except RankError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
+        world = _mpi_world()
+        if world is not None and world.Get_size() > 1:
+            world.Abort(EXIT_USER_ERROR)
+        return EXIT_USER_ERROR
+    except UserError as exc:
+        world = _mpi_world()
+        # Validation runs identically on every rank: one of them speaks.
+        if world is None or world.Get_rank() == 0:
+            print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except Exception:
+        traceback.print_exc()
+        sys.stderr.flush()
+        world = _mpi_world()
+        if world is not None and world.Get_size() > 1:
+            world.Abort(1)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

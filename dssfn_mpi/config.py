@@ -1,0 +1,288 @@
+"""Training configuration: defaults, config files, presets and validation.
+
+Everything a user can get wrong is checked here, before any MPI work, with
+the same outcome on every rank (the checks read only the configuration and
+the world size).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError, require
+
+__all__ = [
+    "MODES",
+    "PAPER_TABLE3",
+    "UPDATES",
+    "TrainConfig",
+    "apply_preset",
+    "load_config_file",
+    "parse_per_layer",
+    "parse_slow",
+]
+
+MODES = ("async", "sync", "sync-graph", "central")
+UPDATES = ("edge", "paper")
+
+# Table 3 of Liang et al. (ICASSP 2020): (mu_0, mu_l) of the central and sync
+# dSSFN ADMM, (gamma_0, gamma_l) of async dSSFN. eta = 0.5 in the paper.
+PAPER_TABLE3: dict[str, dict[str, tuple[float, float]]] = {
+    "vowel": {"central_mu": (1e-5, 1e1), "sync_mu": (1e-4, 1e0), "gamma": (10**1.5, 1e-1)},
+    "satimage": {"central_mu": (1e6, 1e5), "sync_mu": (1e-4, 1e-1), "gamma": (1e0, 1e-1)},
+    "caltech101": {"central_mu": (1e0, 1e-2), "sync_mu": (1e-1, 1e0), "gamma": (1e0, 1e-1)},
+    "letter": {"central_mu": (1e2, 1e4), "sync_mu": (1e-6, 1e0), "gamma": (1e4, 1e-2)},
+    "norb": {"central_mu": (1e-8, 1e2), "sync_mu": (1e-1, 1e-1), "gamma": (1e2, 1e-2)},
+    "mnist": {"central_mu": (1e2, 1e5), "sync_mu": (1e-5, 1e0), "gamma": (1e-1, 1e-1)},
+}
+
+
+def parse_per_layer(text: str | float | list | tuple, name: str) -> tuple[float, ...]:
+    """Parse ``"1.0"`` or ``"10,0.1,0.05"`` into a per-layer tuple.
+
+    Value i applies to layer i; the last value repeats for deeper layers, so
+    ``"g0,gl"`` is the paper's (layer 0, layers >= 1) pair.
+    """
+    if isinstance(text, (int, float)):
+        items: list[Any] = [text]
+    elif isinstance(text, (list, tuple)):
+        items = list(text)
+    else:
+        items = [s for s in str(text).replace(" ", "").split(",") if s]
+    try:
+        values = tuple(float(v) for v in items)
+    except (TypeError, ValueError):
+        raise UserError(
+            f"--{name} {text!r} is not a number or a comma-separated list of numbers"
+        ) from None
+    require(len(values) > 0, f"--{name} needs at least one value")
+    for v in values:
+        require(
+            math.isfinite(v) and v > 0, f"--{name} values must be positive and finite, got {v}"
+        )
+    return values
+
+
+def parse_slow(items: list[str] | None) -> dict[int, float]:
+    """Parse repeated ``RANK:FACTOR`` straggler specs into ``{rank: factor}``."""
+    out: dict[int, float] = {}
+    for item in items or []:
+        rank_s, sep, factor_s = str(item).partition(":")
+        try:
+            rank, factor = int(rank_s), float(factor_s)
+        except ValueError:
+            raise UserError(f"--slow {item!r}: expected RANK:FACTOR, e.g. --slow 3:5") from None
+        require(sep == ":", f"--slow {item!r}: expected RANK:FACTOR, e.g. --slow 3:5")
+        require(
+            math.isfinite(factor) and factor >= 1.0,
+            f"--slow {item!r}: FACTOR must be >= 1 (times slower)",
+        )
+        require(rank >= 0, f"--slow {item!r}: RANK must be >= 0")
+        out[rank] = factor
+    return out
+
+
+@dataclass
+class TrainConfig:
+    """All settings of one training run (defaults are the recommended ones)."""
+
+    dataset: str = "digits"
+    data_dir: str | None = None
+    mode: str = "async"
+    update: str = "edge"
+    topology: str = "circular"
+    degree: int | None = None
+    edges: str | None = None
+    partition: str = "uniform"
+    layers: int = 10
+    hidden: int | None = None
+    iters: int = 200
+    gamma: tuple[float, ...] = (1.0, 0.1)
+    eta: float = 1.0
+    rho: tuple[float, ...] = (1.0, 0.1)
+    eps: float | None = None
+    mix_rounds: int | None = None
+    max_lead: int | None = 4
+    seed: int = 0
+    slow: dict[int, float] = field(default_factory=dict)
+    check: bool = True
+    evaluate: bool = True
+    out: str | None = None
+    overwrite: bool = False
+    timeout: float = 600.0
+    preset: str | None = None
+    dataset_options: dict[str, Any] = field(default_factory=dict)
+
+    def gamma_at(self, layer: int) -> float:
+        """ADMM parameter gamma of ``layer`` (last value repeats)."""
+        return self.gamma[min(layer, len(self.gamma) - 1)]
+
+    def rho_at(self, layer: int) -> float:
+        """Consensus penalty rho of ``layer`` for the sync modes."""
+        return self.rho[min(layer, len(self.rho) - 1)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly dictionary of every setting."""
+        d = asdict(self)
+        d["slow"] = {str(k): v for k, v in self.slow.items()}
+        d["gamma"], d["rho"] = list(self.gamma), list(self.rho)
+        return d
+
+    def validate(self, world_size: int) -> None:
+        """Check every setting that does not need the data; raise :class:`UserError`.
+
+        Parameters
+        ----------
+        world_size : int
+            Number of MPI ranks (graph nodes).
+        """
+        require(self.mode in MODES, f"--mode {self.mode!r}: choose one of {', '.join(MODES)}")
+        require(
+            self.update in UPDATES, f"--update {self.update!r}: choose one of {', '.join(UPDATES)}"
+        )
+        require(
+            isinstance(self.layers, int) and self.layers >= 0,
+            f"--layers must be an integer >= 0, got {self.layers!r}",
+        )
+        require(
+            isinstance(self.iters, int) and self.iters >= 1,
+            f"--iters (activations per node per layer) must be an integer >= 1, got {self.iters!r}",
+        )
+        require(
+            math.isfinite(self.eta) and 0.0 < self.eta < 2.0,
+            f"--eta must lie in (0, 2) (ARock step size), got {self.eta}",
+        )
+        if self.eps is not None:
+            require(
+                math.isfinite(self.eps) and self.eps > 0,
+                f"--eps must be positive, got {self.eps}",
+            )
+        if self.max_lead is not None:
+            require(self.max_lead >= 0, f"--max-lead must be >= 0, got {self.max_lead}")
+        if self.mix_rounds is not None:
+            require(self.mix_rounds >= 1, f"--mix-rounds must be >= 1, got {self.mix_rounds}")
+        require(
+            math.isfinite(self.timeout) and self.timeout > 0,
+            f"--timeout must be positive seconds, got {self.timeout}",
+        )
+        if self.mode == "central":
+            require(
+                world_size == 1,
+                f"--mode central runs on one process, but {world_size} ranks were started: "
+                "run it without mpirun (or with -n 1)",
+            )
+        else:
+            require(
+                world_size >= 2 or self.mode != "async",
+                "--mode async needs at least 2 ranks (graph nodes): start it with mpirun -n M",
+            )
+        for rank in self.slow:
+            require(
+                rank < world_size,
+                f"--slow {rank}:...: there are only {world_size} ranks (0..{world_size - 1})",
+            )
+        if self.topology == "file":
+            require(self.edges is not None, "--topology file needs --edges PATH (an edge list)")
+
+
+def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a JSON or TOML config file into a dict of :class:`TrainConfig` keys.
+
+    Unknown keys and wrong types are user errors, so a typo never silently
+    falls back to a default.
+    """
+    p = Path(path)
+    require(p.is_file(), f"--config {p}: no such file")
+    text = p.read_text()
+    try:
+        if p.suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except ModuleNotFoundError:
+        raise UserError(f"--config {p}: TOML needs Python >= 3.11; use a .json file") from None
+    except ValueError as exc:
+        raise UserError(f"--config {p}: cannot parse it ({exc})") from None
+    require(isinstance(data, dict), f"--config {p}: the top level must be a table/object")
+    known = {f.name: f for f in fields(TrainConfig)}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        k = key.replace("-", "_")
+        require(k in known, f"--config {p}: unknown key {key!r}; valid keys: {', '.join(known)}")
+        out[k] = _coerce(k, value, p)
+    return out
+
+
+_INT_KEYS = {"degree", "layers", "hidden", "iters", "mix_rounds", "max_lead", "seed"}
+_FLOAT_KEYS = {"eta", "eps", "timeout"}
+_BOOL_KEYS = {"check", "evaluate", "overwrite"}
+_STR_KEYS = {"dataset", "data_dir", "mode", "update", "topology", "edges", "partition", "out",
+             "preset"}
+
+
+def _coerce(key: str, value: Any, path: Path) -> Any:
+    """Check a config-file value's type and convert it."""
+    bad = f"--config {path}: {key} = {value!r} has the wrong type"
+    if key in ("gamma", "rho"):
+        return parse_per_layer(value, key)
+    if key == "slow":
+        if isinstance(value, dict):
+            return parse_slow([f"{k}:{v}" for k, v in value.items()])
+        require(isinstance(value, list), bad + " (expected a list like [\"3:5\"])")
+        return parse_slow([str(v) for v in value])
+    if key == "dataset_options":
+        require(isinstance(value, dict), bad + " (expected a table)")
+        return dict(value)
+    if value is None:
+        return None
+    if key in _BOOL_KEYS:
+        require(isinstance(value, bool), bad + " (expected true/false)")
+        return value
+    if key in _INT_KEYS:
+        require(isinstance(value, int) and not isinstance(value, bool),
+                bad + " (expected an integer)")
+        return value
+    if key in _FLOAT_KEYS:
+        require(isinstance(value, (int, float)) and not isinstance(value, bool),
+                bad + " (expected a number)")
+        return float(value)
+    if key in _STR_KEYS:
+        require(isinstance(value, str), bad + " (expected a string)")
+        return value
+    return value
+
+
+def apply_preset(cfg: TrainConfig, explicit: set[str]) -> None:
+    """Fill settings from ``cfg.preset`` unless the user set them explicitly.
+
+    ``paper``: the paper's Table 3 gamma pair, eta = 0.5, the paper's update
+    form (eq. 7) and sync rho = 1/mu (Table 3, sync dSSFN), L = 20,
+    n = 2Q + 1000, K = 200.
+    """
+    if cfg.preset is None:
+        return
+    require(cfg.preset == "paper", f"--preset {cfg.preset!r}: the only preset is 'paper'")
+    table = PAPER_TABLE3.get(cfg.dataset)
+    require(
+        table is not None,
+        f"--preset paper: the paper gives no settings for {cfg.dataset!r}; "
+        f"it covers {', '.join(PAPER_TABLE3)}",
+    )
+    defaults = {
+        "gamma": table["gamma"],
+        "rho": tuple(1.0 / m for m in table["sync_mu"]),
+        "eta": 0.5,
+        "update": "paper",
+        "layers": 20,
+        "iters": 200,
+    }
+    for key, value in defaults.items():
+        if key not in explicit:
+            setattr(cfg, key, value)

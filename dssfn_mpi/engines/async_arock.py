@@ -1,0 +1,136 @@
+"""Asynchronous dSSFN: ARock-style ADMM with one-sided writes (the paper's method).
+
+Each rank runs its K activations at its own pace. An activation reads the
+latest ``Z_{n,m}`` its neighbours have written into its window (possibly
+stale, never torn), updates ``O_m`` and ``Z_{m,n}``, and ``MPI_Put``s each
+``Z_{m,n}`` into neighbour n's window. There is no handshake, receive call,
+barrier or collective inside a layer (ALGORITHMS.md section 2).
+
+Two update forms:
+
+``edge`` (default, exact)::
+
+    Lam_mn = P_eps(-(Z_mn + Zr_nm) / (2 gamma))
+    O_m    = (2 B_m + sum_n (Z_mn + 2 gamma Lam_mn)) (2 G_m + gamma d_m I)^-1
+    Z_mn  += eta gamma (Lam_mn - O_m)
+
+``paper`` (eq. 7 of the paper, biased when the norm constraint is active)::
+
+    O_m    = P_eps((2 B_m - sum_n Zr_nm) (2 G_m + gamma d_m I)^-1)
+    Z_mn  -= eta ((Z_mn + Zr_nm) / 2 + gamma O_m)
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import RankError
+from ..solver import LocalInverse, project_frobenius
+from ..transport import NeighborTimeout, ZMailbox
+from .base import Engine, LayerProblem, RunContext, Throttle
+
+
+class AsyncEngine(Engine):
+    """One-sided ARock ADMM over the graph (``--mode async``)."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
+        self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width)
+        self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
+
+    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
+        cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
+        t0 = time.perf_counter()
+        wait = 0.0
+        if layer >= 2:
+            # Parity slots: nobody may write layer l before its neighbours left l-2.
+            try:
+                wait = mb.wait_neighbors_done(layer - 2, cfg.timeout)
+            except NeighborTimeout as exc:
+                raise RankError(self.ctx.rank, f"layer {layer}: {exc}") from None
+        t1 = time.perf_counter()
+        gamma, eta, eps = cfg.gamma_at(layer), cfg.eta, prob.eps
+        dm = len(self.neighbors)
+        inv = LocalInverse(prob.Y, gamma * dm, prob.G)
+        t2 = time.perf_counter()
+
+        Q, d = prob.B.shape
+        Z = np.zeros((dm, Q, d))
+        Zr = np.zeros((dm, Q, d))
+        last_version = np.zeros(dm, dtype=np.int64)
+        skipped_sum, skipped_max, reads = 0, 0, 0
+        B2 = 2.0 * prob.B
+        puts0, bytes0 = mb.puts, mb.bytes_sent
+        O = np.zeros((Q, d))
+        versions = np.zeros(dm, dtype=np.int64)
+        lead_wait = 0.0
+        for k in range(cfg.iters):
+            backoff = 5e-5
+            while True:
+                for i, n in enumerate(self.neighbors):
+                    z, versions[i] = mb.read(n, layer)
+                    # A neighbour that has not written yet reads as 0.
+                    Zr[i] = 0.0 if z is None else z
+                # Bounded delay (ARock's assumption): at most max_lead activations
+                # ahead of the slowest neighbour. Only this rank's own window is read.
+                if cfg.max_lead is None or k <= versions.min() + cfg.max_lead:
+                    break
+                tw = time.perf_counter()
+                time.sleep(backoff)
+                backoff = min(2.0 * backoff, 2e-3)
+                lead_wait += time.perf_counter() - tw
+                if lead_wait > cfg.timeout:
+                    raise RankError(
+                        self.ctx.rank,
+                        f"layer {layer}: neighbours wrote nothing for {cfg.timeout:g} s "
+                        "(a rank died or hangs; see --timeout)",
+                    )
+            started = time.perf_counter()
+            new = versions > last_version
+            if new.any():
+                skipped = versions[new] - last_version[new] - 1
+                skipped_sum += int(skipped.sum())
+                skipped_max = max(skipped_max, int(skipped.max()))
+                last_version[new] = versions[new]
+            reads += dm
+            if cfg.update == "edge":
+                acc = B2.copy()
+                lam = np.empty_like(Z)
+                for i in range(dm):
+                    lam[i] = project_frobenius(-(Z[i] + Zr[i]) / (2.0 * gamma), eps)
+                    acc += Z[i] + 2.0 * gamma * lam[i]
+                O = inv.apply(acc)
+                Z += (eta * gamma) * (lam - O)
+            else:
+                O = project_frobenius(inv.apply(B2 - Zr.sum(axis=0)), eps)
+                Z -= eta * ((Z + Zr) / 2.0 + gamma * O)
+            for i, n in enumerate(self.neighbors):
+                mb.put(n, Z[i], layer)
+            self.throttle.after(started)
+        if not np.all(np.isfinite(O)):
+            raise RankError(
+                self.ctx.rank,
+                f"layer {layer}: the async ADMM diverged (gamma={gamma:g}, eta={eta:g}); "
+                "try a gamma closer to the layer's multiplier or a smaller --eta",
+            )
+        mb.finish_layer(layer)
+        t3 = time.perf_counter()
+        return O, {
+            "lead_wait_seconds": lead_wait,
+            "wait_seconds": wait + lead_wait,
+            "factor_seconds": t2 - t1,
+            "solve_seconds": t3 - t2,
+            "activations": cfg.iters,
+            "puts": mb.puts - puts0,
+            "bytes_sent": mb.bytes_sent - bytes0,
+            "staleness_mean": skipped_sum / max(reads, 1),
+            "staleness_max": skipped_max,
+            "gamma": gamma,
+            "started": t0,
+        }
+
+    def close(self) -> None:
+        self.mailbox.free()

@@ -1,0 +1,76 @@
+"""What every engine shares: the run context, one layer's problem, stats."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..config import TrainConfig
+
+__all__ = ["Engine", "LayerProblem", "RunContext", "Throttle"]
+
+
+@dataclass
+class RunContext:
+    """What a rank knows about the run: its communicator, graph and settings."""
+
+    comm: Any
+    graph: Any
+    cfg: TrainConfig
+    n_classes: int
+    max_width: int
+
+    @property
+    def rank(self) -> int:
+        return self.comm.Get_rank()
+
+    @property
+    def size(self) -> int:
+        return self.comm.Get_size()
+
+
+@dataclass
+class LayerProblem:
+    """One rank's share of a layer problem ``min ||T_m - O Y_m||^2, ||O||^2 <= eps``."""
+
+    layer: int
+    Y: np.ndarray
+    T: np.ndarray
+    G: np.ndarray
+    B: np.ndarray
+    eps: float
+
+
+@dataclass
+class Throttle:
+    """Straggler emulation: after each activation, sleep ``(factor - 1)`` times its duration.
+
+    Sleeping (not spinning) keeps the core free for the other ranks, as a
+    slower node would.
+    """
+
+    factor: float = 1.0
+    slept: float = field(default=0.0)
+
+    def after(self, started: float) -> None:
+        """Call at the end of an activation that began at ``started``."""
+        if self.factor > 1.0:
+            delay = (self.factor - 1.0) * (time.perf_counter() - started)
+            time.sleep(delay)
+            self.slept += delay
+
+
+class Engine:
+    """Interface of a per-layer solver."""
+
+    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
+        """Return this rank's ``O_m`` and stats (``factor_seconds``, ``solve_seconds``,
+        ``wait_seconds``, ``activations``, ``puts``, ``bytes_sent``, ``staleness_mean``,
+        ``staleness_max``, ``gamma``)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release communication resources (collective)."""

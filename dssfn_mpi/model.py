@@ -1,0 +1,98 @@
+"""SSFN forward pass: the shared random matrices and the layer-to-layer map.
+
+``Y_{l+1} = relu([O_l Y_l; -O_l Y_l; colnorm(R_{l+1} Y_l)])``, i.e.
+``W_{l+1} = [V_Q O_l; R_{l+1}]`` with ``V_Q = [I_Q; -I_Q]`` (ALGORITHMS.md
+section 1). ``R_{l+1}`` is drawn from a generator seeded by ``(seed, l+1)``,
+so every node builds the same matrix with no communication.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "accuracy",
+    "hidden_rows",
+    "next_features",
+    "one_hot",
+    "predict",
+    "random_matrix",
+]
+
+
+def random_matrix(seed: int, layer: int, rows: int, cols: int) -> np.ndarray:
+    """The shared random block ``R_layer``, uniform in [-1, 1].
+
+    Parameters
+    ----------
+    seed : int
+        Run seed shared by every node.
+    layer : int
+        Index of the weight matrix it belongs to (1 for ``W_1``).
+    rows, cols : int
+        ``n - 2Q`` and the row count of the previous layer's features.
+
+    Returns
+    -------
+    ndarray, shape (rows, cols)
+    """
+    rng = np.random.default_rng([int(seed), int(layer), 0x55F4])
+    return rng.uniform(-1.0, 1.0, size=(rows, cols))
+
+
+def hidden_rows(hidden: int, n_classes: int) -> int:
+    """Rows of the random block: ``n - 2Q``."""
+    return hidden - 2 * n_classes
+
+
+def next_features(Y: np.ndarray, O: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """Features of the next layer from this layer's features and solution.
+
+    Parameters
+    ----------
+    Y : ndarray, shape (d, J)
+        This layer's features.
+    O : ndarray, shape (Q, d)
+        This layer's output matrix.
+    R : ndarray, shape (n - 2Q, d)
+        The shared random block of the next weight matrix.
+
+    Returns
+    -------
+    ndarray, shape (n, J)
+        ``relu([O Y; -O Y; colnorm(R Y)])``; each sample's random part is
+        scaled to unit 2-norm (as in the SSFN authors' code) so the features
+        stay bounded however deep the network is.
+    """
+    Q = O.shape[0]
+    J = Y.shape[1]
+    out = np.empty((2 * Q + R.shape[0], J))
+    OY = O @ Y
+    out[:Q] = OY
+    np.negative(OY, out=out[Q : 2 * Q])
+    RY = out[2 * Q :]
+    np.matmul(R, Y, out=RY)
+    norms = np.linalg.norm(RY, axis=0)
+    norms[norms == 0.0] = 1.0
+    RY /= norms
+    np.maximum(out, 0.0, out=out)
+    return out
+
+
+def one_hot(y: np.ndarray, n_classes: int) -> np.ndarray:
+    """Targets ``T`` (Q x J) with a single 1 per column."""
+    T = np.zeros((n_classes, y.shape[0]))
+    T[y, np.arange(y.shape[0])] = 1.0
+    return T
+
+
+def predict(O: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Class index of each column of ``O Y``."""
+    return np.argmax(O @ Y, axis=0)
+
+
+def accuracy(O: np.ndarray, Y: np.ndarray, y: np.ndarray) -> float:
+    """Fraction of columns of ``Y`` whose predicted class equals ``y``."""
+    if y.shape[0] == 0:
+        return float("nan")
+    return float(np.mean(predict(O, Y) == y))

@@ -1,0 +1,1021 @@
+"""The HDF5 run log: a stable, documented record of one training run.
+
+Rank 0 gathers the per-(layer, rank) numbers and calls :func:`write_runlog`
+after every completed layer and once more at the end. Every write replaces the
+target atomically, so the file on disk is always a complete, valid log of the
+layers done so far (``complete = False`` until the last write).
+
+The schema is public and versioned; ``docs/RUNLOG.md`` describes it. Additive
+changes keep :data:`SCHEMA_VERSION`; renames and removals bump it.
+
+The run log observes and never steers: nothing here talks to MPI, and
+``mpi4py`` is only consulted (never imported) for its version strings.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Union
+
+import h5py
+import numpy as np
+
+from dssfn_mpi.errors import UserError
+
+__all__ = [
+    "ATTRIBUTES",
+    "LAYER_FIELDS",
+    "LAYER_UNITS",
+    "RANK_FIELDS",
+    "SCHEMA_VERSION",
+    "RunLog",
+    "append_run",
+    "check_output_path",
+    "format_report",
+    "read_runlog",
+    "read_sweep",
+    "software_versions",
+    "utc_now",
+    "write_runlog",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+SCHEMA_VERSION = 1
+
+_F8 = np.dtype(np.float64)
+_I8 = np.dtype(np.int64)
+
+#: Per-(layer, rank) datasets in ``/layers``: name -> (dtype, description).
+#: Each is stored with shape ``(layers_done, M)``; row ``l`` is layer ``l``,
+#: column ``m`` is rank (graph node) ``m``.
+LAYER_FIELDS: dict[str, tuple[np.dtype, str]] = {
+    "total_seconds": (_F8, "wall time of the whole layer on this rank"),
+    "features_seconds": (_F8, "computing Y_l and the local statistics G_m = Y Y^T, B_m = T Y^T"),
+    "factor_seconds": (_F8, "factorising the local inverse used by the solver"),
+    "solve_seconds": (_F8, "the decentralized solver iterations (compute and communication)"),
+    "wait_seconds": (_F8, "time blocked waiting for neighbours or collectives"),
+    "eval_seconds": (_F8, "evaluating train/test accuracy and the equivalence check"),
+    "activations": (_I8, "local updates performed by this rank"),
+    "puts": (_I8, "messages (RMA puts or sends) issued by this rank"),
+    "bytes_sent": (_I8, "payload bytes sent by this rank"),
+    "staleness_mean": (_F8, "mean neighbour versions skipped per read"),
+    "staleness_max": (_F8, "largest number of neighbour versions skipped in one read"),
+    "rel_distance": (_F8, "||O_m - O*||_F / ||O*||_F against the exact layer solution O*"),
+    "objective_gap": (_F8, "(f(O_m) - f(O*)) / f(O*) on the stacked (all-node) problem"),
+    "consensus_spread": (
+        _F8,
+        "max_m ||O_m - mean O||_F / ||mean O||_F; one value per layer, repeated in each column",
+    ),
+    "train_accuracy": (_F8, "accuracy of this rank's model on the full training set"),
+    "test_accuracy": (_F8, "accuracy of this rank's model on the test set"),
+    "lambda_star": (_F8, "Lagrange multiplier of the exact layer solution's norm constraint"),
+    "gamma": (_F8, "the ADMM penalty parameter used for this layer"),
+}
+
+#: Units of each layer field, stored as the dataset attribute ``units``.
+LAYER_UNITS: dict[str, str] = {
+    "total_seconds": "s",
+    "features_seconds": "s",
+    "factor_seconds": "s",
+    "solve_seconds": "s",
+    "wait_seconds": "s",
+    "eval_seconds": "s",
+    "activations": "count",
+    "puts": "count",
+    "bytes_sent": "bytes",
+    "staleness_mean": "versions",
+    "staleness_max": "versions",
+    "rel_distance": "1",
+    "objective_gap": "1",
+    "consensus_spread": "1",
+    "train_accuracy": "fraction",
+    "test_accuracy": "fraction",
+    "lambda_star": "1",
+    "gamma": "1",
+}
+
+#: Documented per-rank datasets in ``/ranks``: name -> (dtype, description).
+#: ``hostname`` is a variable-length UTF-8 string; ``neighbors`` is 2-D.
+RANK_FIELDS: dict[str, tuple[np.dtype | str, str]] = {
+    "hostname": ("str", "host the rank ran on"),
+    "degree": (_I8, "number of graph neighbours of the rank"),
+    "neighbors": (_I8, "neighbour ranks, shape (M, max degree), padded with -1"),
+    "shard_size": (_I8, "number of training samples held by the rank"),
+}
+
+# Root attribute kinds: how a caller's value is checked and coerced.
+_STR, _INT, _BOOL, _JSON, _INTS, _CMD = "str", "int", "bool", "json", "int array", "cmd"
+
+#: Documented root attributes: name -> (kind, default, description).
+#: A missing attribute is written with its default so the schema is complete.
+ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
+    "schema_version": (_INT, SCHEMA_VERSION, "version of this schema (set by the writer)"),
+    "kind": (_STR, "run", "'run' for a run log (set by the writer); 'sweep' at a sweep root"),
+    "mode": (_STR, "", "training mode, e.g. async, sync or central"),
+    "update": (_STR, "", "the per-layer engine / update rule"),
+    "dataset": (_STR, "", "dataset name"),
+    "nodes": (_INT, -1, "M, number of MPI ranks = graph nodes"),
+    "topology": (_STR, "", "communication graph name"),
+    "degree": (_INT, -1, "degree parameter of the topology (-1: not applicable)"),
+    "layers": (_INT, -1, "L, index of the last layer; a complete run has L+1 rows"),
+    "hidden": (_INT, -1, "n, hidden width of layers 1..L"),
+    "iters": (_INT, -1, "solver iterations per layer"),
+    "seed": (_INT, -1, "master random seed"),
+    "config": (_JSON, "{}", "JSON string of the full configuration"),
+    "command_line": (_CMD, "", "the command line that started the run"),
+    "shard_sizes": (_INTS, None, "training samples per rank, int64 array of length M"),
+    "python": (_STR, "", "Python version"),
+    "numpy": (_STR, "", "numpy version"),
+    "scipy": (_STR, "", "scipy version ('' if not installed)"),
+    "h5py": (_STR, "", "h5py version"),
+    "hdf5": (_STR, "", "HDF5 library version"),
+    "mpi4py": (_STR, "", "mpi4py version ('' if not installed)"),
+    "mpi_library": (_STR, "", "first line of MPI_Get_library_version ('' if MPI not loaded)"),
+    "hostnames": (_JSON, "[]", "JSON list of the host of each rank (index = rank)"),
+    "start_time": (_STR, "", "ISO 8601 UTC time the run started"),
+    "end_time": (_STR, "", "ISO 8601 UTC time the run ended ('' while running)"),
+    "write_time": (_STR, "", "ISO 8601 UTC time of this write (set by the writer)"),
+    "git_revision": (_STR, "", "git commit of the code, or ''"),
+    "complete": (_BOOL, False, "True once every layer is done and the run ended normally"),
+    "layers_done": (_INT, 0, "rows in each /layers dataset (set by the writer)"),
+}
+
+_SOFTWARE = ("python", "numpy", "scipy", "h5py", "hdf5", "mpi4py", "mpi_library")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def utc_now() -> str:
+    """Return the current time as an ISO 8601 UTC string (second resolution).
+
+    Returns
+    -------
+    str
+        For example ``"2020-05-04T12:00:00+00:00"``.
+    """
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _dist_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def software_versions() -> dict[str, str]:
+    """Versions of the software stack, as stored in the run log root attributes.
+
+    ``mpi_library`` is filled only if ``mpi4py.MPI`` is already imported:
+    importing it here would initialise MPI as a side effect.
+
+    Returns
+    -------
+    dict of str to str
+        Keys ``python``, ``numpy``, ``scipy``, ``h5py``, ``hdf5``, ``mpi4py``,
+        ``mpi_library``; ``""`` for anything not available.
+    """
+    mpi_library = ""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None:
+        try:
+            # Open MPI ends the string with a NUL, which HDF5 strings cannot hold.
+            lines = str(mpi.Get_library_version()).replace("\x00", "").strip().splitlines()
+            mpi_library = lines[0].strip() if lines else ""
+        except Exception:  # a broken MPI must not lose the run log
+            mpi_library = ""
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": _dist_version("scipy"),
+        "h5py": h5py.__version__,
+        "hdf5": h5py.version.hdf5_version,
+        "mpi4py": _dist_version("mpi4py"),
+        "mpi_library": mpi_library,
+    }
+
+
+def _json_default(obj: Any) -> Any:
+    # Configurations carry numpy scalars and Paths; store them readably.
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    return str(obj)
+
+
+def _to_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=_json_default)
+
+
+def _open(path: PathLike, mode: str) -> h5py.File:
+    # HDF5 file locking fails on some cluster file systems (NFS, Lustre).
+    # Locks buy nothing here: writers never share a file (atomic replace).
+    try:
+        return h5py.File(path, mode, locking=False)
+    except (TypeError, ValueError):  # h5py/HDF5 too old for the locking option
+        return h5py.File(path, mode)
+
+
+def _temp_path(path: Path) -> Path:
+    return path.with_name(f"{path.name}.tmp-{os.getpid()}")
+
+
+def _fsync_path(path: Path, directory: bool = False) -> None:
+    # Durability against power loss; the rename alone already protects against kill -9.
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems do not support fsync on directories
+    finally:
+        os.close(fd)
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _exists_message(path: PathLike) -> str:
+    return f"{path} exists; pass --overwrite or choose another --out"
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _coerce_attr(name: str, value: Any) -> Any:
+    """Check and convert one root attribute value; ValueError for a bad value."""
+    if name in ATTRIBUTES:
+        kind = ATTRIBUTES[name][0]
+        if kind == _STR:
+            if not isinstance(value, str):
+                raise ValueError(f"attribute {name!r} must be a str, got {type(value).__name__}")
+            return str(value)
+        if kind == _INT:
+            if not _is_int(value):
+                raise ValueError(f"attribute {name!r} must be an int, got {value!r}")
+            return int(value)
+        if kind == _BOOL:
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"attribute {name!r} must be a bool, got {value!r}")
+            return bool(value)
+        if kind == _CMD:
+            if isinstance(value, (list, tuple)):
+                return shlex.join(str(v) for v in value)
+            if not isinstance(value, str):
+                raise ValueError(f"attribute {name!r} must be a str or list of str")
+            return value
+        if kind == _JSON:
+            if isinstance(value, str):
+                try:
+                    json.loads(value)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"attribute {name!r} is not valid JSON: {exc}") from None
+                return value
+            return _to_json(value)
+        if kind == _INTS:
+            arr = np.asarray(value)
+            if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+                raise ValueError(f"attribute {name!r} must be a 1-D int array, got {value!r}")
+            return arr.astype(np.int64)
+        raise AssertionError(kind)  # pragma: no cover - table is static
+    return _coerce_free_attr(name, value)
+
+
+def _coerce_free_attr(name: str, value: Any) -> Any:
+    """Convert an undocumented attribute: str/int/float/bool/list/1-D array/dict."""
+    if isinstance(value, dict):
+        return _to_json(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (bool, int, float, np.generic)):
+        if isinstance(value, np.generic) and value.dtype.kind not in "biuf":
+            raise ValueError(f"attribute {name!r}: unsupported numpy scalar {value!r}")
+        return value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, (list, tuple, np.ndarray)):
+        items = list(value) if not isinstance(value, np.ndarray) else None
+        if items is not None and items and all(isinstance(v, str) for v in items):
+            return np.array(items, dtype=h5py.string_dtype())
+        arr = np.asarray(value) if items is None or items else np.zeros(0, dtype=np.float64)
+        if arr.ndim != 1:
+            raise ValueError(f"attribute {name!r} must be 1-D, got shape {arr.shape}")
+        if arr.dtype.kind in "US":
+            return arr.astype(str).astype(h5py.string_dtype())
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"attribute {name!r}: unsupported element type {arr.dtype}")
+        return arr
+    raise ValueError(
+        f"attribute {name!r}: unsupported type {type(value).__name__} "
+        "(use str, int, float, bool, list, 1-D array or dict)"
+    )
+
+
+def _as_layer_array(name: str, value: Any) -> np.ndarray:
+    dtype = LAYER_FIELDS[name][0]
+    arr = np.asarray(value)
+    if arr.ndim != 2:
+        raise ValueError(f"layer field {name!r} must be 2-D (layers, ranks), got {arr.shape}")
+    if dtype == _I8:
+        if arr.dtype.kind == "f":
+            # Accept integral floats (e.g. counters summed as floats) but not NaN or fractions.
+            if not (np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
+                raise ValueError(f"layer field {name!r} is an integer field; got non-integers")
+        elif arr.size and arr.dtype.kind not in "biu":
+            raise ValueError(f"layer field {name!r} must be integer, got {arr.dtype}")
+        return arr.astype(np.int64)
+    if arr.size and arr.dtype.kind not in "biuf":
+        raise ValueError(f"layer field {name!r} must be numeric, got {arr.dtype}")
+    return arr.astype(np.float64)
+
+
+def _pad_neighbors(value: Any, m: int) -> np.ndarray:
+    if isinstance(value, np.ndarray) and value.ndim == 2:
+        arr = value
+    else:
+        rows = [np.asarray(r, dtype=np.int64).ravel() for r in value]
+        width = max((r.size for r in rows), default=0)
+        arr = np.full((len(rows), width), -1, dtype=np.int64)
+        for i, r in enumerate(rows):
+            arr[i, : r.size] = r
+    if arr.shape[0] != m:
+        raise ValueError(f"ranks field 'neighbors' has {arr.shape[0]} rows, expected M={m}")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise ValueError("ranks field 'neighbors' must be integer")
+    return arr.astype(np.int64)
+
+
+def _as_rank_array(name: str, value: Any, m: int) -> np.ndarray:
+    if name == "neighbors":
+        return _pad_neighbors(value, m)
+    if name == "hostname":
+        arr = np.asarray([str(v) for v in value], dtype=object)
+    else:
+        arr = np.asarray(value)
+        if arr.dtype.kind in "US":
+            arr = arr.astype(str).astype(object)
+        elif arr.dtype.kind not in "biuf":
+            raise ValueError(f"ranks field {name!r}: unsupported dtype {arr.dtype}")
+        elif name in RANK_FIELDS:
+            if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
+                raise ValueError(f"ranks field {name!r} must be integer")
+            arr = arr.astype(np.int64)
+    if arr.ndim < 1 or arr.shape[0] != m:
+        raise ValueError(f"ranks field {name!r} must have length M={m}, got shape {arr.shape}")
+    return arr
+
+
+def _as_extra_array(name: str, value: Any) -> np.ndarray:
+    if isinstance(value, str):
+        return np.array(value, dtype=object)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+        return np.array(list(value), dtype=object)
+    try:
+        arr = np.asarray(value)
+    except ValueError as exc:  # ragged nested lists
+        raise ValueError(f"extra {name!r} is not a rectangular array: {exc}") from None
+    if arr.dtype.kind in "US":
+        return arr.astype(str).astype(object)
+    if arr.dtype.kind not in "biufc":
+        raise ValueError(f"extra {name!r}: unsupported dtype {arr.dtype}")
+    return arr
+
+
+def _check_name(kind: str, name: Any) -> str:
+    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"{kind} name {name!r} is not a valid HDF5 object name")
+    return name
+
+
+@dataclass
+class _Prepared:
+    attrs: dict[str, Any]
+    layers: dict[str, np.ndarray]
+    ranks: dict[str, np.ndarray]
+    extra: dict[str, np.ndarray]
+
+
+def _prepare(
+    attrs: dict[str, Any],
+    layers: dict[str, Any],
+    ranks: dict[str, Any] | None,
+    extra: dict[str, Any] | None,
+) -> _Prepared:
+    """Validate and normalise everything before any file is touched."""
+    unknown = sorted(set(layers) - set(LAYER_FIELDS))
+    if unknown:
+        raise ValueError(f"unknown layer field(s) {unknown}; known: {sorted(LAYER_FIELDS)}")
+    arrays = {name: _as_layer_array(name, value) for name, value in layers.items()}
+    shapes = {a.shape for a in arrays.values()}
+    if len(shapes) > 1:
+        detail = {name: a.shape for name, a in arrays.items()}
+        raise ValueError(f"layer fields have different shapes: {detail}")
+
+    nodes = attrs.get("nodes")
+    if shapes:
+        rows, m = shapes.pop()
+    else:  # no layer yet: the shape must come from the attributes
+        if not _is_int(nodes) or nodes < 1:
+            raise ValueError("without layer arrays, attrs['nodes'] must give M")
+        rows, m = int(attrs.get("layers_done") or 0), int(nodes)
+    if nodes is not None and _is_int(nodes) and int(nodes) != m:
+        raise ValueError(f"attrs['nodes'] = {nodes} but the layer arrays have {m} columns")
+    given_rows = attrs.get("layers_done")
+    if given_rows is not None and given_rows != rows:
+        raise ValueError(f"attrs['layers_done'] = {given_rows} but the arrays have {rows} rows")
+    if attrs.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+        raise ValueError(f"attrs['schema_version'] must be {SCHEMA_VERSION} (set by the writer)")
+    if attrs.get("kind", "run") != "run":
+        raise ValueError("attrs['kind'] is set by the writer and must be 'run'")
+
+    out_layers: dict[str, np.ndarray] = {}
+    for name, (dtype, _desc) in LAYER_FIELDS.items():
+        if name in arrays:
+            out_layers[name] = arrays[name]
+        else:  # keep the schema complete: NaN means "not measured", -1 for counters
+            fill = -1 if dtype == _I8 else np.nan
+            out_layers[name] = np.full((rows, m), fill, dtype=dtype)
+
+    out_attrs: dict[str, Any] = {}
+    for name, value in attrs.items():
+        _check_name("attribute", name)
+        if value is None:  # None means "not known": documented defaults apply
+            continue
+        out_attrs[name] = _coerce_attr(name, value)
+    for name, value in software_versions().items():
+        out_attrs.setdefault(name, value)
+
+    ranks = dict(ranks or {})
+    # The per-rank datasets and the root attributes describe the same facts; fill
+    # one from the other so either route gives a complete file.
+    if "shard_size" not in ranks and "shard_sizes" in out_attrs:
+        if len(out_attrs["shard_sizes"]) == m:
+            ranks["shard_size"] = out_attrs["shard_sizes"]
+    if "shard_sizes" not in out_attrs and "shard_size" in ranks:
+        out_attrs["shard_sizes"] = _as_rank_array("shard_size", ranks["shard_size"], m)
+    if "hostname" not in ranks and "hostnames" in out_attrs:
+        hosts = json.loads(out_attrs["hostnames"])
+        if isinstance(hosts, list) and len(hosts) == m:
+            ranks["hostname"] = hosts
+    if "hostnames" not in out_attrs and "hostname" in ranks:
+        out_attrs["hostnames"] = _to_json([str(h) for h in ranks["hostname"]])
+
+    for name, (_kind, default, _desc) in ATTRIBUTES.items():
+        if name not in out_attrs:
+            out_attrs[name] = np.zeros(0, dtype=np.int64) if name == "shard_sizes" else default
+    out_attrs["schema_version"] = SCHEMA_VERSION
+    out_attrs["kind"] = "run"
+    out_attrs["nodes"] = m
+    out_attrs["layers_done"] = rows
+    out_attrs["write_time"] = utc_now()
+
+    out_ranks: dict[str, np.ndarray] = {}
+    for name, value in ranks.items():
+        out_ranks[_check_name("ranks field", name)] = _as_rank_array(name, value, m)
+    for name in RANK_FIELDS:
+        if name not in out_ranks:
+            if name == "hostname":
+                out_ranks[name] = np.array([""] * m, dtype=object)
+            elif name == "neighbors":
+                out_ranks[name] = np.full((m, 0), -1, dtype=np.int64)
+            else:
+                out_ranks[name] = np.full(m, -1, dtype=np.int64)
+
+    out_extra = {
+        _check_name("extra", name): _as_extra_array(name, value)
+        for name, value in (extra or {}).items()
+    }
+    return _Prepared(out_attrs, out_layers, out_ranks, out_extra)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _write_dataset(group: h5py.Group, name: str, data: np.ndarray) -> h5py.Dataset:
+    if data.dtype == object:
+        return group.create_dataset(name, data=data, dtype=h5py.string_dtype())
+    return group.create_dataset(name, data=data)
+
+
+def _write_run(group: h5py.Group, prep: _Prepared) -> None:
+    """Write one run's layout (attributes, /layers, /ranks, /extra) into ``group``."""
+    for name, value in prep.attrs.items():
+        group.attrs[name] = value
+    g_layers = group.create_group("layers")
+    for name, data in prep.layers.items():
+        ds = _write_dataset(g_layers, name, data)
+        ds.attrs["units"] = LAYER_UNITS[name]
+        ds.attrs["description"] = LAYER_FIELDS[name][1]
+    g_ranks = group.create_group("ranks")
+    for name, data in prep.ranks.items():
+        ds = _write_dataset(g_ranks, name, data)
+        if name in RANK_FIELDS:
+            ds.attrs["description"] = RANK_FIELDS[name][1]
+    g_extra = group.create_group("extra")
+    for name, data in prep.extra.items():
+        _write_dataset(g_extra, name, data)
+
+
+def _atomic_replace(tmp: Path, target: Path) -> None:
+    _fsync_path(tmp)
+    os.replace(tmp, target)
+    _fsync_path(target.parent, directory=True)
+
+
+def write_runlog(
+    path: PathLike,
+    attrs: dict[str, Any],
+    layers: dict[str, Any],
+    ranks: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+    overwrite: bool = True,
+) -> None:
+    """Write a complete run log atomically.
+
+    Called by rank 0 after every completed layer and at the end of the run; each
+    call rewrites the whole file from the arrays gathered so far. The data go to
+    ``<name>.tmp-<pid>`` in the same directory, which is flushed, synced and then
+    renamed onto ``path``: the target is always either the previous complete log
+    or the new one. On any exception the temporary file is removed.
+
+    Parameters
+    ----------
+    path
+        Target file. Its directory must exist (see :func:`check_output_path`).
+    attrs
+        Root attributes. Documented names (see :data:`ATTRIBUTES`) are type
+        checked; missing ones get their defaults; ``None`` values count as
+        missing. Other names are stored as given (str, int, float, bool, list,
+        1-D array; dicts as JSON strings). ``schema_version``, ``kind``,
+        ``layers_done`` and ``write_time`` are set by the writer; software
+        versions are filled in when absent.
+    layers
+        Field name -> array of shape ``(layers_done, M)``, a subset of
+        :data:`LAYER_FIELDS`. Missing fields are written NaN-filled (float) or
+        -1 (int). With no arrays at all, ``attrs['nodes']`` gives M and the
+        log has zero rows (useful to validate attributes before layer 0).
+    ranks
+        Per-rank arrays of length M (``neighbors`` may be a ragged list of
+        lists; it is padded with -1). Documented fields missing here are filled.
+    extra
+        Any other arrays (numeric of any shape, str or list of str).
+    overwrite
+        If False and ``path`` exists, raise :class:`UserError`. Training checks
+        ``--overwrite`` once up front and then rewrites its own file each layer.
+
+    Raises
+    ------
+    ValueError
+        Unknown layer field, inconsistent shapes or a badly typed attribute:
+        a bug in the caller, not a user error.
+    UserError
+        ``path`` exists and ``overwrite`` is False, or it cannot be written.
+    """
+    target = Path(path)
+    prep = _prepare(attrs, layers, ranks, extra)  # fail before touching the disk
+    check_output_path(target, overwrite)
+    tmp = _temp_path(target)
+    try:
+        with _open(tmp, "w") as f:
+            _write_run(f, prep)
+            f.flush()
+        _atomic_replace(tmp, target)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+
+
+def check_output_path(path: PathLike, overwrite: bool) -> None:
+    """Check that a run log can be written at ``path``, without creating anything.
+
+    Parameters
+    ----------
+    path
+        The intended output file.
+    overwrite
+        Whether an existing file may be replaced.
+
+    Raises
+    ------
+    UserError
+        The directory does not exist or is not a directory, is not writable,
+        ``path`` is a directory, or ``path`` exists and ``overwrite`` is False.
+    """
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise UserError(f"{target} is a directory; give a file name for --out")
+    if not parent.exists():
+        raise UserError(f"directory {parent} does not exist; create it or choose another --out")
+    if not parent.is_dir():
+        raise UserError(f"{parent} is not a directory; choose another --out")
+    # os.access also reports read-only file systems (EROFS), even for root.
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"directory {parent} is not writable; choose another --out")
+    if (target.exists() or target.is_symlink()) and not overwrite:
+        raise UserError(_exists_message(target))
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class RunLog:
+    """One run as read back from a run log (or one run of a sweep file).
+
+    Attributes
+    ----------
+    attrs
+        Root attributes as Python values (str, int, float, bool) or numpy
+        arrays; string arrays become lists of str.
+    layers
+        Field name -> array of shape ``(layers_done, M)`` (float64 or int64).
+    ranks
+        Per-rank arrays (first axis M); strings as ``numpy.str_`` arrays.
+    extra
+        Anything else the writer stored.
+    source
+        Where it was read from (file, or ``file:/runs/<name>``).
+    """
+
+    attrs: dict[str, Any]
+    layers: dict[str, np.ndarray]
+    ranks: dict[str, np.ndarray] = field(default_factory=dict)
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+    source: str = ""
+
+    @property
+    def nodes(self) -> int:
+        """M, the number of ranks."""
+        return int(self.attrs["nodes"])
+
+    @property
+    def layers_done(self) -> int:
+        """Rows in each layer dataset."""
+        return int(self.attrs["layers_done"])
+
+    @property
+    def complete(self) -> bool:
+        """Whether the run finished."""
+        return bool(self.attrs.get("complete", False))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The full configuration, parsed from its JSON attribute."""
+        return json.loads(self.attrs.get("config", "{}") or "{}")
+
+    @property
+    def hostnames(self) -> list[str]:
+        """Host of each rank, parsed from its JSON attribute."""
+        return json.loads(self.attrs.get("hostnames", "[]") or "[]")
+
+
+def _attr_value(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray) and value.dtype.kind in "OSU":
+        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in value]
+    return value
+
+
+def _read_dataset(ds: h5py.Dataset) -> np.ndarray:
+    if h5py.check_string_dtype(ds.dtype) is not None:
+        return np.asarray(ds.asstr()[()], dtype=str)
+    return np.asarray(ds[()])
+
+
+def _read_run(group: h5py.Group, source: str) -> RunLog:
+    attrs = {name: _attr_value(value) for name, value in group.attrs.items()}
+    _check_version(attrs, source)
+    if not isinstance(group.get("layers"), h5py.Group):
+        raise UserError(f"{source} has no /layers group; it is damaged or not a dssfn_mpi run log")
+    layers = _read_datasets(group, "layers")
+    rows = int(attrs.get("layers_done", 0))
+    m = int(attrs.get("nodes", 0))
+    for name, arr in layers.items():
+        if arr.shape != (rows, m):
+            raise UserError(
+                f"{source}: /layers/{name} has shape {arr.shape}, expected ({rows}, {m}); "
+                "the file is damaged"
+            )
+    for name, (dtype, _desc) in LAYER_FIELDS.items():
+        # Files from an older writer of the same version may lack newer fields.
+        layers.setdefault(name, np.full((rows, m), -1 if dtype == _I8 else np.nan, dtype=dtype))
+
+    return RunLog(
+        attrs=attrs,
+        layers=layers,
+        ranks=_read_datasets(group, "ranks"),
+        extra=_read_datasets(group, "extra"),
+        source=source,
+    )
+
+
+def _read_datasets(group: h5py.Group, name: str) -> dict[str, np.ndarray]:
+    sub = group.get(name)
+    if not isinstance(sub, h5py.Group):
+        return {}
+    return {n: _read_dataset(d) for n, d in sub.items() if isinstance(d, h5py.Dataset)}
+
+
+def _check_version(attrs: dict[str, Any], source: str) -> None:
+    version = attrs.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise UserError(f"{source} is not a dssfn_mpi run log (no schema_version attribute)")
+    if version > SCHEMA_VERSION:
+        raise UserError(
+            f"{source} uses run log schema {version}, newer than this dssfn_mpi reads "
+            f"({SCHEMA_VERSION}); upgrade dssfn_mpi"
+        )
+    if version < 1:
+        raise UserError(f"{source} has invalid schema_version {version}")
+
+
+def _open_for_reading(path: PathLike) -> h5py.File:
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"run log {p} does not exist; check the path")
+    if p.is_dir():
+        raise UserError(f"{p} is a directory, not a run log file")
+    try:
+        is_hdf5 = h5py.is_hdf5(p)
+    except OSError:
+        is_hdf5 = False
+    if not is_hdf5:
+        raise UserError(f"{p} is not an HDF5 file; give a run log written by dssfn-mpi")
+    try:
+        return _open(p, "r")
+    except OSError as exc:
+        raise UserError(f"cannot open run log {p}: {exc}") from None
+
+
+def read_runlog(path: PathLike) -> RunLog:
+    """Read and validate a run log.
+
+    Parameters
+    ----------
+    path
+        A file written by :func:`write_runlog`.
+
+    Returns
+    -------
+    RunLog
+        Attributes, ``(layers_done, M)`` layer arrays (every field of
+        :data:`LAYER_FIELDS` present), per-rank arrays and extras.
+
+    Raises
+    ------
+    UserError
+        Missing file, not HDF5, not a run log, a sweep file, a damaged file or
+        a schema newer than :data:`SCHEMA_VERSION`.
+    """
+    with _open_for_reading(path) as f:
+        if f.attrs.get("kind") == "sweep":
+            raise UserError(f"{path} is a sweep file holding several runs; read it with read_sweep")
+        return _read_run(f, str(path))
+
+
+def read_sweep(path: PathLike) -> dict[str, RunLog]:
+    """Read every run of a sweep file written by :func:`append_run`.
+
+    Parameters
+    ----------
+    path
+        The sweep file.
+
+    Returns
+    -------
+    dict of str to RunLog
+        Group name -> run, in the order the runs were appended.
+
+    Raises
+    ------
+    UserError
+        As for :func:`read_runlog`, or if the file is not a sweep file.
+    """
+    with _open_for_reading(path) as f:
+        _check_sweep_root(f, str(path))
+        runs = f["runs"]
+        return {name: _read_run(runs[name], f"{path}:/runs/{name}") for name in runs}
+
+
+def _check_sweep_root(f: h5py.File, source: str) -> None:
+    attrs = {name: _attr_value(value) for name, value in f.attrs.items()}
+    _check_version(attrs, source)
+    if attrs.get("kind") != "sweep" or not isinstance(f.get("runs"), h5py.Group):
+        raise UserError(f"{source} is not a sweep file; read a single run with read_runlog")
+
+
+# --------------------------------------------------------------------------- sweeps
+
+
+def append_run(
+    path: PathLike,
+    group_name: str,
+    attrs: dict[str, Any],
+    layers: dict[str, Any],
+    ranks: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Add one run as ``/runs/<group_name>`` of a sweep file, atomically.
+
+    The existing file (if any) is copied to ``<name>.tmp-<pid>``, the group is
+    added to the copy and the copy replaces the original. Inside the group the
+    layout is that of a run log (attributes, ``layers``, ``ranks``, ``extra``).
+    Not safe for several processes appending to one file at the same time.
+
+    Parameters
+    ----------
+    path
+        The sweep file; created if it does not exist.
+    group_name
+        Name of the run inside ``/runs`` (no ``/``).
+    attrs, layers, ranks, extra
+        As for :func:`write_runlog`.
+
+    Raises
+    ------
+    ValueError
+        Invalid group name or run data (a bug in the caller).
+    UserError
+        The file is not a sweep file, is newer than this schema, already holds
+        ``group_name``, or its directory cannot be written.
+    """
+    _check_name("run group", group_name)
+    target = Path(path)
+    prep = _prepare(attrs, layers, ranks, extra)
+    check_output_path(target, overwrite=True)
+    exists = target.exists()
+    if exists:
+        with _open_for_reading(target) as f:
+            _check_sweep_root(f, str(target))
+            if group_name in f["runs"]:
+                raise UserError(
+                    f"{target} already holds run {group_name!r}; choose another output file"
+                )
+    tmp = _temp_path(target)
+    try:
+        if exists:
+            shutil.copyfile(target, tmp)
+        with _open(tmp, "a" if exists else "w") as f:
+            if not exists:
+                f.attrs["schema_version"] = SCHEMA_VERSION
+                f.attrs["kind"] = "sweep"
+                f.create_group("runs", track_order=True)  # keep append order
+            f.attrs["write_time"] = utc_now()
+            _write_run(f["runs"].create_group(group_name), prep)
+            f.flush()
+        _atomic_replace(tmp, target)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    arr = np.asarray(values, dtype=np.float64).ravel()
+    return arr[np.isfinite(arr)]
+
+
+def _stat(values: np.ndarray, how: str) -> float:
+    """NaN-tolerant statistic; NaN if nothing was measured."""
+    arr = _finite(values)
+    if arr.size == 0:
+        return math.nan
+    return float({"min": np.min, "max": np.max, "mean": np.mean, "median": np.median}[how](arr))
+
+
+def _fmt(value: float, spec: str) -> str:
+    return "-" if not math.isfinite(value) else format(value, spec)
+
+
+def _pct(value: float) -> str:
+    return _fmt(100.0 * value, ".2f")
+
+
+def _hdr(value: Any) -> str:
+    if value is None or value == "" or (_is_int(value) and value == -1):
+        return "-"
+    return str(value)
+
+
+def format_report(path_or_runlog: PathLike | RunLog) -> str:
+    """Summarise a run log as a plain-text table (``dssfn-mpi report RUN.h5``).
+
+    One header block, one row per layer (median and max total time over ranks,
+    median solve time, max relative distance to the exact solution, max
+    objective gap, min/mean/max test accuracy in percent, mean staleness) and a
+    final line with the total time (sum over layers of the slowest rank) and
+    the final layer's test accuracy. Values that were not measured print as
+    ``-``. A sweep file gives one such block per run.
+
+    Parameters
+    ----------
+    path_or_runlog
+        A run log or sweep file path, or a :class:`RunLog`.
+
+    Returns
+    -------
+    str
+        The report, lines separated by ``\\n``, without a trailing newline.
+    """
+    if isinstance(path_or_runlog, RunLog):
+        return _format_run(path_or_runlog)
+    with _open_for_reading(path_or_runlog) as f:
+        is_sweep = f.attrs.get("kind") == "sweep"
+    if not is_sweep:
+        return _format_run(read_runlog(path_or_runlog))
+    runs = read_sweep(path_or_runlog)
+    if not runs:
+        return f"sweep {path_or_runlog}: no runs"
+    return "\n\n".join(f"== run {name} ==\n{_format_run(run)}" for name, run in runs.items())
+
+
+def _format_run(run: RunLog) -> str:
+    a = run.attrs
+    rows = run.layers_done
+    expected = a.get("layers", -1)
+    expected_rows = expected + 1 if _is_int(expected) and expected >= 0 else None
+    done = f"{rows}/{expected_rows}" if expected_rows is not None else str(rows)
+    lines = [
+        f"run log: {run.source or '-'}",
+        f"mode {_hdr(a.get('mode'))}  update {_hdr(a.get('update'))}  "
+        f"dataset {_hdr(a.get('dataset'))}  M {_hdr(a.get('nodes'))}  "
+        f"topology {_hdr(a.get('topology'))}  degree {_hdr(a.get('degree'))}",
+        f"layers {_hdr(a.get('layers'))}  hidden {_hdr(a.get('hidden'))}  "
+        f"iters {_hdr(a.get('iters'))}  complete {'yes' if run.complete else 'no'}  "
+        f"(layers done {done})",
+    ]
+    if rows == 0:
+        lines.append("no layers recorded")
+        return "\n".join(lines)
+
+    cols = [
+        ("layer", 5),
+        ("t_med[s]", 9),
+        ("t_max[s]", 9),
+        ("solve_med[s]", 12),
+        ("max rel_dist", 12),
+        ("max obj_gap", 12),
+        ("test acc min/mean/max [%]", 25),
+        ("stale", 6),
+    ]
+    lines.append("  ".join(name.rjust(width) for name, width in cols))
+    L = run.layers
+    layer_max_time = []
+    for l in range(rows):
+        t_max = _stat(L["total_seconds"][l], "max")
+        layer_max_time.append(t_max)
+        acc = L["test_accuracy"][l]
+        cells = [
+            str(l),
+            _fmt(_stat(L["total_seconds"][l], "median"), ".3f"),
+            _fmt(t_max, ".3f"),
+            _fmt(_stat(L["solve_seconds"][l], "median"), ".3f"),
+            _fmt(_stat(L["rel_distance"][l], "max"), ".3e"),
+            _fmt(_stat(L["objective_gap"][l], "max"), ".3e"),
+            "/".join(_pct(_stat(acc, how)) for how in ("min", "mean", "max")),
+            _fmt(_stat(L["staleness_mean"][l], "mean"), ".2f"),
+        ]
+        lines.append("  ".join(c.rjust(width) for c, (_n, width) in zip(cells, cols)))
+
+    timed = [t for t in layer_max_time if math.isfinite(t)]
+    total = _fmt(sum(timed), ".3f") if timed else "-"
+    if timed and len(timed) < rows:
+        total += f" ({rows - len(timed)} layer(s) without timing)"
+    final = L["test_accuracy"][rows - 1]
+    lines.append(
+        f"total time {total} s (sum over layers of the slowest rank); "
+        f"final layer {rows - 1} test accuracy min/mean/max "
+        + "/".join(_pct(_stat(final, how)) for how in ("min", "mean", "max"))
+        + " %"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,269 @@
+"""The convex problem of one SSFN layer, solved exactly or by the authors' ADMM.
+
+Layer problem (ALGORITHMS.md section 1)::
+
+    min_O ||T - O Y||_F^2   s.t.  ||O||_F^2 <= eps
+
+written through its sufficient statistics ``G = Y Y^T`` and ``B = T Y^T``: the
+objective is ``||T||^2 - 2 tr(O B^T) + tr(O G O^T)``. The KKT conditions are
+``O (G + lam I) = B``, ``lam >= 0``, ``lam (||O||^2 - eps) = 0``, so the exact
+solution is a one-dimensional root in the multiplier ``lam``.
+
+:class:`LocalInverse` applies ``(2 G_m + c I)^{-1}`` from the right, the one
+expensive step of every decentralized activation, densely or through the
+Woodbury identity when a node holds fewer samples than features.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+from scipy.optimize import brentq
+
+__all__ = [
+    "ExactSolution",
+    "LocalInverse",
+    "admm_solve",
+    "exact_solve",
+    "exact_solve_data",
+    "kkt_residual",
+    "objective",
+    "project_frobenius",
+]
+
+
+def project_frobenius(O: np.ndarray, eps: float) -> np.ndarray:
+    """Project ``O`` onto the ball ``||O||_F^2 <= eps``.
+
+    Parameters
+    ----------
+    O : ndarray
+        Any matrix.
+    eps : float
+        Squared radius of the ball, > 0.
+
+    Returns
+    -------
+    ndarray
+        ``O`` itself when it is inside the ball, else a rescaled copy.
+    """
+    norm = float(np.linalg.norm(O))
+    radius = float(np.sqrt(eps))
+    if norm <= radius:
+        return O
+    return O * (radius / norm)
+
+
+def objective(O: np.ndarray, G: np.ndarray, B: np.ndarray, tt: float) -> float:
+    """Least-squares cost ``||T - O Y||_F^2`` from the statistics.
+
+    Parameters
+    ----------
+    O : ndarray, shape (Q, d)
+    G : ndarray, shape (d, d)
+        ``Y Y^T``.
+    B : ndarray, shape (Q, d)
+        ``T Y^T``.
+    tt : float
+        ``||T||_F^2``.
+
+    Returns
+    -------
+    float
+    """
+    return float(tt - 2.0 * np.vdot(O, B) + np.vdot(O @ G, O))
+
+
+def kkt_residual(O: np.ndarray, lam: float, G: np.ndarray, B: np.ndarray, eps: float) -> float:
+    """Relative KKT residual of ``(O, lam)`` for the layer problem.
+
+    The largest of stationarity ``||O (G + lam I) - B|| / ||B||``, primal
+    infeasibility ``max(0, ||O||^2 - eps) / eps``, dual infeasibility
+    ``max(0, -lam)`` and complementarity ``lam |eps - ||O||^2| / (eps * scale)``
+    with ``scale`` the largest eigenvalue of ``G``.
+    """
+    bnorm = max(float(np.linalg.norm(B)), np.finfo(float).tiny)
+    stat = float(np.linalg.norm(O @ G + lam * O - B)) / bnorm
+    sq = float(np.vdot(O, O))
+    primal = max(0.0, sq - eps) / eps
+    scale = max(float(np.linalg.norm(G, 2)), np.finfo(float).tiny)
+    comp = lam * abs(eps - sq) / (eps * scale)
+    return max(stat, primal, max(0.0, -lam), comp)
+
+
+@dataclass(frozen=True)
+class ExactSolution:
+    """Exact minimiser of a layer problem and its multiplier."""
+
+    O: np.ndarray
+    lam: float
+
+
+def _solve_spectral(C: np.ndarray, s: np.ndarray, U: np.ndarray, eps: float) -> ExactSolution:
+    """Exact solution given ``G = U diag(s) U^T`` (s > 0) and ``C = B U``.
+
+    ``||O(lam)||^2 = sum_i ||C[:, i]||^2 / (s_i + lam)^2`` decreases in lam, so
+    the active-constraint case is a bracketed root of a smooth function.
+    """
+    w = np.einsum("qi,qi->i", C, C)
+
+    def sqnorm(lam: float) -> float:
+        return float(np.sum(w / (s + lam) ** 2))
+
+    lam = 0.0
+    if sqnorm(0.0) > eps:
+        # ||O(lam)|| <= sqrt(sum w) / lam, so this bound makes the norm feasible.
+        hi = float(np.sqrt(np.sum(w) / eps))
+        # Work on log scale: the norm spans many decades between 0 and hi.
+        lo = 0.0
+        lam = brentq(
+            lambda x: np.log(sqnorm(x)) - np.log(eps),
+            lo,
+            hi,
+            xtol=1e-300,
+            rtol=4 * np.finfo(float).eps,
+            maxiter=500,
+        )
+    O = (C / (s + lam)) @ U.T
+    return ExactSolution(O=O, lam=float(lam))
+
+
+def _positive_part(s: np.ndarray, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop numerically-zero eigenvalues (B has no component there)."""
+    tol = float(s.max(initial=0.0)) * max(U.shape) * np.finfo(float).eps
+    keep = s > tol
+    return s[keep], U[:, keep]
+
+
+def exact_solve(G: np.ndarray, B: np.ndarray, eps: float) -> ExactSolution:
+    """Exact solution of the layer problem from ``G = Y Y^T`` and ``B = T Y^T``.
+
+    Parameters
+    ----------
+    G : ndarray, shape (d, d)
+        Symmetric positive semi-definite Gram matrix.
+    B : ndarray, shape (Q, d)
+        Cross term.
+    eps : float
+        Squared Frobenius bound, > 0.
+
+    Returns
+    -------
+    ExactSolution
+        ``O`` (Q x d) and the multiplier ``lam`` (0 when the minimum-norm
+        least-squares solution already satisfies the bound).
+    """
+    s, U = scipy.linalg.eigh(G, check_finite=False)
+    s, U = _positive_part(s, U)
+    return _solve_spectral(B @ U, s, U, eps)
+
+
+def exact_solve_data(Y: np.ndarray, T: np.ndarray, eps: float) -> ExactSolution:
+    """Exact solution from the data itself, via the thin SVD when ``J < d``.
+
+    Parameters
+    ----------
+    Y : ndarray, shape (d, J)
+        Features, one column per sample.
+    T : ndarray, shape (Q, J)
+        Targets.
+    eps : float
+        Squared Frobenius bound, > 0.
+
+    Returns
+    -------
+    ExactSolution
+    """
+    d, J = Y.shape
+    if J >= d:
+        return exact_solve(Y @ Y.T, T @ Y.T, eps)
+    U, sv, Vt = scipy.linalg.svd(Y, full_matrices=False, check_finite=False)
+    s, U = _positive_part(sv**2, U)
+    keep = s.size
+    # B U = T Y^T U = T V S: never forms the d x d Gram matrix.
+    C = (T @ Vt[:keep].T) * sv[:keep]
+    return _solve_spectral(C, s, U, eps)
+
+
+def admm_solve(G: np.ndarray, B: np.ndarray, eps: float, mu: float, iters: int) -> np.ndarray:
+    """The SSFN authors' ADMM for the layer problem (for reproducing the paper).
+
+    ``O = (B + rho (Zc + D)) (G + rho I)^-1; Zc = P_eps(O - D); D = D + Zc - O``
+    from zero, ``rho = 1 / mu``, returning the last ``O`` as their code does.
+    With few iterations and a large ``mu`` this is an early-stopped
+    regulariser, not the constrained optimum: never use it as the
+    equivalence target.
+
+    Parameters
+    ----------
+    G, B : ndarray
+        Statistics as in :func:`exact_solve`.
+    eps : float
+        Squared Frobenius bound.
+    mu : float
+        The authors' ``myu`` (> 0).
+    iters : int
+        Iteration count (the authors use 100).
+
+    Returns
+    -------
+    ndarray, shape (Q, d)
+    """
+    rho = 1.0 / mu
+    d = G.shape[0]
+    inv = scipy.linalg.inv(G + rho * np.eye(d), check_finite=False)
+    Zc = np.zeros_like(B)
+    D = np.zeros_like(B)
+    O = Zc
+    for _ in range(iters):
+        O = (B + rho * (Zc + D)) @ inv
+        Zc = project_frobenius(O - D, eps)
+        D = D + Zc - O
+    return O
+
+
+class LocalInverse:
+    """Right-multiplication by ``(2 G + c I)^{-1}`` with ``G = Y Y^T``.
+
+    Dense when the node holds at least half as many samples as features
+    (one ``Q x d x d`` product per call); otherwise the Woodbury identity
+    ``(2 Y Y^T + c I)^{-1} = (I - Y (c/2 I + Y^T Y)^{-1} Y^T) / c`` costs
+    ``O(Q d J)`` per call instead.
+
+    Parameters
+    ----------
+    Y : ndarray, shape (d, J)
+        The node's features.
+    c : float
+        Positive diagonal shift (``gamma * degree`` or ``rho``).
+    G : ndarray, optional
+        ``Y Y^T`` if the caller already has it.
+    """
+
+    def __init__(self, Y: np.ndarray, c: float, G: np.ndarray | None = None) -> None:
+        if not c > 0:
+            raise ValueError(f"diagonal shift must be positive, got {c}")
+        d, J = Y.shape
+        self.c = float(c)
+        self.low_rank = 2 * J < d
+        if self.low_rank:
+            K = Y.T @ Y
+            K[np.diag_indices_from(K)] += self.c / 2.0
+            self._Y = Y
+            # A = K^{-1} Y^T, so x H^{-1} = (x - (x Y) A) / c.
+            self._A = scipy.linalg.cho_solve(
+                scipy.linalg.cho_factor(K, check_finite=False), Y.T, check_finite=False
+            )
+        else:
+            H = 2.0 * (Y @ Y.T if G is None else G)
+            H[np.diag_indices_from(H)] += self.c
+            cf = scipy.linalg.cho_factor(H, check_finite=False)
+            self._inv = scipy.linalg.cho_solve(cf, np.eye(d), check_finite=False)
+
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Return ``X @ (2 G + c I)^{-1}`` for ``X`` of shape (Q, d)."""
+        if self.low_rank:
+            return (X - (X @ self._Y) @ self._A) / self.c
+        return X @ self._inv

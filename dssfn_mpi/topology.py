@@ -1,0 +1,610 @@
+"""The communication graph over the M processing nodes.
+
+The paper runs every experiment on a *circular* graph: node ``m`` is linked to
+``m +- 1, ..., m +- d/2 (mod M)``, so every node has ``d`` neighbours; ``d = 2``
+is the ring and ``d = 1`` with ``M = 2`` the single edge of its figure 3. This
+module builds that graph and a few others (complete, seeded random-regular,
+or an edge-list file), checks that the result is connected, and answers the
+questions the engines and the benchmarks ask of it: neighbours, diameter,
+algebraic connectivity, a Metropolis-Hastings mixing matrix and how many
+gossip rounds that matrix needs to reach consensus.
+
+Node ids are 0-based and equal MPI ranks. All graphs are undirected and simple
+(no self-loops, no repeated edges) and must be connected. The one exception to
+"every node has a neighbour" is the trivial graph of a single node
+(``n_nodes == 1``), which every topology accepts: it has no edges, degree 0,
+diameter 0, and its algebraic connectivity is reported as 0.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components, shortest_path
+
+from dssfn_mpi.errors import UserError, require
+
+TOPOLOGIES = ("circular", "ring", "complete", "random-regular", "file")
+
+# Keeps the random-regular stream apart from other users of the same seed.
+_RANDOM_REGULAR_TAG = 0x52524547
+# A random d-regular graph with d >= 3 is connected with high probability and a
+# random Hamiltonian cycle always is, so this many tries is never reached in
+# practice; it only guards against an endless loop.
+_MAX_RANDOM_TRIES = 200
+
+
+@dataclass(frozen=True)
+class Graph:
+    """An undirected simple graph on nodes ``0 .. n_nodes-1``.
+
+    Parameters
+    ----------
+    n_nodes : int
+        Number of nodes M (MPI ranks), at least 1.
+    edges : tuple of (int, int)
+        Each undirected edge once as ``(i, j)`` with ``i < j``, sorted.
+    name : str
+        Human-readable description, e.g. ``"circular(d=8)"``.
+
+    Notes
+    -----
+    The constructor checks the edge invariants (a broken one is a bug and
+    raises ``ValueError``) but not connectivity: :func:`make_topology` and
+    :func:`read_edge_list` check that and report it as a :class:`UserError`.
+    """
+
+    n_nodes: int
+    edges: tuple[tuple[int, int], ...]
+    name: str
+
+    def __post_init__(self) -> None:
+        n = int(self.n_nodes)
+        if n < 1:
+            raise ValueError(f"Graph needs at least one node, got n_nodes={self.n_nodes}")
+        edges = tuple((int(i), int(j)) for i, j in self.edges)
+        for i, j in edges:
+            if not 0 <= i < j < n:
+                raise ValueError(f"edge ({i}, {j}) is not (i, j) with 0 <= i < j < {n}")
+        if any(a >= b for a, b in zip(edges, edges[1:])):
+            raise ValueError("edges must be sorted and listed once")
+        # Normalise to plain ints so equality and hashing do not depend on numpy types.
+        object.__setattr__(self, "n_nodes", n)
+        object.__setattr__(self, "edges", edges)
+
+    # -- adjacency ---------------------------------------------------------
+    @cached_property
+    def _adjacency(self) -> tuple[tuple[int, ...], ...]:
+        nbrs: list[list[int]] = [[] for _ in range(self.n_nodes)]
+        for i, j in self.edges:
+            nbrs[i].append(j)
+            nbrs[j].append(i)
+        return tuple(tuple(sorted(a)) for a in nbrs)
+
+    def _check_node(self, m: int) -> int:
+        if not 0 <= int(m) < self.n_nodes:
+            raise IndexError(f"node {m} is not in 0..{self.n_nodes - 1}")
+        return int(m)
+
+    def neighbors(self, m: int) -> tuple[int, ...]:
+        """Return the neighbours of node ``m``, sorted ascending.
+
+        Parameters
+        ----------
+        m : int
+            Node id in ``0 .. n_nodes-1``.
+
+        Returns
+        -------
+        tuple of int
+            The ids of the nodes sharing an edge with ``m``.
+        """
+        return self._adjacency[self._check_node(m)]
+
+    def degree(self, m: int) -> int:
+        """Return the number of neighbours of node ``m``.
+
+        Parameters
+        ----------
+        m : int
+            Node id in ``0 .. n_nodes-1``.
+
+        Returns
+        -------
+        int
+            ``len(self.neighbors(m))``.
+        """
+        return len(self.neighbors(m))
+
+    @cached_property
+    def degrees(self) -> np.ndarray:
+        """Degree of every node as a read-only int64 array of length M."""
+        deg = np.array([len(a) for a in self._adjacency], dtype=np.int64)
+        deg.setflags(write=False)
+        return deg
+
+    @property
+    def n_edges(self) -> int:
+        """Number of undirected edges."""
+        return len(self.edges)
+
+    @property
+    def max_degree(self) -> int:
+        """Largest node degree (0 for the single-node graph)."""
+        return int(self.degrees.max())
+
+    @property
+    def min_degree(self) -> int:
+        """Smallest node degree (0 for the single-node graph)."""
+        return int(self.degrees.min())
+
+    @property
+    def is_regular(self) -> bool:
+        """True when every node has the same degree."""
+        return self.min_degree == self.max_degree
+
+    # -- spectra and distances --------------------------------------------
+    def adjacency_matrix(self) -> np.ndarray:
+        """Return the dense symmetric 0/1 adjacency matrix (float64, M x M).
+
+        Returns
+        -------
+        numpy.ndarray
+            ``A[i, j] = 1`` when ``(i, j)`` is an edge, else 0.
+        """
+        a = np.zeros((self.n_nodes, self.n_nodes))
+        if self.edges:
+            e = np.asarray(self.edges)
+            a[e[:, 0], e[:, 1]] = 1.0
+            a[e[:, 1], e[:, 0]] = 1.0
+        return a
+
+    def laplacian(self) -> np.ndarray:
+        """Return the dense graph Laplacian ``L = D - A`` (float64, M x M).
+
+        Returns
+        -------
+        numpy.ndarray
+            Symmetric positive semi-definite matrix with zero row sums.
+        """
+        a = self.adjacency_matrix()
+        return np.diag(a.sum(axis=1)) - a
+
+    def _sparse(self):
+        e = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
+        ones = np.ones(len(e))
+        return coo_matrix((ones, (e[:, 0], e[:, 1])), shape=(self.n_nodes, self.n_nodes)).tocsr()
+
+    @cached_property
+    def diameter(self) -> int:
+        """Longest shortest-path length in hops (0 for a single node).
+
+        Raises ``ValueError`` for a disconnected graph, whose diameter is infinite.
+        """
+        if self.n_nodes == 1:
+            return 0
+        dist = shortest_path(self._sparse(), directed=False, unweighted=True)
+        if not np.all(np.isfinite(dist)):
+            raise ValueError(f"graph {self.name} is disconnected: its diameter is infinite")
+        return int(dist.max())
+
+    @cached_property
+    def algebraic_connectivity(self) -> float:
+        """Second-smallest eigenvalue of the Laplacian (Fiedler value).
+
+        Positive exactly when the graph is connected; ``M`` for the complete
+        graph, ``2 - 2 cos(2 pi / M)`` for the ring. The single-node graph has
+        no second eigenvalue and reports 0.
+        """
+        if self.n_nodes == 1:
+            return 0.0
+        eig = np.linalg.eigvalsh(self.laplacian())
+        # Rounding can leave the exact 0 of a disconnected graph slightly negative.
+        return max(float(eig[1]), 0.0)
+
+    def metropolis_weights(self) -> np.ndarray:
+        """Return the Metropolis-Hastings mixing matrix W (dense, M x M).
+
+        ``W[i, j] = 1 / (1 + max(d_i, d_j))`` on every edge, 0 between
+        non-neighbours, and ``W[i, i] = 1 - sum_{j != i} W[i, j]``.
+
+        Returns
+        -------
+        numpy.ndarray
+            Symmetric and doubly stochastic, with a positive diagonal (each row's
+            off-diagonal sum is at most ``d_i / (1 + d_i)``), so on a connected
+            graph ``x <- W x`` converges to the average.
+        """
+        w = np.zeros((self.n_nodes, self.n_nodes))
+        if self.edges:
+            e = np.asarray(self.edges)
+            deg = self.degrees
+            vals = 1.0 / (1.0 + np.maximum(deg[e[:, 0]], deg[e[:, 1]]))
+            w[e[:, 0], e[:, 1]] = vals
+            w[e[:, 1], e[:, 0]] = vals
+        w[np.diag_indices(self.n_nodes)] = 1.0 - w.sum(axis=1)
+        return w
+
+    def mixing_rate(self) -> float:
+        """Return rho, the consensus contraction factor of the Metropolis matrix.
+
+        Returns
+        -------
+        float
+            ``rho = ||W - 11^T / M||_2``: the largest ``|eigenvalue|`` of W once
+            the consensus eigenvalue 1 is removed. 0 for the complete graph,
+            below 1 for any connected graph, 1 for a disconnected one.
+        """
+        m = self.n_nodes
+        w = self.metropolis_weights() - 1.0 / m
+        return float(np.max(np.abs(np.linalg.eigvalsh(w))))
+
+    def mixing_rounds(self, tol: float = 1e-6, cap: int = 10000) -> int:
+        """Return how many rounds of ``x <- W x`` shrink the disagreement by ``tol``.
+
+        Parameters
+        ----------
+        tol : float
+            Wanted reduction factor of ``||x - mean(x)||``, in (0, 1).
+        cap : int
+            Upper bound on the answer (returned for a disconnected graph).
+
+        Returns
+        -------
+        int
+            ``ceil(log(tol) / log(rho))`` with ``rho`` from :meth:`mixing_rate`,
+            clipped to ``1 .. cap``; 1 when ``rho`` is 0 (complete graph, and the
+            single-node graph). W is the Metropolis matrix of
+            :meth:`metropolis_weights`.
+        """
+        require(
+            0.0 < float(tol) < 1.0,
+            f"mixing tolerance must be between 0 and 1 (exclusive), got {tol}",
+        )
+        require(int(cap) >= 1, f"mixing round cap must be at least 1, got {cap}")
+        rho = self.mixing_rate()
+        if rho <= 1e-12:
+            return 1
+        if rho >= 1.0 - 1e-12:
+            return int(cap)
+        # Subtract a hair so an exact ratio such as 2.0000000001 does not round up to 3.
+        rounds = math.ceil(math.log(tol) / math.log(rho) - 1e-9)
+        return int(min(max(rounds, 1), cap))
+
+    def describe(self) -> dict:
+        """Return a JSON-friendly summary of the graph.
+
+        Returns
+        -------
+        dict
+            Keys ``name``, ``n_nodes``, ``n_edges``, ``min_degree``,
+            ``max_degree``, ``diameter``, ``algebraic_connectivity``.
+        """
+        return {
+            "name": self.name,
+            "n_nodes": self.n_nodes,
+            "n_edges": self.n_edges,
+            "min_degree": self.min_degree,
+            "max_degree": self.max_degree,
+            "diameter": self.diameter,
+            "algebraic_connectivity": self.algebraic_connectivity,
+        }
+
+
+# -- construction helpers ------------------------------------------------------
+def _normalise_edges(edges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    return tuple(sorted({(min(i, j), max(i, j)) for i, j in edges}))
+
+
+def _require_connected(n_nodes: int, edges: tuple[tuple[int, int], ...], what: str) -> None:
+    """Raise UserError naming an unreachable node when the graph is disconnected."""
+    if n_nodes == 1:
+        return
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    adj = coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n_nodes, n_nodes))
+    n_comp, labels = connected_components(adj, directed=False)
+    if n_comp > 1:
+        unreachable = int(np.flatnonzero(labels != labels[0])[0])
+        raise UserError(
+            f"{what} is disconnected: node {unreachable} is unreachable from node 0 "
+            f"({n_comp} components); add edges so that every node is reachable"
+        )
+
+
+def _as_int(value, what: str) -> int:
+    """Accept Python and numpy integers (not bools, not floats) as an int."""
+    require(
+        isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)),
+        f"{what} must be an integer, got {value!r}",
+    )
+    return int(value)
+
+
+def _circular_edges(n: int, d: int) -> list[tuple[int, int]]:
+    offsets = list(range(1, d // 2 + 1))
+    if d % 2 == 1:
+        offsets.append(n // 2)  # the diametrically opposite node
+    return [(m, (m + k) % n) for m in range(n) for k in offsets]
+
+
+def _check_circular_degree(n: int, d: int, topology: str) -> None:
+    if n == 1:
+        require(d == 0, f"degree {d} is out of range for {topology} on 1 node: use 0 (or omit it)")
+        return
+    # d = 1 connects only m and m + M/2, a perfect matching: connected only for M = 2.
+    lo = 1 if n == 2 else 2
+    hi = n - 1
+    valid = f"{lo}" if lo == hi else f"{lo}..{hi}"
+    require(lo <= d <= hi, f"degree {d} is out of range for {topology} on {n} nodes: use {valid}")
+
+
+def _circular(n: int, d: int) -> Graph:
+    _check_circular_degree(n, d, "circular")
+    require(
+        d % 2 == 0 or n % 2 == 0,
+        f"circular graph with odd degree d={d} needs an even number of nodes (got M={n}); "
+        "use an even d or an even node count",
+    )
+    edges = _normalise_edges(_circular_edges(n, d))
+    _require_connected(n, edges, f"circular(d={d}) on {n} nodes")
+    return Graph(n, edges, f"circular(d={d})")
+
+
+def _default_degree(n: int) -> int:
+    return 0 if n == 1 else (1 if n == 2 else 2)
+
+
+def _random_regular(n: int, d: int, seed: int) -> Graph:
+    _check_circular_degree(n, d, "random-regular")
+    require(
+        (n * d) % 2 == 0,
+        f"random-regular graph needs n_nodes*degree even (got {n}*{d}={n * d}); "
+        "use an even degree or an even node count",
+    )
+    name = f"random-regular(d={d},seed={seed})"
+    for attempt in range(_MAX_RANDOM_TRIES):
+        rng = np.random.default_rng([seed, _RANDOM_REGULAR_TAG, attempt])
+        edges = _random_regular_edges(n, d, rng)
+        try:
+            _require_connected(n, edges, name)
+        except UserError:
+            continue  # rare for d >= 3; try the next derived seed
+        return Graph(n, edges, name)
+    raise RuntimeError(f"no connected {name} graph on {n} nodes in {_MAX_RANDOM_TRIES} tries")
+
+
+def _random_regular_edges(n: int, d: int, rng: np.random.Generator) -> tuple[tuple[int, int], ...]:
+    """Draw a d-regular simple graph: a random cycle for d = 2, else edge switches.
+
+    For ``d >= 3`` we start from the circular graph (d-regular and simple) and
+    apply degree-preserving double-edge switches ``{a,b},{c,e} -> {a,e},{c,b}``,
+    rejecting any switch that would create a self-loop or a repeated edge.
+    Ten attempted switches per edge mix the chain well for the sizes MPI
+    runs use; connectivity is checked by the caller.
+    """
+    if n == 1:
+        return ()
+    if d == 2:
+        # A random Hamiltonian cycle: every 2-regular connected graph is one.
+        order = rng.permutation(n)
+        return _normalise_edges(zip(order.tolist(), np.roll(order, -1).tolist()))
+    edges = [list(e) for e in _normalise_edges(_circular_edges(n, d))]
+    n_edges = len(edges)
+    present = {(i, j) for i, j in edges}
+    n_tries = 10 * n_edges
+    picks = rng.integers(0, n_edges, size=(n_tries, 2))
+    flips = rng.integers(0, 2, size=n_tries)
+    for (p, q), flip in zip(picks.tolist(), flips.tolist()):
+        if p == q:
+            continue
+        a, b = edges[p]
+        c, e = edges[q]
+        if flip:
+            c, e = e, c
+        new1 = (min(a, e), max(a, e))
+        new2 = (min(c, b), max(c, b))
+        if a == e or c == b or new1 in present or new2 in present or new1 == new2:
+            continue
+        present.discard((min(a, b), max(a, b)))
+        present.discard((min(c, e), max(c, e)))
+        present.add(new1)
+        present.add(new2)
+        edges[p] = list(new1)
+        edges[q] = list(new2)
+    return tuple(sorted(present))
+
+
+def make_topology(
+    name: str,
+    n_nodes: int,
+    degree: int | None = None,
+    seed: int = 0,
+    path: str | None = None,
+) -> Graph:
+    """Build a connected communication graph over ``n_nodes`` nodes.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`TOPOLOGIES`:
+
+        ``circular``
+            The paper's graph: node m is linked to ``m +- 1 .. m +- d/2 (mod M)``.
+            An odd d needs an even M and adds the opposite node ``m + M/2``,
+            so d = 1 with M = 2 is a single edge and d = M - 1 is complete.
+            Valid degrees: 2..M-1 (1 only for M = 2). Default 2 (1 when M = 2).
+        ``ring``
+            ``circular`` with d = 2 (d = 1 when M = 2).
+        ``complete``
+            Every pair of nodes linked (d = M - 1).
+        ``random-regular``
+            A seeded random connected d-regular graph; needs ``M * d`` even.
+            Same degree range and default as ``circular``.
+        ``file``
+            Edges read from ``path`` by :func:`read_edge_list`.
+    n_nodes : int
+        Number of nodes M (the MPI world size), at least 1. With M = 1 every
+        topology gives the trivial graph: one node, no edges, degree 0.
+    degree : int or None
+        Node degree d for ``circular`` and ``random-regular``. For ``ring`` and
+        ``complete`` it may be given only if it equals their fixed degree; it
+        must be omitted for ``file``.
+    seed : int
+        Seed of ``random-regular`` (ignored by the others). Same seed, same graph.
+    path : str or None
+        Edge-list file; required for ``file`` and refused for the others.
+
+    Returns
+    -------
+    Graph
+        The connected graph.
+
+    Raises
+    ------
+    UserError
+        Unknown name, bad node count, degree out of range, odd degree with odd
+        M, missing or unexpected path, or a disconnected graph.
+    """
+    key = str(name).strip().lower()
+    require(
+        key in TOPOLOGIES,
+        f"unknown topology {name!r}: choose one of {', '.join(TOPOLOGIES)}",
+    )
+    n = _as_int(n_nodes, "number of nodes")
+    require(n >= 1, f"a topology needs at least 1 node, got {n}; run with at least one rank")
+    if key == "file":
+        require(
+            path is not None,
+            "topology 'file' needs an edge-list file: give its path (one 'i j' edge per line)",
+        )
+        require(
+            degree is None,
+            "degree does not apply to topology 'file' (the file fixes it); drop the degree",
+        )
+        return read_edge_list(path, n_nodes=n)
+    require(
+        path is None,
+        f"an edge-list path only applies to topology 'file', not {key!r}; "
+        "drop the path or use topology 'file'",
+    )
+    d = None if degree is None else _as_int(degree, "degree")
+
+    if key == "complete":
+        require(
+            d is None or d == n - 1,
+            f"a complete graph on {n} nodes has degree {n - 1}, not {d}; "
+            "drop the degree or use topology 'circular'",
+        )
+        edges = tuple((i, j) for i in range(n) for j in range(i + 1, n))
+        return Graph(n, edges, "complete")
+    if key == "ring":
+        ring_d = _default_degree(n)
+        require(
+            d is None or d == ring_d,
+            f"a ring on {n} nodes has degree {ring_d}, not {d}; "
+            "drop the degree or use topology 'circular'",
+        )
+        return Graph(n, _circular(n, ring_d).edges, "ring")
+
+    if d is None:
+        d = _default_degree(n)
+    if key == "circular":
+        return _circular(n, d)
+    seed = _as_int(seed, "seed")
+    require(seed >= 0, f"seed must be a non-negative integer, got {seed}")
+    return _random_regular(n, d, seed)
+
+
+def read_edge_list(path: str | os.PathLike, n_nodes: int | None = None) -> Graph:
+    """Read an undirected graph from an edge-list text file.
+
+    The format is one edge ``i j`` per line with 0-based node ids separated by
+    whitespace. ``#`` starts a comment (whole line or after an edge) and blank
+    lines are ignored. Each edge is listed once, in either orientation.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to read.
+    n_nodes : int or None
+        Expected number of nodes. When given, every id must be below it and
+        every node must appear (an absent node is isolated, hence the graph is
+        disconnected). When None the node count is the largest id + 1. A
+        single-node graph (no edges) is only possible with ``n_nodes=1``.
+
+    Returns
+    -------
+    Graph
+        The connected graph, named ``file(<basename>)``.
+
+    Raises
+    ------
+    UserError
+        Missing or unreadable file, malformed line, negative or out-of-range
+        id, self-loop or duplicate edge (each with its line number), no edges,
+        or a disconnected graph.
+    """
+    src = os.fspath(path)
+    label = os.path.basename(src) or src
+    if n_nodes is not None:
+        n_nodes = _as_int(n_nodes, "number of nodes")
+        require(n_nodes >= 1, f"a topology needs at least 1 node, got {n_nodes}")
+    try:
+        with open(src, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        raise UserError(f"edge-list file {src!r} not found; check the path") from None
+    except UnicodeDecodeError:
+        raise UserError(
+            f"edge-list file {src!r} is not UTF-8 text; give a text file of 'i j' lines"
+        ) from None
+    except OSError as exc:
+        raise UserError(f"cannot read edge-list file {src!r}: {exc.strerror}") from None
+
+    first_line: dict[tuple[int, int], int] = {}
+    for lineno, raw in enumerate(lines, start=1):
+        text = raw.split("#", 1)[0].strip()
+        if not text:
+            continue
+        where = f"{label} line {lineno}"
+        tokens = text.split()
+        try:
+            if len(tokens) != 2:
+                raise ValueError
+            i, j = int(tokens[0]), int(tokens[1])
+        except ValueError:
+            raise UserError(f"{where}: expected two integer node ids 'i j', got {text!r}") from None
+        for v in (i, j):
+            require(v >= 0, f"{where}: node id {v} is negative; node ids are 0-based")
+            if n_nodes is not None:
+                require(
+                    v < n_nodes,
+                    f"{where}: node id {v} is out of range for {n_nodes} nodes "
+                    f"(ids are 0..{n_nodes - 1}); fix the id or run with more ranks",
+                )
+        require(i != j, f"{where}: self-loop {i} {j}; remove it")
+        key = (min(i, j), max(i, j))
+        require(
+            key not in first_line,
+            f"{where}: duplicate edge {i} {j} (already on line {first_line.get(key)}); "
+            "remove one of them",
+        )
+        first_line[key] = lineno
+
+    if not first_line:
+        if n_nodes == 1:
+            return Graph(1, (), f"file({label})")
+        raise UserError(
+            f"edge-list file {src!r} has no edges; add one 'i j' line per edge "
+            "(a single node needs n_nodes=1)"
+        )
+    n = n_nodes if n_nodes is not None else 1 + max(j for _, j in first_line)
+    edges = tuple(sorted(first_line))
+    _require_connected(n, edges, f"graph file({label}) on {n} nodes")
+    return Graph(n, edges, f"file({label})")

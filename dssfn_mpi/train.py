@@ -1,0 +1,369 @@
+"""The layer loop every rank runs: shard -> features -> layer solve -> next layer.
+
+Per layer l (ALGORITHMS.md, Algorithm 1 of the paper):
+
+1. features: ``Y_l = relu([O_{l-1} Y_{l-1}; -O_{l-1} Y_{l-1}; colnorm(R_l Y_{l-1})])`` from
+   this rank's own ``O_{l-1}``, and the statistics ``G_m, B_m`` (timed);
+2. the engine solves the decentralized layer problem (timed);
+3. untimed observation: centralized equivalence (the exact solution of the
+   stacked problem the nodes are solving) and train/test accuracy.
+
+Logging observes; it never feeds back into training.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .config import TrainConfig
+from .engines import LayerProblem, RunContext, make_engine
+from .errors import UserError, require
+from .model import accuracy, hidden_rows, next_features, one_hot, random_matrix
+from .solver import exact_solve, objective
+
+__all__ = ["RunResult", "root_call", "run_training"]
+
+
+def root_call(comm: Any, fn: Callable[[], Any], root: int = 0) -> Any:
+    """Run ``fn`` on ``root`` only and broadcast its result or its UserError.
+
+    Checks that only one rank should do (reading a dataset, probing the output
+    directory) thus fail on every rank with the same one-line message.
+    """
+    result, error = None, None
+    if comm.Get_rank() == root:
+        try:
+            result = fn()
+        except UserError as exc:
+            error = str(exc)
+    error = comm.bcast(error, root=root)
+    if error is not None:
+        raise UserError(error)
+    return comm.bcast(result, root=root)
+
+
+@dataclass
+class RunResult:
+    """What rank 0 returns: the log arrays and the final models of every rank."""
+
+    attrs: dict[str, Any]
+    layers: dict[str, np.ndarray]
+    ranks: dict[str, np.ndarray]
+    out: str | None
+
+
+STAT_FIELDS = (
+    "total_seconds", "features_seconds", "factor_seconds", "solve_seconds", "wait_seconds",
+    "eval_seconds", "activations", "puts", "bytes_sent", "staleness_mean", "staleness_max",
+    "train_accuracy", "test_accuracy", "gamma",
+)
+CHECK_FIELDS = ("rel_distance", "objective_gap", "consensus_spread", "lambda_star")
+
+
+def _git_revision() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+            capture_output=True, text=True, timeout=5, check=False,
+        )
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _load_shards(cfg: TrainConfig, comm: Any) -> tuple[Any, list[np.ndarray], Any]:
+    """Rank 0 reads the dataset and partitions it; every rank gets its shard and the test set."""
+    from .datasets import load_dataset
+    from .partition import partition
+
+    size = comm.Get_size()
+
+    def load():
+        ds = load_dataset(cfg.dataset, cfg.data_dir, seed=cfg.seed, **cfg.dataset_options)
+        parts = partition(ds.y_train, size, cfg.partition, seed=cfg.seed)
+        return ds, parts
+
+    ds, parts = None, None
+    if comm.Get_rank() == 0:
+        try:
+            ds, parts = load()
+            err = None
+        except UserError as exc:
+            err = str(exc)
+    else:
+        err = None
+    err = comm.bcast(err, root=0)
+    if err is not None:
+        raise UserError(err)
+    # Shards travel point-to-point so no rank ever holds another's data.
+    if comm.Get_rank() == 0:
+        meta = {"n_classes": ds.n_classes, "name": ds.name, "shard_sizes": [len(p) for p in parts]}
+        shards = [(ds.X_train[:, p], ds.y_train[p]) for p in parts]
+        test = (ds.X_test, ds.y_test)
+    else:
+        meta, shards, test = None, None, None
+    meta = comm.bcast(meta, root=0)
+    shard = comm.scatter(shards, root=0)
+    test = comm.bcast(test, root=0)
+    return meta, shard, test
+
+
+class _Equivalence:
+    """Exact solution of the stacked problem the nodes are solving, and distances to it."""
+
+    def __init__(self, comm: Any) -> None:
+        self.comm = comm
+
+    def measure(self, G: np.ndarray, B: np.ndarray, tt: float, O: np.ndarray, eps: float):
+        from mpi4py import MPI
+
+        comm = self.comm
+        root = comm.Get_rank() == 0
+        Gs = np.empty_like(G) if root else None
+        Bs = np.empty_like(B) if root else None
+        comm.Reduce(G, Gs, op=MPI.SUM, root=0)
+        comm.Reduce(B, Bs, op=MPI.SUM, root=0)
+        tts = comm.reduce(tt, op=MPI.SUM, root=0)
+        Os = np.empty((comm.Get_size(),) + O.shape) if root else None
+        comm.Gather(np.ascontiguousarray(O), Os, root=0)
+        if not root:
+            return None
+        sol = exact_solve(Gs, Bs, eps)
+        ref = max(float(np.linalg.norm(sol.O)), np.finfo(float).tiny)
+        fstar = objective(sol.O, Gs, Bs, tts)
+        rel = np.array([np.linalg.norm(Om - sol.O) / ref for Om in Os])
+        gap = np.array([(objective(Om, Gs, Bs, tts) - fstar) / abs(fstar) for Om in Os])
+        mean = Os.mean(axis=0)
+        spread = max(np.linalg.norm(Om - mean) for Om in Os) / max(
+            float(np.linalg.norm(mean)), np.finfo(float).tiny
+        )
+        return {
+            "rel_distance": rel,
+            "objective_gap": gap,
+            "consensus_spread": np.full(len(Os), spread),
+            "lambda_star": np.full(len(Os), sol.lam),
+        }
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stdout, flush=True)
+
+
+def run_training(
+    cfg: TrainConfig,
+    comm: Any,
+    command_line: str = "",
+    quiet: bool = False,
+) -> RunResult | None:
+    """Train a decentralized SSFN with one rank per graph node.
+
+    Parameters
+    ----------
+    cfg : TrainConfig
+        Settings; validated here on every rank before any MPI work.
+    comm : mpi4py.MPI.Comm
+        One rank per graph node.
+    command_line : str
+        Recorded in the run log.
+    quiet : bool
+        Suppress rank 0's per-layer progress lines.
+
+    Returns
+    -------
+    RunResult or None
+        On rank 0, the arrays written to the run log; ``None`` elsewhere.
+    """
+    from .runlog import check_output_path, write_runlog
+    from .topology import make_topology
+
+    rank, size = comm.Get_rank(), comm.Get_size()
+    cfg.validate(size)
+    graph = make_topology(
+        cfg.topology, size, degree=cfg.degree, seed=cfg.seed, path=cfg.edges
+    ) if size > 1 else make_topology("complete", 1)
+    require(
+        graph.n_nodes == size,
+        f"the graph has {graph.n_nodes} nodes but {size} ranks were started: "
+        f"run mpirun -n {graph.n_nodes}",
+    )
+    if cfg.out is not None:
+        root_call(comm, lambda: check_output_path(cfg.out, cfg.overwrite))
+    meta, (X, y), (Xt, yt) = _load_shards(cfg, comm)
+    Q = meta["n_classes"]
+    hidden = cfg.hidden if cfg.hidden is not None else 2 * Q + 1000
+    require(
+        hidden > 2 * Q,
+        f"--hidden {hidden} must exceed 2Q = {2 * Q} (Q = {Q} classes): "
+        f"the weight is [V_Q O; R] with n - 2Q random rows",
+    )
+    eps = cfg.eps if cfg.eps is not None else 2.0 * Q
+    T = one_hot(y, Q)
+    tt = float(np.vdot(T, T))
+    ctx = RunContext(comm=comm, graph=graph, cfg=cfg, n_classes=Q,
+                     max_width=max(hidden, X.shape[0]))
+    engine = make_engine(ctx)
+    check = _Equivalence(comm) if cfg.check and cfg.mode != "central" else None
+
+    start_time = datetime.now(timezone.utc).isoformat()
+    hostnames = comm.gather(socket.gethostname(), root=0)
+    attrs = _attrs(cfg, graph, meta, hidden, eps, command_line, start_time, hostnames) \
+        if rank == 0 else {}
+    stats: dict[str, list] = {k: [] for k in STAT_FIELDS}
+    checks: dict[str, list] = {k: [] for k in CHECK_FIELDS}
+    per_layer_sync = check is not None
+    history: list[list[dict]] = []
+    n_layers = cfg.layers + 1
+    O = None
+    Y, Yt = X, Xt
+    comm.Barrier()  # common start line for the timings, outside every layer
+    t_run = time.perf_counter()
+    try:
+        for layer in range(n_layers):
+            t0 = time.perf_counter()
+            O_prev = O
+            if layer > 0:
+                R = random_matrix(cfg.seed, layer, hidden_rows(hidden, Q), Y.shape[0])
+                Y = next_features(Y, O_prev, R)
+            G, B = Y @ Y.T, T @ Y.T
+            t1 = time.perf_counter()
+            O, st = engine.solve(LayerProblem(layer=layer, Y=Y, T=T, G=G, B=B, eps=eps))
+            t2 = time.perf_counter()
+            # ---- untimed observation ----
+            if cfg.evaluate:
+                if layer > 0:
+                    Yt = next_features(Yt, O_prev, R)
+                tr_acc, te_acc = accuracy(O, Y, y), accuracy(O, Yt, yt)
+            else:
+                tr_acc = te_acc = float("nan")
+            t3 = time.perf_counter()
+            row = {
+                "features_seconds": t1 - t0,
+                "factor_seconds": st.get("factor_seconds", 0.0),
+                "solve_seconds": st.get("solve_seconds", t2 - t1),
+                "wait_seconds": st.get("wait_seconds", 0.0),
+                "total_seconds": t2 - t0,
+                "eval_seconds": t3 - t2,
+                "activations": st.get("activations", 0),
+                "puts": st.get("puts", 0),
+                "bytes_sent": st.get("bytes_sent", 0),
+                "staleness_mean": st.get("staleness_mean", float("nan")),
+                "staleness_max": st.get("staleness_max", float("nan")),
+                "train_accuracy": tr_acc,
+                "test_accuracy": te_acc,
+                "gamma": st.get("gamma", float("nan")),
+            }
+            for k in STAT_FIELDS:
+                stats[k].append(row[k])
+            if check is not None:
+                res = check.measure(G, B, tt, O, eps)
+                if rank == 0:
+                    for k in CHECK_FIELDS:
+                        checks[k].append(res[k])
+            if per_layer_sync:
+                table = comm.gather({k: stats[k][-1] for k in STAT_FIELDS}, root=0)
+                if rank == 0:
+                    history.append(table)
+                    _progress_line(cfg, layer, table, checks, quiet)
+                    if cfg.out is not None:
+                        # Rewritten every layer: a crash loses at most the layer in progress.
+                        partial = {**attrs, "complete": False, "layers_done": layer + 1}
+                        write_runlog(cfg.out, partial, _layer_arrays(history, checks),
+                                     _rank_table(graph, meta), overwrite=True)
+            elif rank == 0 and not quiet:
+                _progress(f"layer {layer:>3}/{cfg.layers}  rank 0 {t2 - t0:8.3f} s")
+    finally:
+        engine.close()
+    wall = time.perf_counter() - t_run
+    all_stats = comm.gather(stats, root=0)
+    if rank != 0:
+        return None
+    rows = [[{k: s_r[k][i] for k in STAT_FIELDS} for s_r in all_stats]
+            for i in range(n_layers)]
+    layers = _layer_arrays(rows, checks)
+    attrs["end_time"] = datetime.now(timezone.utc).isoformat()
+    attrs["wall_seconds"] = wall
+    ranks = _rank_table(graph, meta)
+    if cfg.out is not None:
+        write_runlog(cfg.out, {**attrs, "complete": True, "layers_done": n_layers}, layers,
+                     ranks, overwrite=True)
+    return RunResult(attrs=attrs, layers=layers, ranks=ranks, out=cfg.out)
+
+
+def _layer_arrays(rows: list[list[dict]], checks: dict[str, list]) -> dict[str, np.ndarray]:
+    """(layers, M) arrays from per-layer lists of per-rank stat rows."""
+    layers = {k: np.array([[r[k] for r in layer_rows] for layer_rows in rows]) for k in STAT_FIELDS}
+    for k in CHECK_FIELDS:
+        if checks[k]:
+            layers[k] = np.array(checks[k])
+    return layers
+
+
+def _rank_table(graph, meta) -> dict[str, np.ndarray]:
+    M = graph.n_nodes
+    width = max((graph.degree(m) for m in range(M)), default=0)
+    nbrs = np.full((M, max(width, 1)), -1, dtype=np.int64)
+    for m in range(M):
+        nb = graph.neighbors(m)
+        nbrs[m, : len(nb)] = nb
+    return {
+        "degree": np.array([graph.degree(m) for m in range(M)], dtype=np.int64),
+        "neighbors": nbrs,
+        "shard_size": np.array(meta["shard_sizes"], dtype=np.int64),
+    }
+
+
+def _attrs(cfg, graph, meta, hidden, eps, command_line, start_time, hostnames) -> dict:
+    from .runlog import software_versions
+
+    degrees = [graph.degree(m) for m in range(graph.n_nodes)]
+    return {
+        "mode": cfg.mode,
+        "update": cfg.update if cfg.mode == "async" else "",
+        "dataset": meta["name"],
+        "nodes": graph.n_nodes,
+        "topology": graph.name,
+        "degree": int(max(degrees)) if degrees else 0,
+        "layers": cfg.layers,
+        "hidden": hidden,
+        "iters": cfg.iters,
+        "seed": cfg.seed,
+        "eps": eps,
+        "n_classes": meta["n_classes"],
+        "config": json.dumps(cfg.to_dict()),
+        "command_line": command_line,
+        "shard_sizes": np.array(meta["shard_sizes"], dtype=np.int64),
+        "hostnames": json.dumps(hostnames),
+        "start_time": start_time,
+        "git_revision": _git_revision(),
+        "blas_threads": os.environ.get("OMP_NUM_THREADS", ""),
+        **software_versions(),
+    }
+
+
+def _fmt(x: float, spec: str) -> str:
+    return "-" if x is None or not np.isfinite(x) else format(x, spec)
+
+
+def _progress_line(cfg, layer, table, checks, quiet) -> None:
+    if quiet:
+        return
+    tot = max(r["total_seconds"] for r in table)
+    acc = [r["test_accuracy"] for r in table]
+    rel = checks["rel_distance"][-1].max() if checks["rel_distance"] else float("nan")
+    _progress(
+        f"layer {layer:>3}/{cfg.layers}  {cfg.mode:<10} max time {tot:8.3f} s  "
+        f"max rel dist {_fmt(rel, '.2e')}  test acc min/mean/max "
+        f"{_fmt(100 * min(acc), '.1f')}/{_fmt(100 * float(np.mean(acc)), '.1f')}/"
+        f"{_fmt(100 * max(acc), '.1f')} %"
+    )

@@ -1,0 +1,593 @@
+"""Tests for the HDF5 run log (dssfn_mpi.runlog): schema, atomicity, errors, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from dssfn_mpi import runlog
+from dssfn_mpi.errors import UserError
+from dssfn_mpi.runlog import (
+    ATTRIBUTES,
+    LAYER_FIELDS,
+    LAYER_UNITS,
+    RANK_FIELDS,
+    SCHEMA_VERSION,
+    RunLog,
+    append_run,
+    check_output_path,
+    format_report,
+    read_runlog,
+    read_sweep,
+    write_runlog,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+L_PLUS_1, M = 4, 3
+
+
+def full_layers(seed: int = 0, rows: int = L_PLUS_1, m: int = M) -> dict[str, np.ndarray]:
+    """Every documented field with distinct random values of the right dtype."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, (dtype, _desc) in LAYER_FIELDS.items():
+        if dtype == np.int64:
+            out[name] = rng.integers(0, 10**6, size=(rows, m))
+        else:
+            out[name] = rng.random((rows, m))
+    return out
+
+
+def full_attrs() -> dict:
+    return {
+        "mode": "async",
+        "update": "arock",
+        "dataset": "digits",
+        "nodes": M,
+        "topology": "ring",
+        "degree": 2,
+        "layers": L_PLUS_1 - 1,
+        "hidden": 50,
+        "iters": 200,
+        "seed": 7,
+        "config": {"eps": 2.0, "mu": 1e-3, "out": Path("/tmp/x.h5"), "n": np.int64(3)},
+        "command_line": ["dssfn-mpi", "train", "--out", "my run.h5"],
+        "shard_sizes": np.array([10, 11, 12]),
+        "python": "3.x",
+        "numpy": "1.0",
+        "scipy": "",
+        "h5py": "3.0",
+        "mpi4py": "4.0",
+        "mpi_library": "Open MPI v5",
+        "hostnames": ["a", "b", "a"],
+        "start_time": "2020-05-04T12:00:00+00:00",
+        "end_time": "2020-05-04T12:01:00+00:00",
+        "git_revision": "abc123",
+        "complete": True,
+        # undocumented attributes of every supported kind
+        "eps": 2.0,
+        "tag": "baseline",
+        "flag": False,
+        "count": np.int32(5),
+        "gammas": [0.1, 0.2],
+        "names": ["x", "y"],
+        "sizes": np.array([1, 2, 3]),
+        "meta": {"k": [1, 2]},
+    }
+
+
+def full_ranks() -> dict:
+    return {
+        "hostname": ["a", "b", "a"],
+        "degree": [2, 2, 2],
+        "neighbors": [[1, 2], [0], [0, 1]],
+        "shard_size": [10, 11, 12],
+        "cpu": np.array([0.5, 0.25, 0.125]),
+    }
+
+
+def tmp_leftovers(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if ".tmp-" in p.name)
+
+
+# --------------------------------------------------------------------------- round trip
+
+
+def test_round_trip_every_field_and_attribute(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    layers = full_layers()
+    attrs = full_attrs()
+    extra = {"gamma_schedule": np.arange(8.0).reshape(4, 2), "note": "hi", "tags": ["p", "q"]}
+    write_runlog(path, attrs, layers, full_ranks(), extra)
+    rl = read_runlog(path)
+
+    assert set(rl.layers) == set(LAYER_FIELDS)
+    for name, (dtype, _desc) in LAYER_FIELDS.items():
+        assert rl.layers[name].shape == (L_PLUS_1, M)
+        assert rl.layers[name].dtype == dtype
+        np.testing.assert_array_equal(rl.layers[name], layers[name])
+
+    a = rl.attrs
+    assert set(ATTRIBUTES) <= set(a)
+    for name in ["mode", "update", "dataset", "topology", "python", "numpy", "scipy", "h5py"]:
+        assert a[name] == attrs[name]
+    for name in ["mpi4py", "mpi_library", "start_time", "end_time", "git_revision"]:
+        assert a[name] == attrs[name]
+    for name in ["nodes", "degree", "layers", "hidden", "iters", "seed"]:
+        assert a[name] == attrs[name] and isinstance(a[name], int)
+    assert a["schema_version"] == SCHEMA_VERSION
+    assert a["kind"] == "run"
+    assert a["complete"] is True and rl.complete
+    assert a["layers_done"] == L_PLUS_1 == rl.layers_done
+    assert rl.config == {"eps": 2.0, "mu": 1e-3, "out": "/tmp/x.h5", "n": 3}
+    assert a["command_line"] == "dssfn-mpi train --out 'my run.h5'"
+    assert rl.hostnames == ["a", "b", "a"]
+    np.testing.assert_array_equal(a["shard_sizes"], [10, 11, 12])
+    assert a["shard_sizes"].dtype == np.int64
+    assert a["hdf5"] == h5py.version.hdf5_version  # filled in by the writer
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", a["write_time"])
+
+    assert a["eps"] == 2.0 and a["tag"] == "baseline" and a["flag"] is False
+    assert a["count"] == 5
+    np.testing.assert_array_equal(a["gammas"], [0.1, 0.2])
+    assert a["names"] == ["x", "y"]
+    np.testing.assert_array_equal(a["sizes"], [1, 2, 3])
+    assert json.loads(a["meta"]) == {"k": [1, 2]}
+
+    np.testing.assert_array_equal(rl.ranks["hostname"], ["a", "b", "a"])
+    np.testing.assert_array_equal(rl.ranks["degree"], [2, 2, 2])
+    np.testing.assert_array_equal(rl.ranks["neighbors"], [[1, 2], [0, -1], [0, 1]])
+    np.testing.assert_array_equal(rl.ranks["shard_size"], [10, 11, 12])
+    np.testing.assert_array_equal(rl.ranks["cpu"], [0.5, 0.25, 0.125])
+
+    np.testing.assert_array_equal(rl.extra["gamma_schedule"], extra["gamma_schedule"])
+    assert str(rl.extra["note"]) == "hi"
+    np.testing.assert_array_equal(rl.extra["tags"], ["p", "q"])
+
+    # A RunLog read back can be written again unchanged (writer-owned attrs accepted).
+    again = tmp_path / "again.h5"
+    write_runlog(again, rl.attrs, rl.layers, rl.ranks, rl.extra)
+    rl2 = read_runlog(again)
+    for name in LAYER_FIELDS:
+        np.testing.assert_array_equal(rl2.layers[name], rl.layers[name])
+    assert rl2.attrs["config"] == rl.attrs["config"]
+
+
+def test_dataset_units_and_descriptions_in_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    write_runlog(path, {"nodes": M}, {"total_seconds": np.ones((2, M))})
+    with h5py.File(path, "r") as f:
+        assert f["layers/total_seconds"].attrs["units"] == "s"
+        for name in LAYER_FIELDS:
+            ds = f["layers"][name]
+            assert ds.shape == (2, M)
+            assert ds.attrs["units"] == LAYER_UNITS[name]
+            assert ds.attrs["description"] == LAYER_FIELDS[name][1]
+        assert set(f["ranks"]) == set(RANK_FIELDS)
+        assert "extra" in f
+
+
+def test_missing_fields_filled(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    write_runlog(path, {"mode": "sync"}, {"test_accuracy": np.full((2, M), 0.5)})
+    rl = read_runlog(path)
+    assert rl.layers["rel_distance"].dtype == np.float64
+    assert np.isnan(rl.layers["rel_distance"]).all()
+    assert rl.layers["puts"].dtype == np.int64
+    assert (rl.layers["puts"] == -1).all()
+    assert rl.layers["puts"].shape == (2, M)
+    assert rl.attrs["nodes"] == M and rl.attrs["layers_done"] == 2
+    assert rl.attrs["complete"] is False
+    assert rl.attrs["degree"] == -1 and rl.attrs["git_revision"] == ""
+    assert rl.attrs["shard_sizes"].shape == (0,)
+    np.testing.assert_array_equal(rl.ranks["degree"], [-1] * M)
+    np.testing.assert_array_equal(rl.ranks["hostname"], [""] * M)
+    assert rl.ranks["neighbors"].shape == (M, 0)
+
+
+def test_zero_layers_and_incremental_writes(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    attrs = {"nodes": M, "layers": 2}
+    write_runlog(path, attrs, {})  # before layer 0: validates attrs, creates the file
+    assert read_runlog(path).layers["gamma"].shape == (0, M)
+    acc = []
+    for l in range(3):
+        acc.append([0.5 + 0.1 * l] * M)
+        write_runlog(path, {**attrs, "complete": l == 2}, {"test_accuracy": np.array(acc)})
+        rl = read_runlog(path)
+        assert rl.layers_done == l + 1 and rl.complete == (l == 2)
+    assert tmp_leftovers(tmp_path) == []
+
+
+def test_attribute_cross_fill(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    write_runlog(
+        path,
+        {"shard_sizes": [4, 5, 6]},
+        {"gamma": np.ones((1, M))},
+        ranks={"hostname": ["n0", "n1", "n2"]},
+    )
+    rl = read_runlog(path)
+    np.testing.assert_array_equal(rl.ranks["shard_size"], [4, 5, 6])
+    assert rl.hostnames == ["n0", "n1", "n2"]
+
+
+# --------------------------------------------------------------------------- bad input (bugs)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "layers", "match"),
+    [
+        ({}, {"not_a_field": np.ones((1, M))}, "unknown layer field"),
+        ({}, {"gamma": np.ones(M)}, "2-D"),
+        ({}, {"gamma": np.ones((1, M)), "puts": np.ones((2, M), int)}, "different shapes"),
+        ({"nodes": M + 1}, {"gamma": np.ones((1, M))}, "nodes"),
+        ({"layers_done": 5}, {"gamma": np.ones((1, M))}, "layers_done"),
+        ({}, {"puts": np.full((1, M), 0.5)}, "integer"),
+        ({"iters": 2.5}, {"gamma": np.ones((1, M))}, "iters"),
+        ({"complete": "yes"}, {"gamma": np.ones((1, M))}, "complete"),
+        ({"config": "{not json"}, {"gamma": np.ones((1, M))}, "JSON"),
+        ({"schema_version": 99}, {"gamma": np.ones((1, M))}, "schema_version"),
+        ({"weird": object()}, {"gamma": np.ones((1, M))}, "unsupported"),
+        ({}, {}, "nodes"),
+    ],
+)
+def test_bad_input_is_a_bug(tmp_path: Path, attrs: dict, layers: dict, match: str) -> None:
+    path = tmp_path / "run.h5"
+    with pytest.raises(ValueError, match=match):
+        write_runlog(path, attrs, layers)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_ranks_rejected(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="length M"):
+        write_runlog(tmp_path / "r.h5", {}, {"gamma": np.ones((1, M))}, ranks={"degree": [1, 2]})
+
+
+def test_write_without_overwrite(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    write_runlog(path, {}, {"gamma": np.ones((1, M))})
+    with pytest.raises(UserError, match="exists; pass --overwrite"):
+        write_runlog(path, {}, {"gamma": np.zeros((1, M))}, overwrite=False)
+    assert read_runlog(path).layers["gamma"][0, 0] == 1.0
+
+
+# --------------------------------------------------------------------------- atomicity
+
+
+def _fail_after(monkeypatch: pytest.MonkeyPatch, n_ok: int) -> None:
+    """Make h5py fail on dataset number ``n_ok + 1``: a crash half-way through a write."""
+    real = h5py.Group.create_dataset
+    calls = {"n": 0}
+
+    def flaky(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > n_ok:
+            raise RuntimeError("simulated disk failure")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(h5py.Group, "create_dataset", flaky)
+
+
+def test_failed_write_keeps_old_file_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.h5"
+    old = full_layers(seed=1, rows=1)
+    write_runlog(path, {"mode": "async"}, old)
+    _fail_after(monkeypatch, 5)
+    with pytest.raises(RuntimeError, match="simulated"):
+        write_runlog(path, {"mode": "async"}, full_layers(seed=2, rows=2))
+    monkeypatch.undo()
+    rl = read_runlog(path)
+    assert rl.layers_done == 1
+    np.testing.assert_array_equal(rl.layers["rel_distance"], old["rel_distance"])
+    assert tmp_leftovers(tmp_path) == []
+
+
+def test_failed_first_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fail_after(monkeypatch, 3)
+    with pytest.raises(RuntimeError):
+        write_runlog(tmp_path / "run.h5", {}, full_layers())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_kill_9_during_write_keeps_previous_file(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    old = full_layers(seed=3, rows=1)
+    write_runlog(path, {"mode": "async"}, old)
+    child = textwrap.dedent(
+        f"""
+        import sys, time
+        import h5py, numpy as np
+        from dssfn_mpi.runlog import write_runlog
+        real = h5py.Group.create_dataset
+        n = [0]
+        def slow(self, *a, **k):
+            n[0] += 1
+            if n[0] == 4:  # the temp file is open and half written
+                print("mid-write", flush=True)
+                time.sleep(60)
+            return real(self, *a, **k)
+        h5py.Group.create_dataset = slow
+        write_runlog({str(path)!r}, {{}}, {{"gamma": np.zeros((2, {M}))}})
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", child], stdout=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert proc.stdout.readline().strip() == "mid-write"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    rl = read_runlog(path)  # still the previous, complete log
+    assert rl.layers_done == 1
+    np.testing.assert_array_equal(rl.layers["gamma"], old["gamma"])
+    # kill -9 cannot clean up; the stale temp is a separate, ignorable file
+    assert tmp_leftovers(tmp_path) == [f"run.h5.tmp-{proc.pid}"]
+
+
+# --------------------------------------------------------------------------- check_output_path
+
+
+def test_check_output_path_ok_and_creates_nothing(tmp_path: Path) -> None:
+    check_output_path(tmp_path / "new.h5", overwrite=False)
+    existing = tmp_path / "old.h5"
+    existing.write_bytes(b"x")
+    check_output_path(existing, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.h5"]
+
+
+def test_check_output_path_missing_dir(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="does not exist"):
+        check_output_path(tmp_path / "nope" / "run.h5", overwrite=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_check_output_path_parent_is_a_file(tmp_path: Path) -> None:
+    # Fails even for root, unlike a chmod-based unwritable directory.
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(UserError, match="not a directory"):
+        check_output_path(blocker / "run.h5", overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_check_output_path_existing_without_overwrite(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    path.write_bytes(b"old")
+    with pytest.raises(UserError) as err:
+        check_output_path(path, overwrite=False)
+    assert str(err.value) == f"{path} exists; pass --overwrite or choose another --out"
+    assert path.read_bytes() == b"old"
+
+
+def test_check_output_path_target_is_directory(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="is a directory"):
+        check_output_path(tmp_path, overwrite=True)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root bypasses directory permissions")
+def test_check_output_path_unwritable_dir(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    try:
+        with pytest.raises(UserError, match="not writable"):
+            check_output_path(locked / "run.h5", overwrite=True)
+    finally:
+        locked.chmod(0o700)
+
+
+# --------------------------------------------------------------------------- read errors
+
+
+def test_read_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="does not exist"):
+        read_runlog(tmp_path / "missing.h5")
+
+
+def test_read_non_hdf5(tmp_path: Path) -> None:
+    path = tmp_path / "notes.h5"
+    path.write_text("not hdf5 at all\n")
+    with pytest.raises(UserError, match="not an HDF5 file"):
+        read_runlog(path)
+
+
+def test_read_newer_schema(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    write_runlog(path, {}, {"gamma": np.ones((1, M))})
+    with h5py.File(path, "a") as f:
+        f.attrs["schema_version"] = SCHEMA_VERSION + 1
+    with pytest.raises(UserError, match="newer"):
+        read_runlog(path)
+
+
+def test_read_foreign_hdf5(tmp_path: Path) -> None:
+    path = tmp_path / "other.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = np.arange(3)
+    with pytest.raises(UserError, match="not a dssfn_mpi run log"):
+        read_runlog(path)
+
+
+def test_read_fills_fields_missing_from_older_writer(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    write_runlog(path, {}, {"gamma": np.ones((2, M))})
+    with h5py.File(path, "a") as f:
+        del f["layers/consensus_spread"]
+    rl = read_runlog(path)
+    assert rl.layers["consensus_spread"].shape == (2, M)
+    assert np.isnan(rl.layers["consensus_spread"]).all()
+
+
+# --------------------------------------------------------------------------- report
+
+
+def report_layers() -> dict[str, np.ndarray]:
+    nan = np.nan
+    return {
+        "total_seconds": np.array([[1.0, 2.0, 4.0], [0.5, 0.5, 3.0]]),
+        "solve_seconds": np.array([[0.5, 1.0, 1.5], [0.25, 0.25, 0.25]]),
+        "rel_distance": np.array([[1e-2, 3e-2, 2e-2], [nan, nan, nan]]),
+        "objective_gap": np.array([[1e-4, 5e-4, 2e-4], [1e-6, 1e-6, 2e-6]]),
+        "test_accuracy": np.array([[0.9, 0.8, 0.85], [0.95, 0.9, 0.925]]),
+        "staleness_mean": np.array([[0.0, 1.0, 2.0], [nan, 3.0, nan]]),
+    }
+
+
+def test_format_report_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    attrs = {
+        "mode": "async",
+        "update": "arock",
+        "dataset": "digits",
+        "nodes": M,
+        "topology": "ring",
+        "degree": 2,
+        "layers": 2,
+        "hidden": 50,
+        "iters": 200,
+    }
+    write_runlog(path, attrs, report_layers())
+    text = format_report(path)
+    lines = text.splitlines()
+    header = "\n".join(lines[:3])
+    for expected in [
+        "mode async",
+        "update arock",
+        "dataset digits",
+        "M 3",
+        "topology ring",
+        "degree 2",
+        "layers 2",
+        "hidden 50",
+        "iters 200",
+        "complete no",
+        "layers done 2/3",
+    ]:
+        assert expected in header
+    rows = {ln.split()[0]: ln.split() for ln in lines if re.match(r"\s+\d+\s", ln)}
+    assert rows["0"] == [
+        "0",
+        "2.000",
+        "4.000",
+        "1.000",
+        "3.000e-02",
+        "5.000e-04",
+        "80.00/85.00/90.00",
+        "1.00",
+    ]
+    assert rows["1"] == [
+        "1",
+        "0.500",
+        "3.000",
+        "0.250",
+        "-",
+        "2.000e-06",
+        "90.00/92.50/95.00",
+        "3.00",
+    ]
+    assert lines[-1].startswith("total time 7.000 s")
+    assert lines[-1].endswith("final layer 1 test accuracy min/mean/max 90.00/92.50/95.00 %")
+    # the same from a RunLog object
+    assert format_report(read_runlog(path)).splitlines()[3:] == lines[3:]
+
+
+def test_format_report_all_nan_and_empty(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    write_runlog(path, {"nodes": 2}, {"gamma": np.ones((1, 2))})
+    text = format_report(path)
+    assert "total time - s" in text and "min/mean/max -/-/- %" in text
+    empty = tmp_path / "empty.h5"
+    write_runlog(empty, {"nodes": 2}, {})
+    assert "no layers recorded" in format_report(empty)
+
+
+# --------------------------------------------------------------------------- sweeps
+
+
+def test_append_run_read_sweep_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "sweep.h5"
+    runs = {"M4_ring": full_layers(seed=4, rows=2), "M4_complete": full_layers(seed=5, rows=3)}
+    for name, layers in runs.items():
+        append_run(
+            path,
+            name,
+            {"topology": name.split("_")[1], "complete": True},
+            layers,
+            ranks={"degree": [2, 2, 2]},
+        )
+    sweep = read_sweep(path)
+    assert list(sweep) == ["M4_ring", "M4_complete"]  # append order, not alphabetical
+    for name, layers in runs.items():
+        rl = sweep[name]
+        assert isinstance(rl, RunLog) and rl.complete
+        assert rl.attrs["topology"] == name.split("_")[1]
+        for field, arr in layers.items():
+            np.testing.assert_array_equal(rl.layers[field], arr)
+        np.testing.assert_array_equal(rl.ranks["degree"], [2, 2, 2])
+    assert tmp_leftovers(tmp_path) == []
+    assert format_report(path).count("== run ") == 2
+    with pytest.raises(UserError, match="read_sweep"):
+        read_runlog(path)
+
+
+def test_append_run_errors_and_atomicity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "sweep.h5"
+    append_run(path, "a", {}, {"gamma": np.ones((1, M))})
+    with pytest.raises(UserError, match="already holds run 'a'"):
+        append_run(path, "a", {}, {"gamma": np.ones((1, M))})
+    with pytest.raises(ValueError, match="not a valid"):
+        append_run(path, "x/y", {}, {"gamma": np.ones((1, M))})
+    _fail_after(monkeypatch, 2)
+    with pytest.raises(RuntimeError):
+        append_run(path, "b", {}, full_layers())
+    monkeypatch.undo()
+    assert list(read_sweep(path)) == ["a"]
+    assert tmp_leftovers(tmp_path) == []
+
+    single = tmp_path / "run.h5"
+    write_runlog(single, {}, {"gamma": np.ones((1, M))})
+    with pytest.raises(UserError, match="not a sweep file"):
+        append_run(single, "a", {}, {"gamma": np.ones((1, M))})
+    with pytest.raises(UserError, match="not a sweep file"):
+        read_sweep(single)
+
+
+# --------------------------------------------------------------------------- documentation
+
+
+def test_docs_cover_the_schema() -> None:
+    doc = (REPO / "docs" / "RUNLOG.md").read_text()
+    for name in [*LAYER_FIELDS, *ATTRIBUTES, *RANK_FIELDS]:
+        assert f"`{name}`" in doc, f"{name} is not documented in docs/RUNLOG.md"
+    assert f"schema_version = {SCHEMA_VERSION}" in doc or f"version {SCHEMA_VERSION}" in doc
+
+
+def test_docs_h5py_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    doc = (REPO / "docs" / "RUNLOG.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
+    assert blocks, "docs/RUNLOG.md needs a ```python example"
+    monkeypatch.chdir(tmp_path)
+    write_runlog("run.h5", {"nodes": M, "layers": 1}, full_layers(rows=2))
+    exec(compile(blocks[0], "RUNLOG.md", "exec"), {})
+    assert "test_accuracy" in capsys.readouterr().out
+
+
+def test_module_exports() -> None:
+    for name in runlog.__all__:
+        assert hasattr(runlog, name)
