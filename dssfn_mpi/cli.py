@@ -34,6 +34,43 @@ def _mpi_world() -> Any | None:
     return mod.COMM_WORLD
 
 
+def _launched_size() -> int:
+    """World size announced by the launcher (mpirun or srun), 1 when run alone."""
+    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"):
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            return int(value)
+    return 1
+
+
+def _finish_user_error(message: str) -> None:
+    """Print a collective user error once, then let every rank leave together.
+
+    The launcher kills the job as soon as one rank exits non-zero, so rank 0
+    must have printed before anyone exits; a bounded non-blocking barrier
+    orders that without risking a hang if the error was not collective.
+    """
+    import time
+
+    world = _mpi_world()
+    if world is None and _launched_size() > 1:
+        from mpi4py import MPI
+
+        world = MPI.COMM_WORLD
+    if world is None or world.Get_rank() == 0:
+        print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+    if world is None or world.Get_size() == 1:
+        return
+    request = world.Ibarrier()
+    deadline = time.monotonic() + 30.0
+    delay = 1e-4
+    while not request.Test():
+        if time.monotonic() > deadline:  # not every rank failed: end the job
+            world.Abort(EXIT_USER_ERROR)
+        time.sleep(delay)
+        delay = min(2 * delay, 0.05)
+
+
 def _add_train_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--dataset", help="digits (default, bundled), synthetic, vowel, satimage, "
@@ -203,10 +240,8 @@ def main(argv: list[str] | None = None) -> int:
             world.Abort(EXIT_USER_ERROR)
         return EXIT_USER_ERROR
     except UserError as exc:
-        world = _mpi_world()
         # Validation runs identically on every rank: one of them speaks.
-        if world is None or world.Get_rank() == 0:
-            print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
+        _finish_user_error(str(exc))
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130

@@ -185,13 +185,16 @@ def run_training(
         On rank 0, the arrays written to the run log; ``None`` elsewhere.
     """
     from .runlog import check_output_path, write_runlog
-    from .topology import make_topology
+    from .topology import make_topology, read_edge_list
 
     rank, size = comm.Get_rank(), comm.Get_size()
     cfg.validate(size)
-    graph = make_topology(
-        cfg.topology, size, degree=cfg.degree, seed=cfg.seed, path=cfg.edges
-    ) if size > 1 else make_topology("complete", 1)
+    if cfg.topology == "file":
+        graph = read_edge_list(cfg.edges)  # its own node count, compared below
+    elif size > 1:
+        graph = make_topology(cfg.topology, size, degree=cfg.degree, seed=cfg.seed)
+    else:
+        graph = make_topology("complete", 1)
     require(
         graph.n_nodes == size,
         f"the graph has {graph.n_nodes} nodes but {size} ranks were started: "

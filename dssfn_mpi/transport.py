@@ -117,6 +117,9 @@ class ZMailbox:
         Bytes moved by those puts, header included.
     signals : int
         Number of "finished layer" announcements sent (one per neighbour).
+    lock_seconds : float
+        Time spent acquiring window locks in put/read/finish_layer/finished_layers,
+        i.e. waiting for another rank's access to the same window to end.
     """
 
     def __init__(self, comm: MPI.Intracomm, graph: GraphLike, max_elems: int) -> None:
@@ -181,6 +184,7 @@ class ZMailbox:
         self.puts = 0
         self.bytes_sent = 0
         self.signals = 0
+        self.lock_seconds = 0.0
 
     # -- layout -----------------------------------------------------------------
 
@@ -192,6 +196,14 @@ class ZMailbox:
         if self._win is None:
             raise RuntimeError("ZMailbox used after free()")
         return self._win
+
+    def _lock(self, win: MPI.Win, target: int) -> None:
+        # Open MPI's osc/sm lock is a FIFO ticket lock that spins: under
+        # oversubscription a descheduled holder or waiter stalls the queue, so
+        # time it.
+        t0 = time.perf_counter()
+        win.Lock(target, MPI.LOCK_EXCLUSIVE)
+        self.lock_seconds += time.perf_counter() - t0
 
     def _check_neighbor(self, n: int) -> None:
         if n not in self._in_slot:
@@ -232,7 +244,7 @@ class ZMailbox:
         off = self._slot_offset(self._out_slot[n], layer % 2)
         # Two puts in one exclusive epoch are as atomic for the reader as one, and
         # putting Z directly saves packing it into a send buffer (a full extra copy).
-        win.Lock(n, MPI.LOCK_EXCLUSIVE)
+        self._lock(win, n)
         win.Put(h, n, off)
         if Z.size:
             win.Put(Z, n, off + HEADER_WORDS)
@@ -265,7 +277,7 @@ class ZMailbox:
         off = self._slot_offset(self._in_slot[n], layer % 2)
         me = self.rank
         # Exclusive lock on my own window: no writer's epoch can overlap the copy.
-        win.Lock(me, MPI.LOCK_EXCLUSIVE)
+        self._lock(win, me)
         try:
             win.Sync()  # make completed remote puts visible to my loads
             layer_w, version, nelems, rows, cols = (
@@ -293,7 +305,7 @@ class ZMailbox:
         self._announced = layer
         self._one[0] = layer
         for n in self.neighbors:
-            win.Lock(n, MPI.LOCK_EXCLUSIVE)
+            self._lock(win, n)
             win.Put(self._one, n, self._out_finished[n])
             win.Unlock(n)
             self.signals += 1
@@ -304,7 +316,7 @@ class ZMailbox:
         assert self._i64 is not None
         deg = len(self.neighbors)
         me = self.rank
-        win.Lock(me, MPI.LOCK_EXCLUSIVE)
+        self._lock(win, me)
         try:
             win.Sync()
             fin = self._i64[self._finished_off : self._finished_off + deg].copy()
@@ -353,10 +365,11 @@ class ZMailbox:
     # -- bookkeeping ------------------------------------------------------------
 
     def reset_counters(self) -> None:
-        """Zero :attr:`puts`, :attr:`bytes_sent` and :attr:`signals`."""
+        """Zero :attr:`puts`, :attr:`bytes_sent`, :attr:`signals` and :attr:`lock_seconds`."""
         self.puts = 0
         self.bytes_sent = 0
         self.signals = 0
+        self.lock_seconds = 0.0
 
     @property
     def closed(self) -> bool:

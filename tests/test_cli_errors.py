@@ -1,0 +1,126 @@
+"""Every user mistake ends with one line on stderr, status 2, no traceback, no hang, no file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mpitools import run_cli
+
+pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(120)]
+
+
+def _assert_user_error(res, *fragments: str) -> None:
+    assert res.returncode != 0
+    assert "Traceback" not in res.stderr, res.stderr
+    ours = [line for line in res.stderr.splitlines() if line.startswith("dssfn-mpi: error:")]
+    assert len(ours) == 1, res.stderr  # one rank speaks, once
+    for fragment in fragments:
+        assert fragment in ours[0], ours[0]
+
+
+SMALL = ("--dataset", "synthetic", "--layers", "1", "--hidden", "30", "--iters", "5")
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (("--eta", "3"), ("--eta", "(0, 2)")),
+        (("--gamma", "-1"), ("--gamma", "positive")),
+        (("--gamma", "abc"), ("--gamma",)),
+        (("--iters", "0"), ("--iters",)),
+        (("--layers", "-1"), ("--layers",)),
+        (("--eps", "0"), ("--eps",)),
+        (("--hidden", "6"), ("--hidden 6", "2Q")),
+        (("--mode", "magic"), ("--mode",)),
+        (("--degree", "7"), ("degree",)),
+        (("--slow", "9:2"), ("--slow",)),
+        (("--slow", "1:0.5"), ("FACTOR",)),
+        (("--dataset", "imagenet"), ("imagenet",)),
+        (("--mode", "central"), ("one process",)),
+        (("--partition", "dirichlet:-1"), ("dirichlet",)),
+    ],
+)
+def test_bad_settings_under_mpirun(tmp_path, args, fragments):
+    out = tmp_path / "run.h5"
+    res = run_cli(3, "train", *SMALL, "--out", str(out), *args)
+    _assert_user_error(res, *fragments)
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_rank_count_must_match_edge_list(tmp_path):
+    edges = tmp_path / "g.txt"
+    edges.write_text("0 1\n1 2\n2 3\n3 0\n")
+    out = tmp_path / "run.h5"
+    res = run_cli(3, "train", *SMALL, "--topology", "file", "--edges", str(edges),
+                  "--out", str(out))
+    _assert_user_error(res, "4", "3")
+    assert not out.exists()
+
+
+def test_missing_dataset_names_file_and_fix(tmp_path):
+    empty = tmp_path / "nodata"
+    empty.mkdir()
+    res = run_cli(3, "train", "--dataset", "satimage", "--data-dir", str(empty), "--iters", "2")
+    _assert_user_error(res, "sat.trn", "--data-dir")
+
+
+def test_unwritable_output(tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    res = run_cli(3, "train", *SMALL, "--out", str(blocker / "run.h5"))
+    _assert_user_error(res, "afile", "--out")
+    res = run_cli(2, "train", *SMALL, "--out", str(tmp_path / "missing" / "run.h5"))
+    _assert_user_error(res, "missing")
+
+
+def test_existing_output_needs_overwrite(tmp_path):
+    out = tmp_path / "run.h5"
+    out.write_bytes(b"precious")
+    res = run_cli(2, "train", *SMALL, "--out", str(out))
+    _assert_user_error(res, "--overwrite")
+    assert out.read_bytes() == b"precious"
+
+
+def test_nan_in_data_is_refused(tmp_path):
+    from dssfn_mpi.datasets import find_data_dir
+
+    src = find_data_dir()
+    if src is None or not (src / "vowel" / "vowel.train").exists():
+        pytest.skip("vowel files not found; set DSSFN_DATA_DIR")
+    d = tmp_path / "data" / "vowel"
+    d.mkdir(parents=True)
+    lines = (src / "vowel" / "vowel.train").read_text().splitlines()
+    fields = lines[5].split(",")
+    fields[3] = "NaN"
+    lines[5] = ",".join(fields)
+    (d / "vowel.train").write_text("\n".join(lines) + "\n")
+    (d / "vowel.test").write_text((src / "vowel" / "vowel.test").read_text())
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"dataset_options": {"verify": False}}))
+    out = tmp_path / "run.h5"
+    res = run_cli(2, "train", "--dataset", "vowel", "--data-dir", str(tmp_path / "data"),
+                  "--config", str(cfg), "--iters", "2", "--out", str(out))
+    _assert_user_error(res, "vowel.train")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        ({"gama": 1.0}, "unknown key"),
+        ({"iters": "many"}, "iters"),
+        ({"check": "yes"}, "check"),
+    ],
+)
+def test_bad_config_file(tmp_path, content, fragment):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps(content))
+    res = run_cli(None, "train", "--config", str(cfg))
+    _assert_user_error(res, fragment)
+
+
+def test_report_of_missing_file(tmp_path):
+    res = run_cli(None, "report", str(tmp_path / "nope.h5"))
+    _assert_user_error(res, "nope.h5")
