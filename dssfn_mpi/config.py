@@ -42,12 +42,16 @@ PAPER_TABLE3: dict[str, dict[str, tuple[float, float]]] = {
 }
 
 
-def parse_per_layer(text: str | float | list | tuple, name: str) -> tuple[float, ...]:
-    """Parse ``"1.0"`` or ``"10,0.1,0.05"`` into a per-layer tuple.
+def parse_per_layer(text: str | float | list | tuple, name: str) -> tuple[float, ...] | str:
+    """Parse ``"auto"``, ``"1.0"`` or ``"10,0.1,0.05"`` into a per-layer tuple.
 
     Value i applies to layer i; the last value repeats for deeper layers, so
-    ``"g0,gl"`` is the paper's (layer 0, layers >= 1) pair.
+    ``"g0,gl"`` is the paper's (layer 0, layers >= 1) pair. ``"auto"`` is kept
+    as is: the penalty is then set per layer from the data (see
+    :func:`dssfn_mpi.solver.auto_penalty`).
     """
+    if isinstance(text, str) and text.strip().lower() == "auto":
+        return "auto"
     if isinstance(text, (int, float)):
         items: list[Any] = [text]
     elif isinstance(text, (list, tuple)):
@@ -102,9 +106,9 @@ class TrainConfig:
     layers: int = 10
     hidden: int | None = None
     iters: int = 200
-    gamma: tuple[float, ...] = (1.0, 0.1)
+    gamma: tuple[float, ...] | str = "auto"
     eta: float = 1.0
-    rho: tuple[float, ...] = (1.0, 0.1)
+    rho: tuple[float, ...] | str = "auto"
     eps: float | None = None
     mix_rounds: int | None = None
     max_lead: int | None = 4
@@ -118,19 +122,21 @@ class TrainConfig:
     preset: str | None = None
     dataset_options: dict[str, Any] = field(default_factory=dict)
 
-    def gamma_at(self, layer: int) -> float:
-        """ADMM parameter gamma of ``layer`` (last value repeats)."""
-        return self.gamma[min(layer, len(self.gamma) - 1)]
-
-    def rho_at(self, layer: int) -> float:
-        """Consensus penalty rho of ``layer`` for the sync modes."""
-        return self.rho[min(layer, len(self.rho) - 1)]
+    def penalty_at(self, layer: int) -> float | None:
+        """The ADMM penalty of ``layer`` for this mode (gamma for async, rho for
+        sync; last value repeats), or ``None`` when it is ``auto``."""
+        values = self.gamma if self.mode == "async" else self.rho
+        if isinstance(values, str):
+            return None
+        return values[min(layer, len(values) - 1)]
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dictionary of every setting."""
         d = asdict(self)
         d["slow"] = {str(k): v for k, v in self.slow.items()}
-        d["gamma"], d["rho"] = list(self.gamma), list(self.rho)
+        for key in ("gamma", "rho"):
+            value = getattr(self, key)
+            d[key] = value if isinstance(value, str) else list(value)
         return d
 
     def validate(self, world_size: int) -> None:

@@ -52,7 +52,7 @@ class AsyncEngine(Engine):
             except NeighborTimeout as exc:
                 raise RankError(self.ctx.rank, f"layer {layer}: {exc}") from None
         t1 = time.perf_counter()
-        gamma, eta, eps = cfg.gamma_at(layer), cfg.eta, prob.eps
+        gamma, eta, eps = prob.penalty, cfg.eta, prob.eps
         dm = len(self.neighbors)
         inv = LocalInverse(prob.Y, gamma * dm, prob.G)
         t2 = time.perf_counter()
@@ -128,7 +128,6 @@ class AsyncEngine(Engine):
             "bytes_sent": mb.bytes_sent - bytes0,
             "staleness_mean": skipped_sum / max(reads, 1),
             "staleness_max": skipped_max,
-            "gamma": gamma,
             "started": t0,
         }
 

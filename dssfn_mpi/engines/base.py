@@ -42,6 +42,7 @@ class LayerProblem:
     G: np.ndarray
     B: np.ndarray
     eps: float
+    penalty: float = 1.0  # gamma (async) or rho (sync), the same on every rank
 
 
 @dataclass
@@ -69,7 +70,7 @@ class Engine:
     def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
         """Return this rank's ``O_m`` and stats (``factor_seconds``, ``solve_seconds``,
         ``wait_seconds``, ``activations``, ``puts``, ``bytes_sent``, ``staleness_mean``,
-        ``staleness_max``, ``gamma``)."""
+        ``staleness_max``)."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -31,7 +31,7 @@ class SyncAllreduceEngine(Engine):
 
     def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
         cfg = self.ctx.cfg
-        rho = cfg.rho_at(prob.layer)
+        rho = prob.penalty
         t1 = time.perf_counter()
         inv = LocalInverse(prob.Y, rho, prob.G)
         t2 = time.perf_counter()
@@ -56,5 +56,4 @@ class SyncAllreduceEngine(Engine):
             "wait_seconds": comm_seconds,
             "activations": cfg.iters,
             "bytes_sent": cfg.iters * prob.B.nbytes,
-            "gamma": rho,
         }
