@@ -132,6 +132,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="check the MPI set-up (run under mpirun -n 2)")
 
+    # --- benchmarks (implemented in the top-level `benchmarks` package) ---
+    p = sub.add_parser("bench", help="run a benchmark sweep into one HDF5 file",
+                       description="Run one benchmark; each configuration is a separate "
+                       "mpirun (or --launcher) job whose run log is appended to --out.")
+    p.add_argument("name", choices=["degree", "nodes", "table2", "straggler", "rma"])
+    p.add_argument("--preset", choices=["quick", "paper"], default="quick",
+                   help="quick: small, for a 2-core machine and CI; paper: the paper's sizes")
+    p.add_argument("--out", required=True, help="sweep file (HDF5) to write")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--launcher", help="command that starts MPI jobs, e.g. 'srun --mpi=pmix' "
+                   "(default: the mpirun of this environment)")
+    p.add_argument("--data-dir", help="folder with the public dataset files")
+    p.add_argument("--datasets", help="table2: comma-separated datasets (default: all found)")
+    p.add_argument("--seeds", type=int, help="table2: repetitions with different seeds")
+    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    p = sub.add_parser("plot", help="draw the figures of a benchmark or run file")
+    p.add_argument("file", help="HDF5 file written by bench or train")
+    p.add_argument("--out", default="figures", help="folder for the PNG and PDF figures")
+    # --- end of benchmarks ---
+
     p = sub.add_parser("data", help="list, verify or download the public datasets")
     p.add_argument("action", choices=["list", "fetch"])
     p.add_argument("name", nargs="?", help="dataset name (for fetch)")
@@ -232,6 +252,16 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_doctor(args)
         if args.command == "data":
             return _cmd_data(args)
+        if args.command == "bench":
+            from benchmarks import run_bench
+
+            return run_bench(args)
+        if args.command == "plot":
+            from benchmarks.plot import plot_file
+
+            for path in plot_file(args.file, args.out):
+                print(path)
+            return 0
         raise AssertionError(args.command)
     except RankError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
