@@ -112,6 +112,12 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=float,
                    help="seconds an async rank waits for silent neighbours before aborting (600)")
     g.add_argument("--quiet", action="store_true", help="no per-layer progress lines")
+    g.add_argument("--save-model", help="write every node's trained weights to this HDF5 file")
+    g.add_argument("--resume", metavar="RUN.h5",
+                   help="continue an interrupted run from its checkpoints (same rank count; "
+                   "its saved settings are used)")
+    g.add_argument("--fail-at", metavar="RANK:LAYER[:kill]",
+                   help="fault injection for tests: RANK raises (or is killed) in LAYER")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,6 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train with one MPI rank per graph node",
                        description="Train SSFN layer by layer; run under mpirun -n M.")
     _add_train_args(p)
+
+    p = sub.add_parser("evaluate", help="score a model saved with train --save-model")
+    p.add_argument("model", help="MODEL.h5")
+    p.add_argument("--dataset", required=True, help="dataset to score it on")
+    p.add_argument("--data-dir", help="folder with the public dataset files")
+    p.add_argument("--seed", type=int, default=None,
+                   help="split seed of the dataset (default: the model's)")
 
     p = sub.add_parser("report", help="print the summary table of a run log")
     p.add_argument("runlog", help="RUN.h5 written by train")
@@ -161,15 +174,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _train_config(args: argparse.Namespace):
-    from .config import TrainConfig, apply_preset, load_config_file, parse_per_layer, parse_slow
+    from .config import (
+        TrainConfig,
+        apply_preset,
+        config_from_mapping,
+        load_config_file,
+        parse_fail_at,
+        parse_per_layer,
+        parse_slow,
+    )
 
+    if args.resume:
+        return _resume_config(args, config_from_mapping, parse_fail_at, TrainConfig)
     values: dict[str, Any] = {}
     if args.config:
         values.update(load_config_file(args.config))
     explicit = set(values)
     for key in ("dataset", "data_dir", "partition", "mode", "update", "topology", "degree",
                 "edges", "layers", "hidden", "iters", "eta", "eps", "mix_rounds", "max_lead",
-                "seed", "preset", "out", "overwrite", "check", "evaluate", "timeout"):
+                "seed", "preset", "out", "overwrite", "check", "evaluate", "timeout",
+                "save_model"):
         value = getattr(args, key)
         if value is not None:
             values[key] = value
@@ -182,11 +206,25 @@ def _train_config(args: argparse.Namespace):
         explicit.add("rho")
     if args.slow:
         values["slow"] = parse_slow(args.slow)
+    if args.fail_at:
+        values["fail_at"] = parse_fail_at(args.fail_at)
     if values.get("max_lead", 0) is not None and values.get("max_lead", 0) < 0:
         values["max_lead"] = None  # -1: fully asynchronous, no bound on the delay
     cfg = TrainConfig(**values)
     apply_preset(cfg, explicit)
     return cfg
+
+
+def _resume_config(args, config_from_mapping, parse_fail_at, TrainConfig):
+    """Settings of the run to resume; only --timeout, --quiet and --fail-at may change."""
+    from .checkpoint import load_config
+
+    saved, _ = load_config(args.resume)
+    values = config_from_mapping(saved, f"checkpoint of {args.resume}")
+    values.update(out=args.resume, overwrite=True, fail_at=parse_fail_at(args.fail_at))
+    if args.timeout is not None:
+        values["timeout"] = args.timeout
+    return TrainConfig(**values)
 
 
 def _cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
@@ -199,9 +237,24 @@ def _cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     limit = int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
     with threadpool_limits(limits=limit):
         result = run_training(cfg, MPI.COMM_WORLD, command_line=shlex.join([PROG, *argv]),
-                              quiet=args.quiet)
+                              quiet=args.quiet, resume=bool(args.resume))
     if result is not None and result.out is not None and not args.quiet:
         print(f"wrote {result.out}", flush=True)
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from .datasets import load_dataset
+    from .modelio import evaluate_model, load_model
+
+    model = load_model(args.model)
+    seed = int(model.attrs["seed"]) if args.seed is None else args.seed
+    acc = evaluate_model(model, load_dataset(args.dataset, args.data_dir, seed=seed))
+    print(f"{args.model}: {acc.shape[1]} nodes, layers 0..{acc.shape[0] - 1}, "
+          f"test accuracy on {args.dataset} (%)")
+    print(f"{'layer':>5} {'min':>7} {'mean':>7} {'max':>7}")
+    for layer, row in enumerate(acc):
+        print(f"{layer:>5} {100 * row.min():7.2f} {100 * row.mean():7.2f} {100 * row.max():7.2f}")
     return 0
 
 
@@ -248,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_train(args, argv)
         if args.command == "report":
             return _cmd_report(args)
+        if args.command == "evaluate":
+            return _cmd_evaluate(args)
         if args.command == "doctor":
             return _cmd_doctor(args)
         if args.command == "data":
@@ -275,10 +330,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
-    except Exception:
-        traceback.print_exc()
-        sys.stderr.flush()
+    except Exception as exc:
         world = _mpi_world()
+        where = f"rank {world.Get_rank()}: " if world is not None else ""
+        if type(exc).__name__ != "InjectedFailure":  # a test's planned failure needs no trace
+            traceback.print_exc()
+        print(f"{PROG}: {where}failed: {exc}; aborting the job", file=sys.stderr, flush=True)
         if world is not None and world.Get_size() > 1:
             world.Abort(1)
         return 1

@@ -22,7 +22,9 @@ __all__ = [
     "UPDATES",
     "TrainConfig",
     "apply_preset",
+    "config_from_mapping",
     "load_config_file",
+    "parse_fail_at",
     "parse_per_layer",
     "parse_slow",
 ]
@@ -72,6 +74,21 @@ def parse_per_layer(text: str | float | list | tuple, name: str) -> tuple[float,
     return values
 
 
+def parse_fail_at(text: str | None) -> tuple[int, int, str] | None:
+    """Parse ``RANK:LAYER`` or ``RANK:LAYER:kill`` (fault injection for tests)."""
+    if text is None:
+        return None
+    parts = str(text).split(":")
+    try:
+        rank, layer = int(parts[0]), int(parts[1])
+        how = parts[2] if len(parts) > 2 else "raise"
+    except (ValueError, IndexError):
+        raise UserError(f"--fail-at {text!r}: expected RANK:LAYER or RANK:LAYER:kill") from None
+    require(how in ("raise", "kill") and len(parts) <= 3,
+            f"--fail-at {text!r}: the third part may only be 'kill'")
+    return rank, layer, how
+
+
 def parse_slow(items: list[str] | None) -> dict[int, float]:
     """Parse repeated ``RANK:FACTOR`` straggler specs into ``{rank: factor}``."""
     out: dict[int, float] = {}
@@ -114,6 +131,8 @@ class TrainConfig:
     max_lead: int | None = 4
     seed: int = 0
     slow: dict[int, float] = field(default_factory=dict)
+    fail_at: tuple[int, int, str] | None = None
+    save_model: str | None = None
     check: bool = True
     evaluate: bool = True
     out: str | None = None
@@ -187,6 +206,9 @@ class TrainConfig:
                 world_size >= 2 or self.mode != "async",
                 "--mode async needs at least 2 ranks (graph nodes): start it with mpirun -n M",
             )
+        if self.fail_at is not None:
+            require(self.fail_at[0] < world_size,
+                    f"--fail-at: there are only {world_size} ranks (0..{world_size - 1})")
         for rank in self.slow:
             require(
                 rank < world_size,
@@ -217,12 +239,21 @@ def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
     except ValueError as exc:
         raise UserError(f"--config {p}: cannot parse it ({exc})") from None
     require(isinstance(data, dict), f"--config {p}: the top level must be a table/object")
+    return config_from_mapping(data, f"--config {p}")
+
+
+def config_from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """Check and convert a mapping of :class:`TrainConfig` keys (config file, checkpoint).
+
+    Unknown keys and wrong types are user errors, so a typo never silently
+    falls back to a default.
+    """
     known = {f.name: f for f in fields(TrainConfig)}
     out: dict[str, Any] = {}
     for key, value in data.items():
         k = key.replace("-", "_")
-        require(k in known, f"--config {p}: unknown key {key!r}; valid keys: {', '.join(known)}")
-        out[k] = _coerce(k, value, p)
+        require(k in known, f"{source}: unknown key {key!r}; valid keys: {', '.join(known)}")
+        out[k] = _coerce(k, value, source)
     return out
 
 
@@ -230,12 +261,12 @@ _INT_KEYS = {"degree", "layers", "hidden", "iters", "mix_rounds", "max_lead", "s
 _FLOAT_KEYS = {"eta", "eps", "timeout"}
 _BOOL_KEYS = {"check", "evaluate", "overwrite"}
 _STR_KEYS = {"dataset", "data_dir", "mode", "update", "topology", "edges", "partition", "out",
-             "preset"}
+             "preset", "save_model"}
 
 
-def _coerce(key: str, value: Any, path: Path) -> Any:
-    """Check a config-file value's type and convert it."""
-    bad = f"--config {path}: {key} = {value!r} has the wrong type"
+def _coerce(key: str, value: Any, source: str) -> Any:
+    """Check a config value's type and convert it."""
+    bad = f"{source}: {key} = {value!r} has the wrong type"
     if key in ("gamma", "rho"):
         return parse_per_layer(value, key)
     if key == "slow":
@@ -243,6 +274,9 @@ def _coerce(key: str, value: Any, path: Path) -> Any:
             return parse_slow([f"{k}:{v}" for k, v in value.items()])
         require(isinstance(value, list), bad + " (expected a list like [\"3:5\"])")
         return parse_slow([str(v) for v in value])
+    if key == "fail_at":
+        return None if value is None else parse_fail_at(":".join(str(v) for v in value)
+                                                        if isinstance(value, list) else value)
     if key == "dataset_options":
         require(isinstance(value, dict), bad + " (expected a table)")
         return dict(value)

@@ -160,11 +160,47 @@ def _progress(msg: str) -> None:
     print(msg, file=sys.stdout, flush=True)
 
 
+class InjectedFailure(RuntimeError):
+    """Raised by ``--fail-at`` to test what a failing rank does to a job."""
+
+
+def _inject_failure(cfg: TrainConfig, rank: int, layer: int) -> None:
+    if cfg.fail_at is None:
+        return
+    fail_rank, fail_layer, how = cfg.fail_at
+    if (rank, layer) != (fail_rank, fail_layer):
+        return
+    if how == "kill":
+        import signal
+
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    raise InjectedFailure(f"injected failure in layer {layer} (--fail-at)")
+
+
+def _make_graph(cfg: TrainConfig, size: int):
+    from .topology import make_topology, read_edge_list
+
+    if cfg.topology == "file":
+        graph = read_edge_list(cfg.edges)  # its own node count, compared below
+    elif size > 1:
+        graph = make_topology(cfg.topology, size, degree=cfg.degree, seed=cfg.seed)
+    else:
+        graph = make_topology("complete", 1)
+    require(
+        graph.n_nodes == size,
+        f"the graph has {graph.n_nodes} nodes but {size} ranks were started: "
+        f"run mpirun -n {graph.n_nodes}",
+    )
+    return graph
+
+
 def run_training(
     cfg: TrainConfig,
     comm: Any,
     command_line: str = "",
     quiet: bool = False,
+    resume: bool = False,
 ) -> RunResult | None:
     """Train a decentralized SSFN with one rank per graph node.
 
@@ -178,30 +214,27 @@ def run_training(
         Recorded in the run log.
     quiet : bool
         Suppress rank 0's per-layer progress lines.
+    resume : bool
+        Continue after the last layer every rank has checkpointed beside
+        ``cfg.out`` (see :mod:`dssfn_mpi.checkpoint`).
 
     Returns
     -------
     RunResult or None
         On rank 0, the arrays written to the run log; ``None`` elsewhere.
     """
+    from mpi4py import MPI
+
+    from . import checkpoint
     from .runlog import check_output_path, write_runlog
-    from .topology import make_topology, read_edge_list
 
     rank, size = comm.Get_rank(), comm.Get_size()
     cfg.validate(size)
-    if cfg.topology == "file":
-        graph = read_edge_list(cfg.edges)  # its own node count, compared below
-    elif size > 1:
-        graph = make_topology(cfg.topology, size, degree=cfg.degree, seed=cfg.seed)
-    else:
-        graph = make_topology("complete", 1)
-    require(
-        graph.n_nodes == size,
-        f"the graph has {graph.n_nodes} nodes but {size} ranks were started: "
-        f"run mpirun -n {graph.n_nodes}",
-    )
-    if cfg.out is not None:
+    graph = _make_graph(cfg, size)
+    if cfg.out is not None and not resume:
         root_call(comm, lambda: check_output_path(cfg.out, cfg.overwrite))
+    if cfg.save_model is not None:
+        root_call(comm, lambda: check_output_path(cfg.save_model, cfg.overwrite))
     meta, (X, y), (Xt, yt) = _load_shards(cfg, comm)
     Q = meta["n_classes"]
     hidden = cfg.hidden if cfg.hidden is not None else 2 * Q + 1000
@@ -213,8 +246,27 @@ def run_training(
     eps = cfg.eps if cfg.eps is not None else 2.0 * Q
     T = one_hot(y, Q)
     tt = float(np.vdot(T, T))
+    n_layers = cfg.layers + 1
+
+    # ---- checkpoints: resume after the last layer that every rank completed ----
+    ckpt = checkpoint.RankCheckpoint(cfg.out, rank) if cfg.out is not None else None
+    Os: list[np.ndarray] = []
+    stats: dict[str, list] = {k: [] for k in STAT_FIELDS}
+    checks: dict[str, list] = {k: [] for k in CHECK_FIELDS}
+    if resume:
+        saved_Os, saved_stats, saved_checks = ckpt.load()
+        first = comm.allreduce(len(saved_Os), op=MPI.MIN)
+        Os = saved_Os[:first]
+        stats = {k: list(saved_stats.get(k, []))[:first] for k in STAT_FIELDS}
+        checks = {k: list(saved_checks.get(k, []))[:first] for k in CHECK_FIELDS}
+        if rank == 0:
+            checkpoint.remove_stale_temporaries(cfg.out)
+    elif ckpt is not None and rank == 0:
+        checkpoint.save_config(cfg.out, cfg.to_dict(), size)
+    first = len(Os)
+
     ctx = RunContext(comm=comm, graph=graph, cfg=cfg, n_classes=Q,
-                     max_width=max(hidden, X.shape[0]))
+                     max_width=max(hidden, X.shape[0]), first_layer=first)
     engine = make_engine(ctx)
     check = _Equivalence(comm) if cfg.check and cfg.mode != "central" else None
 
@@ -222,88 +274,123 @@ def run_training(
     hostnames = comm.gather(socket.gethostname(), root=0)
     attrs = _attrs(cfg, graph, meta, hidden, eps, command_line, start_time, hostnames) \
         if rank == 0 else {}
-    stats: dict[str, list] = {k: [] for k in STAT_FIELDS}
-    checks: dict[str, list] = {k: [] for k in CHECK_FIELDS}
+    if resume and rank == 0:
+        attrs["resumed_at_layer"] = first
     per_layer_sync = check is not None
-    history: list[list[dict]] = []
-    n_layers = cfg.layers + 1
-    O = None
+    # Rows of the layers already done, gathered once so the log can be rewritten per layer.
+    done_rows = comm.gather([{k: stats[k][i] for k in STAT_FIELDS} for i in range(first)],
+                            root=0)
+    history: list[list[dict]] = (
+        [[done_rows[r][i] for r in range(size)] for i in range(first)] if rank == 0 else []
+    )
+
+    # Rebuild this rank's features of the last completed layer (the loop builds the next).
     Y, Yt = X, Xt
+    for layer in range(1, first):
+        R = random_matrix(cfg.seed, layer, hidden_rows(hidden, Q), Y.shape[0])
+        Y = next_features(Y, Os[layer - 1], R)
+        if cfg.evaluate:
+            Yt = next_features(Yt, Os[layer - 1], R)
+    O = Os[-1] if Os else None
+
     comm.Barrier()  # common start line for the timings, outside every layer
     t_run = time.perf_counter()
-    try:
-        for layer in range(n_layers):
-            t0 = time.perf_counter()
-            O_prev = O
+    # No try/finally around the loop: closing an engine is collective, and a rank
+    # that failed must reach MPI_Abort (in the CLI) instead of waiting in it.
+    for layer in range(first, n_layers):
+        _inject_failure(cfg, rank, layer)
+        t0 = time.perf_counter()
+        O_prev = O
+        if layer > 0:
+            R = random_matrix(cfg.seed, layer, hidden_rows(hidden, Q), Y.shape[0])
+            Y = next_features(Y, O_prev, R)
+        G, B = Y @ Y.T, T @ Y.T
+        t1 = time.perf_counter()
+        penalty = _penalty(cfg, comm, layer, Y, T, G, B, eps)
+        tp = time.perf_counter() - t1
+        prob = LayerProblem(layer=layer, Y=Y, T=T, G=G, B=B, eps=eps, penalty=penalty)
+        O, st = engine.solve(prob)
+        t2 = time.perf_counter()
+        Os.append(O)
+        # ---- untimed observation ----
+        if cfg.evaluate:
             if layer > 0:
-                R = random_matrix(cfg.seed, layer, hidden_rows(hidden, Q), Y.shape[0])
-                Y = next_features(Y, O_prev, R)
-            G, B = Y @ Y.T, T @ Y.T
-            t1 = time.perf_counter()
-            penalty = _penalty(cfg, comm, layer, Y, T, G, B, eps)
-            tp = time.perf_counter() - t1
-            prob = LayerProblem(layer=layer, Y=Y, T=T, G=G, B=B, eps=eps, penalty=penalty)
-            O, st = engine.solve(prob)
-            t2 = time.perf_counter()
-            # ---- untimed observation ----
-            if cfg.evaluate:
-                if layer > 0:
-                    Yt = next_features(Yt, O_prev, R)
-                tr_acc, te_acc = accuracy(O, Y, y), accuracy(O, Yt, yt)
-            else:
-                tr_acc = te_acc = float("nan")
-            t3 = time.perf_counter()
-            row = {
-                "features_seconds": t1 - t0,
-                "factor_seconds": st.get("factor_seconds", 0.0) + tp,
-                "solve_seconds": st.get("solve_seconds", t2 - t1),
-                "wait_seconds": st.get("wait_seconds", 0.0),
-                "total_seconds": t2 - t0,
-                "eval_seconds": t3 - t2,
-                "activations": st.get("activations", 0),
-                "puts": st.get("puts", 0),
-                "bytes_sent": st.get("bytes_sent", 0),
-                "staleness_mean": st.get("staleness_mean", float("nan")),
-                "staleness_max": st.get("staleness_max", float("nan")),
-                "train_accuracy": tr_acc,
-                "test_accuracy": te_acc,
-                "gamma": penalty,
-            }
-            for k in STAT_FIELDS:
-                stats[k].append(row[k])
-            if check is not None:
-                res = check.measure(G, B, tt, O, eps)
-                if rank == 0:
-                    for k in CHECK_FIELDS:
-                        checks[k].append(res[k])
-            if per_layer_sync:
-                table = comm.gather({k: stats[k][-1] for k in STAT_FIELDS}, root=0)
-                if rank == 0:
-                    history.append(table)
-                    _progress_line(cfg, layer, table, checks, quiet)
-                    if cfg.out is not None:
-                        # Rewritten every layer: a crash loses at most the layer in progress.
-                        partial = {**attrs, "complete": False, "layers_done": layer + 1}
-                        write_runlog(cfg.out, partial, _layer_arrays(history, checks),
-                                     _rank_table(graph, meta), overwrite=True)
-            elif rank == 0 and not quiet:
-                _progress(f"layer {layer:>3}/{cfg.layers}  rank 0 {t2 - t0:8.3f} s")
-    finally:
-        engine.close()
+                Yt = next_features(Yt, O_prev, R)
+            tr_acc, te_acc = accuracy(O, Y, y), accuracy(O, Yt, yt)
+        else:
+            tr_acc = te_acc = float("nan")
+        t3 = time.perf_counter()
+        row = {
+            "features_seconds": t1 - t0,
+            "factor_seconds": st.get("factor_seconds", 0.0) + tp,
+            "solve_seconds": st.get("solve_seconds", t2 - t1),
+            "wait_seconds": st.get("wait_seconds", 0.0),
+            "total_seconds": t2 - t0,
+            "eval_seconds": t3 - t2,
+            "activations": st.get("activations", 0),
+            "puts": st.get("puts", 0),
+            "bytes_sent": st.get("bytes_sent", 0),
+            "staleness_mean": st.get("staleness_mean", float("nan")),
+            "staleness_max": st.get("staleness_max", float("nan")),
+            "train_accuracy": tr_acc,
+            "test_accuracy": te_acc,
+            "gamma": penalty,
+        }
+        for k in STAT_FIELDS:
+            stats[k].append(row[k])
+        if check is not None:
+            res = check.measure(G, B, tt, O, eps)
+            if rank == 0:
+                for k in CHECK_FIELDS:
+                    checks[k].append(res[k])
+        if ckpt is not None:
+            ckpt.save(Os, stats, checks)
+        if per_layer_sync:
+            table = comm.gather({k: stats[k][-1] for k in STAT_FIELDS}, root=0)
+            if rank == 0:
+                history.append(table)
+                _progress_line(cfg, layer, table, checks, quiet)
+                if cfg.out is not None:
+                    # Rewritten every layer: a crash loses at most the layer in progress.
+                    partial = {**attrs, "complete": False, "layers_done": layer + 1}
+                    write_runlog(cfg.out, partial, _layer_arrays(history, checks),
+                                 _rank_table(graph, meta), overwrite=True)
+        elif rank == 0 and not quiet:
+            _progress(f"layer {layer:>3}/{cfg.layers}  rank 0 {t2 - t0:8.3f} s")
+    engine.close()
     wall = time.perf_counter() - t_run
     all_stats = comm.gather(stats, root=0)
+    all_Os = comm.gather(Os, root=0) if cfg.save_model is not None else None
+    if rank == 0:
+        rows = [[{k: s_r[k][i] for k in STAT_FIELDS} for s_r in all_stats]
+                for i in range(n_layers)]
+        layers = _layer_arrays(rows, checks)
+        attrs["end_time"] = datetime.now(timezone.utc).isoformat()
+        attrs["wall_seconds"] = wall
+        ranks = _rank_table(graph, meta)
+        if cfg.save_model is not None:
+            from .modelio import save_model
+
+            save_model(cfg.save_model, _model_attrs(cfg, meta, hidden, X.shape[0], size), all_Os)
+        if cfg.out is not None:
+            write_runlog(cfg.out, {**attrs, "complete": True, "layers_done": n_layers}, layers,
+                         ranks, overwrite=True)
+    if ckpt is not None:
+        comm.Barrier()  # the complete log is on disk before the checkpoints go
+        if rank == 0:
+            checkpoint.remove(cfg.out)
     if rank != 0:
         return None
-    rows = [[{k: s_r[k][i] for k in STAT_FIELDS} for s_r in all_stats]
-            for i in range(n_layers)]
-    layers = _layer_arrays(rows, checks)
-    attrs["end_time"] = datetime.now(timezone.utc).isoformat()
-    attrs["wall_seconds"] = wall
-    ranks = _rank_table(graph, meta)
-    if cfg.out is not None:
-        write_runlog(cfg.out, {**attrs, "complete": True, "layers_done": n_layers}, layers,
-                     ranks, overwrite=True)
     return RunResult(attrs=attrs, layers=layers, ranks=ranks, out=cfg.out)
+
+
+def _model_attrs(cfg: TrainConfig, meta: dict, hidden: int, n_features: int,
+                 size: int) -> dict[str, Any]:
+    return {
+        "dataset": meta["name"], "n_features": n_features, "n_classes": meta["n_classes"],
+        "hidden": hidden, "layers": cfg.layers, "seed": cfg.seed, "nodes": size,
+        "mode": cfg.mode, "config": json.dumps(cfg.to_dict()),
+    }
 
 
 def _penalty(cfg: TrainConfig, comm: Any, layer: int, Y: np.ndarray, T: np.ndarray,

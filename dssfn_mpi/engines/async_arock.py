@@ -45,7 +45,7 @@ class AsyncEngine(Engine):
         cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
         t0 = time.perf_counter()
         wait = 0.0
-        if layer >= 2:
+        if layer - 2 >= self.ctx.first_layer:
             # Parity slots: nobody may write layer l before its neighbours left l-2.
             try:
                 wait = mb.wait_neighbors_done(layer - 2, cfg.timeout)

@@ -22,6 +22,7 @@ class RunContext:
     cfg: TrainConfig
     n_classes: int
     max_width: int
+    first_layer: int = 0  # > 0 when resuming from a checkpoint
 
     @property
     def rank(self) -> int:

@@ -1,0 +1,113 @@
+"""Per-rank checkpoints: what a rank needs to continue after its last complete layer.
+
+Each rank writes its own file after every layer (no communication, so the
+asynchronous engine gains no synchronisation from it): its output matrices
+``O_0 .. O_l``, its per-layer log rows and, on rank 0, the equivalence rows.
+Features are recomputed from the data and the saved ``O``'s on resume (cheap,
+deterministic), and the random blocks come from the shared seed, so nothing
+else is needed. Writes are atomic (temporary file, then rename).
+
+Layout: ``RUN.h5.ckpt/config.json`` (the run's settings, written by rank 0)
+and ``RUN.h5.ckpt/rank-00012.npz``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import UserError
+
+__all__ = [
+    "RankCheckpoint",
+    "checkpoint_dir",
+    "load_config",
+    "remove",
+    "remove_stale_temporaries",
+    "save_config",
+]
+
+
+def checkpoint_dir(out: str | os.PathLike) -> Path:
+    """Folder holding the checkpoints of the run logged to ``out``."""
+    return Path(str(out) + ".ckpt")
+
+
+def _atomic_write(path: Path, write) -> None:
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def save_config(out: str | os.PathLike, config: dict[str, Any], nodes: int) -> None:
+    """Record the run's settings beside its checkpoints (rank 0, once)."""
+    d = checkpoint_dir(out)
+    d.mkdir(exist_ok=True)
+    payload = json.dumps({"nodes": nodes, "config": config}, indent=1).encode()
+    _atomic_write(d / "config.json", lambda f: f.write(payload))
+
+
+def load_config(out: str | os.PathLike) -> tuple[dict[str, Any], int]:
+    """Settings and node count of the interrupted run logged to ``out``."""
+    path = checkpoint_dir(out) / "config.json"
+    if not path.is_file():
+        raise UserError(
+            f"--resume {out}: no checkpoint at {path.parent} (the run finished, never "
+            "completed a layer, or was started without --out)"
+        )
+    try:
+        data = json.loads(path.read_text())
+        return dict(data["config"]), int(data["nodes"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"--resume {out}: {path} is damaged ({exc})") from None
+
+
+def remove_stale_temporaries(out: str | os.PathLike) -> None:
+    """Delete temporary files a killed writer left beside ``out`` (never ``out`` itself)."""
+    target = Path(out)
+    for tmp in target.parent.glob(f"{target.name}.tmp-*"):
+        tmp.unlink(missing_ok=True)
+
+
+def remove(out: str | os.PathLike) -> None:
+    """Delete the checkpoints once the run log is complete."""
+    shutil.rmtree(checkpoint_dir(out), ignore_errors=True)
+
+
+class RankCheckpoint:
+    """One rank's checkpoint file."""
+
+    def __init__(self, out: str | os.PathLike, rank: int) -> None:
+        self.path = checkpoint_dir(out) / f"rank-{rank:05d}.npz"
+
+    def save(self, Os: list[np.ndarray], stats: dict[str, list],
+             checks: dict[str, list]) -> None:
+        """Atomically store everything up to and including layer ``len(Os) - 1``."""
+        arrays: dict[str, np.ndarray] = {f"O_{i}": O for i, O in enumerate(Os)}
+        arrays.update({f"stat_{k}": np.asarray(v, dtype=float) for k, v in stats.items()})
+        arrays.update({f"check_{k}": np.asarray(v) for k, v in checks.items() if v})
+        self.path.parent.mkdir(exist_ok=True)
+        _atomic_write(self.path, lambda f: np.savez(f, **arrays))
+
+    def load(self) -> tuple[list[np.ndarray], dict[str, list], dict[str, list]]:
+        """Saved ``O``'s, stats rows and (rank 0) equivalence rows; empty if none."""
+        if not self.path.is_file():
+            return [], {}, {}
+        with np.load(self.path) as z:
+            n = sum(1 for k in z.files if k.startswith("O_"))
+            Os = [z[f"O_{i}"] for i in range(n)]
+            stats = {k[5:]: list(z[k]) for k in z.files if k.startswith("stat_")}
+            checks = {k[6:]: list(z[k]) for k in z.files if k.startswith("check_")}
+        return Os, stats, checks
