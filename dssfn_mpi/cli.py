@@ -21,7 +21,7 @@ import traceback  # noqa: E402
 from typing import Any  # noqa: E402
 
 from . import __version__  # noqa: E402
-from .errors import EXIT_USER_ERROR, RankError, UserError  # noqa: E402
+from .errors import EXIT_USER_ERROR, RankError, UserError, require  # noqa: E402
 
 PROG = "dssfn-mpi"
 
@@ -92,6 +92,9 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--eta", type=float, help="async step size in (0, 2) (default 1)")
     g.add_argument("--rho", help="sync consensus penalty, one value or per-layer list (1,0.1)")
     g.add_argument("--eps", type=float, help="squared Frobenius bound (default 2Q)")
+    g.add_argument("--central-solver", help="central mode: exact (default, the ground truth) "
+                   "or admm (the SSFN authors' early-stopped ADMM, 100 iterations)")
+    g.add_argument("--mu", help="central admm: mu, one value or per-layer list (1e3)")
     g.add_argument("--mix-rounds", type=int, help="sync-graph mixing rounds per iteration "
                    "(default: enough to shrink disagreement 1e4-fold)")
     g.add_argument("--max-lead", type=int, help="async: activations a rank may run ahead of "
@@ -148,10 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
     # --- benchmarks (implemented in the top-level `benchmarks` package) ---
     p = sub.add_parser("bench", help="run a benchmark sweep into one HDF5 file",
                        description="Run one benchmark; each configuration is a separate "
-                       "mpirun (or --launcher) job whose run log is appended to --out.")
-    p.add_argument("name", choices=["degree", "nodes", "table2", "straggler", "rma"])
-    p.add_argument("--preset", choices=["quick", "paper"], default="quick",
-                   help="quick: small, for a 2-core machine and CI; paper: the paper's sizes")
+                       "mpirun (or --launcher) job whose run log is appended to --out. "
+                       "'collect' gathers run logs (e.g. Slurm array results) into a sweep.")
+    p.add_argument("name", choices=["degree", "nodes", "table2", "straggler", "rma", "collect"])
+    p.add_argument("inputs", nargs="*", metavar="RUN.h5",
+                   help="collect: the run logs to gather into --out")
+    p.add_argument("--preset", choices=["quick", "mid", "paper"], default="quick",
+                   help="quick: tiny, for CI; mid: paper-width layers sized for a 2-core "
+                   "machine (BENCHMARKS.md); paper: the paper's sizes")
     p.add_argument("--out", required=True, help="sweep file (HDF5) to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     p.add_argument("--launcher", help="command that starts MPI jobs, e.g. 'srun --mpi=pmix' "
@@ -159,6 +166,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", help="folder with the public dataset files")
     p.add_argument("--datasets", help="table2: comma-separated datasets (default: all found)")
     p.add_argument("--seeds", type=int, help="table2: repetitions with different seeds")
+    p.add_argument("--values", help="the swept values instead of the preset's, comma-separated "
+                   "(degree: degrees, nodes: rank counts, straggler: slow-down factors)")
+    p.add_argument("--modes", help="comma-separated modes to run (degree/nodes: async, sync, "
+                   "sync-graph; table2: central, sync, async; straggler: async, "
+                   "async-unbounded, sync)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a preset field, e.g. --set layers=5 --set dataset=satimage "
+                   "(repeatable; see BENCHMARKS.md)")
+    p.add_argument("--job-timeout", type=float, metavar="SECONDS",
+                   help="kill a configuration after this long and record it as failed")
+    p.add_argument("--kind", choices=["degree", "nodes", "table2", "straggler"],
+                   help="collect: which benchmark the run logs belong to (default: guessed)")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     p = sub.add_parser("plot", help="draw the figures of a benchmark or run file")
     p.add_argument("file", help="HDF5 file written by bench or train")
@@ -193,7 +212,7 @@ def _train_config(args: argparse.Namespace):
     for key in ("dataset", "data_dir", "partition", "mode", "update", "topology", "degree",
                 "edges", "layers", "hidden", "iters", "eta", "eps", "mix_rounds", "max_lead",
                 "seed", "preset", "out", "overwrite", "check", "evaluate", "timeout",
-                "save_model"):
+                "save_model", "central_solver"):
         value = getattr(args, key)
         if value is not None:
             values[key] = value
@@ -204,6 +223,10 @@ def _train_config(args: argparse.Namespace):
     if args.rho is not None:
         values["rho"] = parse_per_layer(args.rho, "rho")
         explicit.add("rho")
+    if args.mu is not None:
+        values["mu"] = parse_per_layer(args.mu, "mu")
+        require(not isinstance(values["mu"], str), "--mu cannot be auto")
+        explicit.add("mu")
     if args.slow:
         values["slow"] = parse_slow(args.slow)
     if args.fail_at:

@@ -127,6 +127,8 @@ class TrainConfig:
     eta: float = 1.0
     rho: tuple[float, ...] | str = "auto"
     eps: float | None = None
+    central_solver: str = "exact"
+    mu: tuple[float, ...] = (1e3, 1e3)
     mix_rounds: int | None = None
     max_lead: int | None = 4
     seed: int = 0
@@ -169,6 +171,10 @@ class TrainConfig:
         require(self.mode in MODES, f"--mode {self.mode!r}: choose one of {', '.join(MODES)}")
         require(
             self.update in UPDATES, f"--update {self.update!r}: choose one of {', '.join(UPDATES)}"
+        )
+        require(
+            self.central_solver in ("exact", "admm"),
+            f"--central-solver {self.central_solver!r}: choose exact or admm",
         )
         require(
             isinstance(self.layers, int) and self.layers >= 0,
@@ -261,14 +267,16 @@ _INT_KEYS = {"degree", "layers", "hidden", "iters", "mix_rounds", "max_lead", "s
 _FLOAT_KEYS = {"eta", "eps", "timeout"}
 _BOOL_KEYS = {"check", "evaluate", "overwrite"}
 _STR_KEYS = {"dataset", "data_dir", "mode", "update", "topology", "edges", "partition", "out",
-             "preset", "save_model"}
+             "preset", "save_model", "central_solver"}
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:
     """Check a config value's type and convert it."""
     bad = f"{source}: {key} = {value!r} has the wrong type"
-    if key in ("gamma", "rho"):
-        return parse_per_layer(value, key)
+    if key in ("gamma", "rho", "mu"):
+        parsed = parse_per_layer(value, key)
+        require(key != "mu" or not isinstance(parsed, str), bad + " (mu cannot be auto)")
+        return parsed
     if key == "slow":
         if isinstance(value, dict):
             return parse_slow([f"{k}:{v}" for k, v in value.items()])
@@ -303,8 +311,8 @@ def apply_preset(cfg: TrainConfig, explicit: set[str]) -> None:
     """Fill settings from ``cfg.preset`` unless the user set them explicitly.
 
     ``paper``: the paper's Table 3 gamma pair, eta = 0.5, the paper's update
-    form (eq. 7) and sync rho = 1/mu (Table 3, sync dSSFN), L = 20,
-    n = 2Q + 1000, K = 200.
+    form (eq. 7), sync rho = 1/mu (Table 3, sync dSSFN), the central model by
+    the authors' ADMM with Table 3's central mu, L = 20, n = 2Q + 1000, K = 200.
     """
     if cfg.preset is None:
         return
@@ -318,6 +326,8 @@ def apply_preset(cfg: TrainConfig, explicit: set[str]) -> None:
     defaults = {
         "gamma": table["gamma"],
         "rho": tuple(1.0 / m for m in table["sync_mu"]),
+        "central_solver": "admm",
+        "mu": table["central_mu"],
         "eta": 0.5,
         "update": "paper",
         "layers": 20,

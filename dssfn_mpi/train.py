@@ -66,7 +66,7 @@ class RunResult:
 STAT_FIELDS = (
     "total_seconds", "features_seconds", "factor_seconds", "solve_seconds", "wait_seconds",
     "eval_seconds", "activations", "puts", "bytes_sent", "staleness_mean", "staleness_max",
-    "train_accuracy", "test_accuracy", "gamma",
+    "train_accuracy", "train_cost", "test_accuracy", "gamma",
 )
 CHECK_FIELDS = ("rel_distance", "objective_gap", "consensus_spread", "lambda_star")
 
@@ -319,6 +319,12 @@ def run_training(
             tr_acc, te_acc = accuracy(O, Y, y), accuracy(O, Yt, yt)
         else:
             tr_acc = te_acc = float("nan")
+        cost = objective(O, G, B, tt)
+        if check is not None:
+            res = check.measure(G, B, tt, O, eps)
+            if rank == 0:
+                for k in CHECK_FIELDS:
+                    checks[k].append(res[k])
         t3 = time.perf_counter()
         row = {
             "features_seconds": t1 - t0,
@@ -333,16 +339,12 @@ def run_training(
             "staleness_mean": st.get("staleness_mean", float("nan")),
             "staleness_max": st.get("staleness_max", float("nan")),
             "train_accuracy": tr_acc,
+            "train_cost": cost,
             "test_accuracy": te_acc,
             "gamma": penalty,
         }
         for k in STAT_FIELDS:
             stats[k].append(row[k])
-        if check is not None:
-            res = check.measure(G, B, tt, O, eps)
-            if rank == 0:
-                for k in CHECK_FIELDS:
-                    checks[k].append(res[k])
         if ckpt is not None:
             ckpt.save(Os, stats, checks)
         if per_layer_sync:
@@ -447,6 +449,8 @@ def _attrs(cfg, graph, meta, hidden, eps, command_line, start_time, hostnames) -
         "dataset": meta["name"],
         "nodes": graph.n_nodes,
         "topology": graph.name,
+        "graph_diameter": int(graph.diameter),
+        "graph_algebraic_connectivity": float(graph.algebraic_connectivity),
         "degree": int(max(degrees)) if degrees else 0,
         "layers": cfg.layers,
         "hidden": hidden,

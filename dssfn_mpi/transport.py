@@ -290,6 +290,46 @@ class ZMailbox:
             win.Unlock(me)
         return data.reshape(rows, cols), version
 
+    def read_all(self, layer: int, out: np.ndarray, versions: np.ndarray) -> None:
+        """Copy every neighbour's latest Z for ``layer`` under one lock of my window.
+
+        One lock per activation instead of one per neighbour: under
+        oversubscription every lock is a chance to queue behind a descheduled rank.
+
+        Parameters
+        ----------
+        layer : int
+            Layer index.
+        out : numpy.ndarray, shape (degree, rows, cols)
+            Receives ``Z_{n,me}`` in the order of ``graph.neighbors(me)``; zeros
+            for a neighbour that has not written for this layer.
+        versions : numpy.ndarray of int64, shape (degree,)
+            Receives each neighbour's put counter (0 when nothing was written).
+        """
+        win = self._check_open()
+        assert self._i64 is not None and self._f64 is not None
+        nelems_expected = out[0].size if len(out) else 0
+        me = self.rank
+        self._lock(win, me)
+        try:
+            win.Sync()  # make completed remote puts visible to my loads
+            for i, n in enumerate(self.neighbors):
+                off = self._slot_offset(self._in_slot[n], layer % 2)
+                layer_w, version, nelems = (int(x) for x in self._i64[off : off + 3])
+                if layer_w != layer or version <= 0:
+                    out[i] = 0.0
+                    versions[i] = 0
+                    continue
+                if nelems != nelems_expected:
+                    raise ValueError(
+                        f"rank {n} wrote {nelems} values for layer {layer}, expected "
+                        f"{nelems_expected}"
+                    )
+                out[i].reshape(-1)[:] = self._f64[off + HEADER_WORDS : off + HEADER_WORDS + nelems]
+                versions[i] = version
+        finally:
+            win.Unlock(me)
+
     # -- layer handshake --------------------------------------------------------
 
     def finish_layer(self, layer: int) -> None:

@@ -59,6 +59,44 @@ def test_rank_count_must_match_edge_list(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("0 1\n1 1\n2 0\n", "line 2"),  # self-loop
+        ("0 1\n1 2\n0 1\n", "line 3"),  # duplicate edge
+        ("0 1\n2 2\n", "line 2"),  # self-loop and node 2 cut off
+        ("0 1\n1 x\n", "line 2"),  # malformed
+    ],
+)
+def test_bad_edge_list(tmp_path, text, fragment):
+    edges = tmp_path / "g.txt"
+    edges.write_text(text)
+    res = run_cli(3, "train", *SMALL, "--topology", "file", "--edges", str(edges))
+    _assert_user_error(res, "g.txt", fragment)
+
+
+def test_disconnected_edge_list(tmp_path):
+    edges = tmp_path / "g.txt"
+    edges.write_text("0 1\n2 3\n")
+    res = run_cli(4, "train", *SMALL, "--topology", "file", "--edges", str(edges))
+    _assert_user_error(res, "connected")
+
+
+def test_corrupted_dataset_file(tmp_path):
+    from dssfn_mpi.datasets import find_data_dir
+
+    src = find_data_dir()
+    if src is None or not (src / "satimage" / "sat.trn").exists():
+        pytest.skip("satimage files not found; set DSSFN_DATA_DIR")
+    d = tmp_path / "satimage"
+    d.mkdir()
+    text = (src / "satimage" / "sat.trn").read_text()
+    (d / "sat.trn").write_text(text[: len(text) // 2])  # truncated
+    (d / "sat.tst").write_text((src / "satimage" / "sat.tst").read_text())
+    res = run_cli(2, "train", "--dataset", "satimage", "--data-dir", str(tmp_path))
+    _assert_user_error(res, "sat.trn", "sha256")
+
+
 def test_missing_dataset_names_file_and_fix(tmp_path):
     empty = tmp_path / "nodata"
     empty.mkdir()

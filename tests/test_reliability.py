@@ -6,10 +6,10 @@ import time
 
 import numpy as np
 import pytest
+from mpitools import run_cli
 
 from dssfn_mpi.checkpoint import checkpoint_dir
 from dssfn_mpi.runlog import read_runlog
-from mpitools import run_cli
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
 

@@ -67,13 +67,12 @@ class AsyncEngine(Engine):
         O = np.zeros((Q, d))
         versions = np.zeros(dm, dtype=np.int64)
         lead_wait = 0.0
+        radius = np.sqrt(eps)
         for k in range(cfg.iters):
             backoff = 5e-5
             while True:
-                for i, n in enumerate(self.neighbors):
-                    z, versions[i] = mb.read(n, layer)
-                    # A neighbour that has not written yet reads as 0.
-                    Zr[i] = 0.0 if z is None else z
+                # A neighbour that has not written yet reads as 0.
+                mb.read_all(layer, Zr, versions)
                 # Bounded delay (ARock's assumption): at most max_lead activations
                 # ahead of the slowest neighbour. Only this rank's own window is read.
                 if cfg.max_lead is None or k <= versions.min() + cfg.max_lead:
@@ -97,12 +96,11 @@ class AsyncEngine(Engine):
                 last_version[new] = versions[new]
             reads += dm
             if cfg.update == "edge":
-                acc = B2.copy()
-                lam = np.empty_like(Z)
-                for i in range(dm):
-                    lam[i] = project_frobenius(-(Z[i] + Zr[i]) / (2.0 * gamma), eps)
-                    acc += Z[i] + 2.0 * gamma * lam[i]
-                O = inv.apply(acc)
+                # Lam_mn = P_eps(-(Z_mn + Zr_nm) / (2 gamma)) for all neighbours at once.
+                lam = (Z + Zr) * (-0.5 / gamma)
+                norms = np.sqrt(np.einsum("kqd,kqd->k", lam, lam))
+                lam *= np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None, None]
+                O = inv.apply(B2 + Z.sum(axis=0) + (2.0 * gamma) * lam.sum(axis=0))
                 Z += (eta * gamma) * (lam - O)
             else:
                 O = project_frobenius(inv.apply(B2 - Zr.sum(axis=0)), eps)
