@@ -31,7 +31,7 @@ $(VENV)/.installed: pyproject.toml
 
 demo: $(VENV)/.installed
 	$(MPIRUN) -n $(NP) $(PY) -m dssfn_mpi train --dataset digits --mode async \
-	    --degree 2 --layers 5 --hidden 300 --iters 100 --out runs/demo.h5 --overwrite
+	    --degree 2 --layers 5 --hidden 300 --iters 200 --out runs/demo.h5 --overwrite
 	$(PY) -m dssfn_mpi report runs/demo.h5
 
 test: $(VENV)/.installed
