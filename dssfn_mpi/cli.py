@@ -26,6 +26,20 @@ from .errors import EXIT_USER_ERROR, RankError, UserError, require  # noqa: E402
 PROG = "dssfn-mpi"
 
 
+def _init_mpi() -> Any:
+    """Import (and so initialise) MPI, asking for no thread support.
+
+    mpi4py asks for MPI_THREAD_MULTIPLE by default, which makes some MPI
+    libraries lock around every call; no rank here calls MPI from two threads.
+    """
+    import mpi4py
+
+    mpi4py.rc.thread_level = "funneled"
+    from mpi4py import MPI
+
+    return MPI
+
+
 def _mpi_world() -> Any | None:
     """COMM_WORLD if MPI was initialised by this process, else None."""
     mod = sys.modules.get("mpi4py.MPI")
@@ -54,9 +68,7 @@ def _finish_user_error(message: str) -> None:
 
     world = _mpi_world()
     if world is None and _launched_size() > 1:
-        from mpi4py import MPI
-
-        world = MPI.COMM_WORLD
+        world = _init_mpi().COMM_WORLD
     if world is None or world.Get_rank() == 0:
         print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
     if world is None or world.Get_size() == 1:
@@ -289,7 +301,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from mpi4py import MPI
+    MPI = _init_mpi()
 
     from .doctor import doctor_report
 

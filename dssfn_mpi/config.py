@@ -283,8 +283,9 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         require(isinstance(value, list), bad + " (expected a list like [\"3:5\"])")
         return parse_slow([str(v) for v in value])
     if key == "fail_at":
-        return None if value is None else parse_fail_at(":".join(str(v) for v in value)
-                                                        if isinstance(value, list) else value)
+        if isinstance(value, (list, tuple)):
+            value = ":".join(str(v) for v in value)
+        return parse_fail_at(value)
     if key == "dataset_options":
         require(isinstance(value, dict), bad + " (expected a table)")
         return dict(value)
