@@ -82,10 +82,11 @@ class ZMailbox:
     after all slots one int64 "finished layer" entry per in-neighbour (initially
     -1).
 
-    Protocol: a writer locks the *target's* window exclusively, puts header and
-    data, and unlocks; when ``Unlock`` returns the data is in the target's memory.
-    The owner reads under an exclusive lock of its *own* window, so reads and
-    writes of a window never overlap.
+    Protocol: a writer locks the *target's* window (shared: writers only touch
+    their own slots, so they need not exclude each other), puts header and
+    data, and unlocks; when ``Unlock`` returns the data is in the target's
+    memory. The owner reads under an exclusive lock of its *own* window, which
+    excludes every writer, so a read and a write of a slot never overlap.
 
     Contract with the engine
         A slot is reused every second layer. Before its first :meth:`put` of
@@ -197,12 +198,13 @@ class ZMailbox:
             raise RuntimeError("ZMailbox used after free()")
         return self._win
 
-    def _lock(self, win: MPI.Win, target: int) -> None:
-        # Open MPI's osc/sm lock is a FIFO ticket lock that spins: under
-        # oversubscription a descheduled holder or waiter stalls the queue, so
-        # time it.
+    def _lock(self, win: MPI.Win, target: int, shared: bool = False) -> None:
+        # Open MPI's osc/sm lock spins: under oversubscription a descheduled
+        # holder or waiter stalls the queue, so time it. Writers take the lock
+        # shared (each writes only its own slot, so writers never conflict);
+        # the owner's exclusive lock still excludes every writer while it reads.
         t0 = time.perf_counter()
-        win.Lock(target, MPI.LOCK_EXCLUSIVE)
+        win.Lock(target, MPI.LOCK_SHARED if shared else MPI.LOCK_EXCLUSIVE)
         self.lock_seconds += time.perf_counter() - t0
 
     def _check_neighbor(self, n: int) -> None:
@@ -244,7 +246,7 @@ class ZMailbox:
         off = self._slot_offset(self._out_slot[n], layer % 2)
         # Two puts in one exclusive epoch are as atomic for the reader as one, and
         # putting Z directly saves packing it into a send buffer (a full extra copy).
-        self._lock(win, n)
+        self._lock(win, n, shared=True)
         win.Put(h, n, off)
         if Z.size:
             win.Put(Z, n, off + HEADER_WORDS)
@@ -345,7 +347,7 @@ class ZMailbox:
         self._announced = layer
         self._one[0] = layer
         for n in self.neighbors:
-            self._lock(win, n)
+            self._lock(win, n, shared=True)
             win.Put(self._one, n, self._out_finished[n])
             win.Unlock(n)
             self.signals += 1
