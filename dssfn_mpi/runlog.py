@@ -61,6 +61,11 @@ _I8 = np.dtype(np.int64)
 #: column ``m`` is rank (graph node) ``m``.
 LAYER_FIELDS: dict[str, tuple[np.dtype, str]] = {
     "total_seconds": (_F8, "wall time of the whole layer on this rank"),
+    "cpu_seconds": (
+        _F8,
+        "CPU time this rank's process used in the layer (with more ranks than cores, the "
+        "work done rather than the time waited for a core; includes MPI's spinning)",
+    ),
     "features_seconds": (_F8, "computing Y_l and the local statistics G_m = Y Y^T, B_m = T Y^T"),
     "factor_seconds": (_F8, "factorising the local inverse used by the solver"),
     "solve_seconds": (_F8, "the decentralized solver iterations (compute and communication)"),
@@ -87,6 +92,7 @@ LAYER_FIELDS: dict[str, tuple[np.dtype, str]] = {
 #: Units of each layer field, stored as the dataset attribute ``units``.
 LAYER_UNITS: dict[str, str] = {
     "total_seconds": "s",
+    "cpu_seconds": "s",
     "features_seconds": "s",
     "factor_seconds": "s",
     "solve_seconds": "s",

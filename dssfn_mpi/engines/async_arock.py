@@ -60,6 +60,7 @@ class AsyncEngine(Engine):
         Q, d = prob.B.shape
         Z = np.zeros((dm, Q, d))
         Zr = np.zeros((dm, Q, d))
+        lam = np.empty((dm, Q, d))
         last_version = np.zeros(dm, dtype=np.int64)
         skipped_sum, skipped_max, reads = 0, 0, 0
         B2 = 2.0 * prob.B
@@ -97,11 +98,16 @@ class AsyncEngine(Engine):
             reads += dm
             if cfg.update == "edge":
                 # Lam_mn = P_eps(-(Z_mn + Zr_nm) / (2 gamma)) for all neighbours at once.
-                lam = (Z + Zr) * (-0.5 / gamma)
-                norms = np.sqrt(np.einsum("kqd,kqd->k", lam, lam))
-                lam *= np.minimum(1.0, radius / np.maximum(norms, 1e-300))[:, None, None]
+                # In place on preallocated buffers: these arrays are d x Q x n.
+                np.add(Z, Zr, out=lam)
+                norms = np.sqrt(np.einsum("kqd,kqd->k", lam, lam)) * (0.5 / gamma)
+                lam *= (-0.5 / gamma) * np.minimum(1.0, radius / np.maximum(norms, 1e-300))[
+                    :, None, None
+                ]
                 O = inv.apply(B2 + Z.sum(axis=0) + (2.0 * gamma) * lam.sum(axis=0))
-                Z += (eta * gamma) * (lam - O)
+                lam -= O
+                lam *= eta * gamma
+                Z += lam
             else:
                 O = project_frobenius(inv.apply(B2 - Zr.sum(axis=0)), eps)
                 Z -= eta * ((Z + Zr) / 2.0 + gamma * O)
