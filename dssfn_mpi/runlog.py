@@ -918,7 +918,8 @@ def _stat(values: np.ndarray, how: str) -> float:
     arr = _finite(values)
     if arr.size == 0:
         return math.nan
-    return float({"min": np.min, "max": np.max, "mean": np.mean, "median": np.median}[how](arr))
+    funcs = {"min": np.min, "max": np.max, "mean": np.mean, "median": np.median, "sum": np.sum}
+    return float(funcs[how](arr))
 
 
 def _fmt(value: float, spec: str) -> str:
@@ -993,6 +994,8 @@ def _format_run(run: RunLog) -> str:
         ("solve_med[s]", 12),
         ("max rel_dist", 12),
         ("max obj_gap", 12),
+        ("cost", 10),
+        ("train acc[%]", 12),
         ("test acc min/mean/max [%]", 25),
         ("stale", 6),
     ]
@@ -1010,6 +1013,8 @@ def _format_run(run: RunLog) -> str:
             _fmt(_stat(L["solve_seconds"][l], "median"), ".3f"),
             _fmt(_stat(L["rel_distance"][l], "max"), ".3e"),
             _fmt(_stat(L["objective_gap"][l], "max"), ".3e"),
+            _fmt(_stat(L["train_cost"][l], "sum"), ".4g"),
+            _pct(_stat(L["train_accuracy"][l], "mean")),
             "/".join(_pct(_stat(acc, how)) for how in ("min", "mean", "max")),
             _fmt(_stat(L["staleness_mean"][l], "mean"), ".2f"),
         ]

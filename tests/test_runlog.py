@@ -446,6 +446,8 @@ def report_layers() -> dict[str, np.ndarray]:
         "objective_gap": np.array([[1e-4, 5e-4, 2e-4], [1e-6, 1e-6, 2e-6]]),
         "test_accuracy": np.array([[0.9, 0.8, 0.85], [0.95, 0.9, 0.925]]),
         "staleness_mean": np.array([[0.0, 1.0, 2.0], [nan, 3.0, nan]]),
+        "train_cost": np.array([[10.0, 20.0, 30.0], [nan, nan, nan]]),
+        "train_accuracy": np.array([[0.5, 0.6, 0.7], [0.9, 0.9, 0.9]]),
     }
 
 
@@ -488,6 +490,8 @@ def test_format_report_numbers(tmp_path: Path) -> None:
         "1.000",
         "3.000e-02",
         "5.000e-04",
+        "60",
+        "60.00",
         "80.00/85.00/90.00",
         "1.00",
     ]
@@ -498,6 +502,8 @@ def test_format_report_numbers(tmp_path: Path) -> None:
         "0.250",
         "-",
         "2.000e-06",
+        "-",
+        "90.00",
         "90.00/92.50/95.00",
         "3.00",
     ]
