@@ -167,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "'collect' gathers run logs (e.g. Slurm array results) into a sweep.")
     p.add_argument("name", choices=["degree", "nodes", "table2", "straggler", "rma", "collect"])
     p.add_argument("inputs", nargs="*", metavar="RUN.h5",
-                   help="collect: the run logs to gather into --out")
+                   help="collect: the run logs to gather into --out (right after "
+                   "'collect', before the options)")
     p.add_argument("--preset", choices=["quick", "mid", "paper"], default="quick",
                    help="quick: tiny, for CI; mid: paper-width layers sized for a 2-core "
                    "machine (BENCHMARKS.md); paper: the paper's sizes")

@@ -35,11 +35,13 @@ from .solver import auto_penalty, exact_solve, local_multiplier, objective
 __all__ = ["RunResult", "root_call", "run_training"]
 
 
-def root_call(comm: Any, fn: Callable[[], Any], root: int = 0) -> Any:
-    """Run ``fn`` on ``root`` only and broadcast its result or its UserError.
+def root_call(comm: Any, fn: Callable[[], Any], root: int = 0, broadcast: bool = True) -> Any:
+    """Run ``fn`` on ``root`` only; every rank raises its UserError, if any.
 
     Checks that only one rank should do (reading a dataset, probing the output
-    directory) thus fail on every rank with the same one-line message.
+    directory) thus fail on every rank with the same one-line message. The
+    result is broadcast, or kept on ``root`` (``None`` elsewhere) when
+    ``broadcast`` is false.
     """
     result, error = None, None
     if comm.Get_rank() == root:
@@ -50,12 +52,12 @@ def root_call(comm: Any, fn: Callable[[], Any], root: int = 0) -> Any:
     error = comm.bcast(error, root=root)
     if error is not None:
         raise UserError(error)
-    return comm.bcast(result, root=root)
+    return comm.bcast(result, root=root) if broadcast else result
 
 
 @dataclass
 class RunResult:
-    """What rank 0 returns: the log arrays and the final models of every rank."""
+    """What rank 0 returns: the attributes and arrays written to the run log."""
 
     attrs: dict[str, Any]
     layers: dict[str, np.ndarray]
@@ -94,19 +96,8 @@ def _load_shards(cfg: TrainConfig, comm: Any) -> tuple[Any, list[np.ndarray], An
         parts = partition(ds.y_train, size, cfg.partition, seed=cfg.seed)
         return ds, parts
 
-    ds, parts = None, None
-    if comm.Get_rank() == 0:
-        try:
-            ds, parts = load()
-            err = None
-        except UserError as exc:
-            err = str(exc)
-    else:
-        err = None
-    err = comm.bcast(err, root=0)
-    if err is not None:
-        raise UserError(err)
-    # Shards travel point-to-point so no rank ever holds another's data.
+    ds, parts = root_call(comm, load, broadcast=False) or (None, None)
+    # Shards are scattered, so no rank ever holds another's data.
     if comm.Get_rank() == 0:
         meta = {"n_classes": ds.n_classes, "name": ds.name, "shard_sizes": [len(p) for p in parts]}
         shards = [(ds.X_train[:, p], ds.y_train[p]) for p in parts]
