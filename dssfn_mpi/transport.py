@@ -11,17 +11,24 @@ Two facts measured on our machines shape this module (``shared/NOTES-mpi.md``):
   ``Win.Create`` window over user memory completes only when the target next
   enters MPI, which defeats the point. :func:`passive_put_check` tests this.
 * Windows use the unified memory model, so a reader can see a half-written Z
-  while a put is in flight. Every access here therefore happens under an
-  exclusive lock of the window that holds the data: writers lock the target,
-  the owner locks itself while copying out. A torn read is impossible, not
-  merely unlikely.
+  while a put is in flight. Reads are therefore validated by a *seqlock*: every
+  slot has one writer, which brackets each write with two counters, and the
+  reader keeps a copy only if both counters agree around it. A torn copy is
+  discarded, never returned.
+
+No MPI lock is taken after start-up: each rank opens one passive epoch
+(``Lock_all`` with ``MODE_NOCHECK``) for the life of the window. Open MPI's
+osc/sm window locks are ticket spin locks; with 20 ranks on 2 cores a
+descheduled holder made every waiter spin away its time slice (~2 ms of CPU per
+activation against ~0.3 ms of arithmetic). Nothing here waits for another rank
+except :meth:`ZMailbox.wait_neighbors_done`, which sleeps.
 """
 
 from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 from mpi4py import MPI
@@ -30,10 +37,15 @@ from dssfn_mpi.errors import require
 
 __all__ = ["HEADER_WORDS", "NeighborTimeout", "ZMailbox", "passive_put_check"]
 
-# Slot header, int64: layer, version, number of elements, rows, cols.
-HEADER_WORDS = 5
-_H_LAYER, _H_VERSION, _H_NELEMS, _H_ROWS, _H_COLS = range(HEADER_WORDS)
+# Slot header, int64: the two seqlock counters, then layer, version, number of
+# elements, rows, cols. The float64 data follows.
+HEADER_WORDS = 7
+_S_BEGIN, _S_END, _S_LAYER, _S_VERSION, _S_NELEMS, _S_ROWS, _S_COLS = range(HEADER_WORDS)
 _WORD = 8  # every entry is 8 bytes, so disp_unit=8 and everything stays aligned
+
+# Copies of one slot tried per read before falling back to the last consistent
+# value: the first try and two retries. Retries are immediate, never a wait.
+_ATTEMPTS = 3
 
 _BACKOFF_MIN = 50e-6
 _BACKOFF_MAX = 10e-3
@@ -72,28 +84,96 @@ class NeighborTimeout(RuntimeError):
         )
 
 
+class _Kept(NamedTuple):
+    """Header of the last consistent copy kept for one neighbour."""
+
+    parity: int  # which of the neighbour's two slots it came from
+    seq: int  # the slot's write counter at the time of the copy
+    layer: int
+    version: int
+    nelems: int
+    rows: int
+    cols: int
+
+
 class ZMailbox:
     """Per-rank RMA window holding the latest ``Z_{n,me}`` of every neighbour ``n``.
 
     Layout of each rank's window (8-byte words, ``disp_unit=8``): for every
     in-neighbour, in the order of ``graph.neighbors(me)``, two *parity* slots
     (``layer % 2``) of ``HEADER_WORDS + max_elems`` words each — an int64 header
-    ``[layer, version, nelems, rows, cols]`` followed by the float64 data — and
-    after all slots one int64 "finished layer" entry per in-neighbour (initially
-    -1).
+    ``[begin, end, layer, version, nelems, rows, cols]`` followed by the float64
+    data — and after all slots one int64 "finished layer" word per in-neighbour
+    (initially -1). Every slot and every finished word has exactly one writer:
+    the neighbour it belongs to.
 
-    Protocol: a writer locks the *target's* window (shared: writers only touch
-    their own slots, so they need not exclude each other), puts header and
-    data, and unlocks; when ``Unlock`` returns the data is in the target's
-    memory. The owner reads under an exclusive lock of its *own* window, which
-    excludes every writer, so a read and a write of a slot never overlap.
+    Synchronisation
+        Every rank holds one passive epoch on the window from creation to
+        :meth:`free` (``Lock_all(MODE_NOCHECK)``); no MPI lock is taken in
+        between. A write of a slot is a seqlock write. The writer counts its
+        writes to the slot (``s = 1, 2, ...``) and does::
+
+            Put(begin = s); Flush      # 1: announce write s
+            Put(header); Put(Z); Flush # 2: the payload
+            Put(end = s); Flush        # 3: write s is complete
+
+        The owner reads without waiting for anyone::
+
+            e = end; Sync; [b0 = begin; give up at once if b0 != e]
+            copy header and data; Sync; b = begin
+
+        and accepts the copy iff ``b == e`` (``e == 0``: never written). It
+        then checks the copy's ``layer`` (another layer in the slot reads as
+        "nothing yet") and ``version``.
+
+    Why an accepted copy is exactly write ``e``
+        ``Flush`` returns when the put is complete at the target, so in the
+        unified model its data are in the target's memory before the writer
+        issues the next put: the writer's stores reach memory in the order
+        ``begin_s < payload_s < end_s < begin_{s+1} < payload_{s+1} < ...``.
+        ``Sync`` is a memory barrier for the reader (Open MPI osc/sm implements
+        both as ``opal_atomic_mb``), so its loads happen in the order ``end``,
+        payload, ``begin``. Take any payload byte the reader copied.
+        (a) The reader saw ``end == e``, so ``payload_e`` had reached memory
+        before that load; the byte therefore comes from ``payload_e`` or a later
+        write, never an earlier one. (b) If it came from ``payload_j`` with
+        ``j > e``, then ``begin = j`` reached memory before it, so the later
+        load of ``begin`` returns at least ``j > e`` and the copy is rejected.
+        Hence in an accepted copy every byte of header and data comes from write
+        ``e``. Nothing needs the data words themselves to be atomic; the one
+        assumption is that an aligned 8-byte counter is written and read in one
+        piece (osc/sm puts are ``memcpy`` into shared memory; true on x86-64 and
+        AArch64). MPI guarantees element-wise atomicity only between accumulate
+        operations, and a local load is not one; osc/sm's ``Accumulate``
+        is moreover a ``memcpy`` under a per-target spin lock, so it would buy
+        no guarantee here and bring a lock back.
+
+    Never waiting for a writer
+        A copy that fails the check is retried at once, ``_ATTEMPTS - 1`` times
+        at most (a writer descheduled between ``begin`` and ``end`` would fail
+        every retry). Then the read returns the last consistent copy this rank
+        made of that neighbour's slot for the same layer — stale, which ARock
+        allows and the engine's version counts measure — or "nothing yet" if
+        there is none. One private copy is kept per neighbour (for the parity
+        last read; the engine reads one layer at a time). A read whose ``end``
+        still equals the kept copy's counter returns the kept copy without
+        touching the window. :attr:`torn_retries` counts the rejected copies,
+        :attr:`fallbacks` the reads answered by a fallback.
+
+    Finished words
+        :meth:`finish_layer` puts one aligned int64 per neighbour and flushes;
+        the value only grows and has one writer, so the reader (after ``Sync``)
+        sees the old or the new value, both valid lower bounds (same 8-byte
+        assumption as the counters).
 
     Contract with the engine
         A slot is reused every second layer. Before its first :meth:`put` of
         layer ``l`` a rank must call ``wait_neighbors_done(l - 2)``, so that no
-        neighbour is still reading layer ``l - 2`` from the slot that layer ``l``
+        neighbour still wants layer ``l - 2`` from the slot that layer ``l``
         overwrites. A neighbour one layer ahead is harmless: it writes the other
-        parity, and the final layer-``l - 1`` values stay readable.
+        parity, and the final layer-``l - 1`` values stay readable. (The seqlock
+        keeps even a contract breach from producing a torn Z; the read would
+        only report "nothing yet" for the old layer.)
 
     Collectives
         ``__init__`` and :meth:`free` are collective over ``comm`` (window
@@ -115,12 +195,14 @@ class ZMailbox:
     puts : int
         Number of Z puts since creation or :meth:`reset_counters`.
     bytes_sent : int
-        Bytes moved by those puts, header included.
+        Bytes moved by those puts, header and counters included.
     signals : int
         Number of "finished layer" announcements sent (one per neighbour).
-    lock_seconds : float
-        Time spent acquiring window locks in put/read/finish_layer/finished_layers,
-        i.e. waiting for another rank's access to the same window to end.
+    torn_retries : int
+        Copies of a slot rejected because a write was in flight.
+    fallbacks : int
+        Reads of one neighbour's slot that gave up after ``_ATTEMPTS`` rejected
+        copies and returned the last consistent copy (or "nothing yet").
     """
 
     def __init__(self, comm: MPI.Intracomm, graph: GraphLike, max_elems: int) -> None:
@@ -168,24 +250,36 @@ class ZMailbox:
         self._f64: np.ndarray | None = np.frombuffer(mem, dtype=np.float64, count=words)
         self._i64: np.ndarray | None = np.frombuffer(mem, dtype=np.int64, count=words)
         del mem
+        # Initialise under a (one-off, uncontended) self-lock: its Unlock makes the
+        # local stores public before anyone may put.
         self._win.Lock(me, MPI.LOCK_EXCLUSIVE)
         for k in range(deg):
             for parity in (0, 1):
                 off = self._slot_offset(k, parity)
-                self._i64[off : off + HEADER_WORDS] = (-1, 0, 0, 0, 0)
+                self._i64[off : off + HEADER_WORDS] = (0, 0, -1, 0, 0, 0, 0)
         self._i64[self._finished_off : self._finished_off + deg] = -1
         self._win.Unlock(me)
         # Nobody may put before every target has initialised its headers.
         comm.Barrier()
+        # One passive epoch for the life of the window; NOCHECK: nobody ever
+        # takes a conflicting lock, so no lock is taken at all.
+        self._win.Lock_all(MPI.MODE_NOCHECK)
+        self._epoch_open = True
 
-        self._header = np.zeros(HEADER_WORDS, dtype=np.int64)  # reusable send header
-        self._one = np.zeros(1, dtype=np.int64)  # reusable send word
-        self._versions: dict[tuple[int, int], int] = {}
+        self._header = np.zeros(HEADER_WORDS - 2, dtype=np.int64)  # layer .. cols
+        self._seqbuf = np.zeros(1, dtype=np.int64)  # reusable counter word
+        self._one = np.zeros(1, dtype=np.int64)  # reusable finished word
+        self._versions: dict[tuple[int, int], int] = {}  # (n, layer) -> my put counter
+        self._seq: dict[tuple[int, int], int] = {}  # (n, parity) -> my write counter
         self._announced = -1  # last layer I announced with finish_layer
+        # The last consistent copy of each neighbour's slot (one per neighbour).
+        self._kept: list[_Kept | None] = [None] * deg
+        self._kept_data: list[np.ndarray | None] = [None] * deg
         self.puts = 0
         self.bytes_sent = 0
         self.signals = 0
-        self.lock_seconds = 0.0
+        self.torn_retries = 0
+        self.fallbacks = 0
 
     # -- layout -----------------------------------------------------------------
 
@@ -196,16 +290,9 @@ class ZMailbox:
     def _check_open(self) -> MPI.Win:
         if self._win is None:
             raise RuntimeError("ZMailbox used after free()")
+        if self._i64 is None:
+            raise RuntimeError("ZMailbox used after its with-block failed")
         return self._win
-
-    def _lock(self, win: MPI.Win, target: int, shared: bool = False) -> None:
-        # Open MPI's osc/sm lock spins: under oversubscription a descheduled
-        # holder or waiter stalls the queue, so time it. Writers take the lock
-        # shared (each writes only its own slot, so writers never conflict);
-        # the owner's exclusive lock still excludes every writer while it reads.
-        t0 = time.perf_counter()
-        win.Lock(target, MPI.LOCK_SHARED if shared else MPI.LOCK_EXCLUSIVE)
-        self.lock_seconds += time.perf_counter() - t0
 
     def _check_neighbor(self, n: int) -> None:
         if n not in self._in_slot:
@@ -218,6 +305,8 @@ class ZMailbox:
 
         Returns when the data is in ``n``'s memory; ``Z`` may be modified at once.
         The version seen by ``n`` counts my puts to ``n`` for this layer (1, 2, ...).
+        Never waits for ``n``: the write is bracketed by the slot's seqlock
+        counters (see the class notes) instead of a lock.
 
         Parameters
         ----------
@@ -240,22 +329,100 @@ class ZMailbox:
         key = (n, layer)
         version = self._versions.get(key, 0) + 1
         self._versions[key] = version
+        parity = layer % 2
+        seq = self._seq.get((n, parity), 0) + 1
+        self._seq[(n, parity)] = seq
         h = self._header
-        h[_H_LAYER], h[_H_VERSION], h[_H_NELEMS] = layer, version, Z.size
-        h[_H_ROWS], h[_H_COLS] = Z.shape
-        off = self._slot_offset(self._out_slot[n], layer % 2)
-        # Two puts in one exclusive epoch are as atomic for the reader as one, and
-        # putting Z directly saves packing it into a send buffer (a full extra copy).
-        self._lock(win, n, shared=True)
-        win.Put(h, n, off)
+        h[0], h[1], h[2] = layer, version, Z.size
+        h[3], h[4] = Z.shape
+        off = self._slot_offset(self._out_slot[n], parity)
+        s = self._seqbuf
+        s[0] = seq
+        # Each Flush completes the puts before it at the target, which orders
+        # begin < payload < end in n's memory (see the class notes).
+        win.Put(s, n, off + _S_BEGIN)
+        win.Flush(n)
+        win.Put(h, n, off + _S_LAYER)
         if Z.size:
-            win.Put(Z, n, off + HEADER_WORDS)
-        win.Unlock(n)
+            win.Put(Z, n, off + HEADER_WORDS)  # straight from Z: no packing copy
+        win.Flush(n)
+        win.Put(s, n, off + _S_END)
+        win.Flush(n)
         self.puts += 1
         self.bytes_sent += (HEADER_WORDS + Z.size) * _WORD
 
+    def _read_slot(
+        self, i: int, layer: int, dest: np.ndarray | None
+    ) -> tuple[int, np.ndarray | None, tuple[int, int]]:
+        """Latest consistent copy of in-neighbour ``i``'s slot for ``layer``.
+
+        ``dest`` is a flat float64 array of the expected size (read_all) or None
+        (read: the copy goes to a new array). Returns ``(version, data, shape)``
+        where ``data`` is ``dest``, a new array or this rank's kept copy (a view:
+        the caller copies it out), and ``version`` is 0 with ``data`` None when
+        there is nothing for ``layer``. Never waits.
+        """
+        win = self._win
+        i64, f64 = self._i64, self._f64
+        assert win is not None and i64 is not None and f64 is not None
+        parity = layer % 2
+        off = self._slot_offset(i, parity)
+        first = off + HEADER_WORDS
+        kept = self._kept[i]
+        if kept is not None and kept.parity != parity:
+            kept = None  # kept copy is of the other slot: useless for this one
+        for _ in range(_ATTEMPTS):
+            win.Sync()  # completed puts visible to my loads; orders the loads below
+            e = int(i64[off + _S_END])
+            if e == 0:
+                return 0, None, (0, 0)  # never written
+            if kept is not None and kept.seq == e:
+                break  # no write completed since my copy: the copy is the slot
+            win.Sync()
+            if int(i64[off + _S_BEGIN]) != e:
+                self.torn_retries += 1  # a write is in flight: do not bother copying
+                continue
+            layer_w, version, nelems, rows, cols = i64[off + _S_LAYER : first].tolist()
+            got: np.ndarray | None = None
+            if layer_w == layer and version > 0 and 0 <= nelems <= self.max_elems:
+                if dest is None:
+                    got = f64[first : first + nelems].copy()
+                elif nelems == dest.size:
+                    dest[:] = f64[first : first + nelems]
+                    got = dest
+            win.Sync()
+            if int(i64[off + _S_BEGIN]) != e:
+                self.torn_retries += 1  # the copy overlapped a write: discard it
+                continue
+            # Consistent: header and data are exactly write e of the slot.
+            if layer_w != layer or version <= 0:
+                return 0, None, (0, 0)  # the slot still holds another layer
+            if got is None or rows * cols != nelems:
+                expected = "" if dest is None else f", expected {dest.size}"
+                raise ValueError(
+                    f"rank {self.neighbors[i]} wrote {nelems} values ({rows} x {cols}) for "
+                    f"layer {layer}{expected}"
+                )
+            buf = self._kept_data[i]
+            if buf is None:
+                buf = self._kept_data[i] = np.empty(self.max_elems)
+            buf[:nelems] = got
+            self._kept[i] = _Kept(parity, e, layer_w, version, nelems, rows, cols)
+            return version, got, (rows, cols)
+        else:
+            self.fallbacks += 1  # every attempt overlapped a write
+        # The kept copy: unchanged slot, or fallback (stale but consistent).
+        if kept is None or kept.layer != layer:
+            return 0, None, (0, 0)
+        buf = self._kept_data[i]
+        assert buf is not None
+        return kept.version, buf[: kept.nelems], (kept.rows, kept.cols)
+
     def read(self, n: int, layer: int) -> tuple[np.ndarray | None, int]:
         """Latest ``Z_{n,me}`` that neighbour ``n`` put for ``layer``.
+
+        Never waits: if ``n`` is writing the slot during every attempt, returns
+        the last consistent value this rank read from it (see the class notes).
 
         Parameters
         ----------
@@ -269,34 +436,22 @@ class ZMailbox:
         Z : numpy.ndarray or None
             A private copy shaped as ``n`` put it, or None if ``n`` has not written
             for this layer (or has already overwritten the slot with ``layer + 2``,
-            which the engine contract rules out).
+            which the engine contract rules out, or if no consistent copy could
+            be made yet).
         version : int
             ``n``'s put counter for this layer (1, 2, ...), 0 when ``Z`` is None.
         """
-        win = self._check_open()
+        self._check_open()
         self._check_neighbor(n)
-        assert self._i64 is not None and self._f64 is not None
-        off = self._slot_offset(self._in_slot[n], layer % 2)
-        me = self.rank
-        # Exclusive lock on my own window: no writer's epoch can overlap the copy.
-        self._lock(win, me)
-        try:
-            win.Sync()  # make completed remote puts visible to my loads
-            layer_w, version, nelems, rows, cols = (
-                int(x) for x in self._i64[off : off + HEADER_WORDS]
-            )
-            if layer_w != layer or version <= 0:
-                return None, 0
-            data = self._f64[off + HEADER_WORDS : off + HEADER_WORDS + nelems].copy()
-        finally:
-            win.Unlock(me)
-        return data.reshape(rows, cols), version
+        version, data, shape = self._read_slot(self._in_slot[n], layer, None)
+        if data is None:
+            return None, 0
+        if data.base is self._kept_data[self._in_slot[n]]:  # a view of my kept copy
+            data = data.copy()
+        return data.reshape(shape), version
 
     def read_all(self, layer: int, out: np.ndarray, versions: np.ndarray) -> None:
-        """Copy every neighbour's latest Z for ``layer`` under one lock of my window.
-
-        One lock per activation instead of one per neighbour: under
-        oversubscription every lock is a chance to queue behind a descheduled rank.
+        """Copy every neighbour's latest Z for ``layer``; never waits.
 
         Parameters
         ----------
@@ -304,42 +459,39 @@ class ZMailbox:
             Layer index.
         out : numpy.ndarray, shape (degree, rows, cols)
             Receives ``Z_{n,me}`` in the order of ``graph.neighbors(me)``; zeros
-            for a neighbour that has not written for this layer.
+            for a neighbour that has not written for this layer (or of which no
+            consistent copy exists yet).
         versions : numpy.ndarray of int64, shape (degree,)
             Receives each neighbour's put counter (0 when nothing was written).
+            A value may be stale (a fallback) but never older than the previous
+            call's for the same layer.
         """
-        win = self._check_open()
-        assert self._i64 is not None and self._f64 is not None
-        nelems_expected = out[0].size if len(out) else 0
-        me = self.rank
-        self._lock(win, me)
-        try:
-            win.Sync()  # make completed remote puts visible to my loads
-            for i, n in enumerate(self.neighbors):
-                off = self._slot_offset(self._in_slot[n], layer % 2)
-                layer_w, version, nelems = (int(x) for x in self._i64[off : off + 3])
-                if layer_w != layer or version <= 0:
-                    out[i] = 0.0
-                    versions[i] = 0
-                    continue
-                if nelems != nelems_expected:
+        self._check_open()
+        for i in range(len(self.neighbors)):
+            row = out[i]
+            flat = row.reshape(-1) if row.flags.c_contiguous else None
+            version, data, _ = self._read_slot(i, layer, flat)
+            if data is None:
+                row[...] = 0.0
+                versions[i] = 0
+                continue
+            if data is not flat:
+                if data.size != row.size:
                     raise ValueError(
-                        f"rank {n} wrote {nelems} values for layer {layer}, expected "
-                        f"{nelems_expected}"
+                        f"rank {self.neighbors[i]} wrote {data.size} values for layer "
+                        f"{layer}, expected {row.size}"
                     )
-                out[i].reshape(-1)[:] = self._f64[off + HEADER_WORDS : off + HEADER_WORDS + nelems]
-                versions[i] = version
-        finally:
-            win.Unlock(me)
+                row[...] = data.reshape(row.shape)
+            versions[i] = version
 
     # -- layer handshake --------------------------------------------------------
 
     def finish_layer(self, layer: int) -> None:
         """Announce to every neighbour that I am done with ``layer``.
 
-        One 8-byte put per neighbour. Announcements are monotone: announcing
-        ``layer`` also covers every earlier layer, and announcing an earlier
-        layer than before raises ValueError.
+        One 8-byte put per neighbour, then one flush. Announcements are
+        monotone: announcing ``layer`` also covers every earlier layer, and
+        announcing an earlier layer than before raises ValueError.
         """
         win = self._check_open()
         if layer < self._announced:
@@ -347,23 +499,17 @@ class ZMailbox:
         self._announced = layer
         self._one[0] = layer
         for n in self.neighbors:
-            self._lock(win, n, shared=True)
             win.Put(self._one, n, self._out_finished[n])
-            win.Unlock(n)
             self.signals += 1
+        win.Flush_all()
 
     def finished_layers(self) -> dict[int, int]:
-        """Last layer each neighbour announced (-1 for none), read under the self-lock."""
+        """Last layer each neighbour announced (-1 for none)."""
         win = self._check_open()
         assert self._i64 is not None
         deg = len(self.neighbors)
-        me = self.rank
-        self._lock(win, me)
-        try:
-            win.Sync()
-            fin = self._i64[self._finished_off : self._finished_off + deg].copy()
-        finally:
-            win.Unlock(me)
+        win.Sync()  # make completed remote puts visible to my loads
+        fin = self._i64[self._finished_off : self._finished_off + deg].copy()
         return {n: int(f) for n, f in zip(self.neighbors, fin)}
 
     def wait_neighbors_done(self, layer: int, timeout: float) -> float:
@@ -407,16 +553,24 @@ class ZMailbox:
     # -- bookkeeping ------------------------------------------------------------
 
     def reset_counters(self) -> None:
-        """Zero :attr:`puts`, :attr:`bytes_sent`, :attr:`signals` and :attr:`lock_seconds`."""
+        """Zero :attr:`puts`, :attr:`bytes_sent`, :attr:`signals`, :attr:`torn_retries`
+        and :attr:`fallbacks`."""
         self.puts = 0
         self.bytes_sent = 0
         self.signals = 0
-        self.lock_seconds = 0.0
+        self.torn_retries = 0
+        self.fallbacks = 0
 
     @property
     def closed(self) -> bool:
         """True after :meth:`free`."""
         return self._win is None
+
+    def _close_epoch(self) -> None:
+        # Unlock_all is local (not collective), so the error path may call it too.
+        if self._win is not None and self._epoch_open:
+            self._epoch_open = False
+            self._win.Unlock_all()
 
     def _drop_views(self) -> None:
         # A numpy view alive at Win.Free() ended in "double free or corruption".
@@ -427,6 +581,7 @@ class ZMailbox:
         """Release the window (collective: every rank must call it). Idempotent."""
         if self._win is None:
             return
+        self._close_epoch()
         self._drop_views()
         win, self._win = self._win, None
         win.Free()
@@ -445,7 +600,12 @@ class ZMailbox:
         else:
             # Win.Free is collective: if only this rank failed, calling it would hang
             # here and the error would never reach the handler that aborts the job.
-            # Drop the views so exit is clean; the abort (or finalize) reclaims MPI.
+            # Close my epoch (local) and drop the views so exit is clean; the abort
+            # (or finalize) reclaims MPI.
+            try:
+                self._close_epoch()
+            except MPI.Exception:
+                pass
             self._drop_views()
 
 
@@ -455,9 +615,10 @@ def passive_put_check(
     """Does a put complete while its target sits outside MPI? (collective)
 
     Rank 0 sleeps in ``time.sleep`` for ``sleep`` seconds, making no MPI call,
-    while rank 1 does ``Lock`` / ``Put`` (``nbytes``) / ``Unlock`` into rank 0's
-    window and times it — IMB-RMA's "truly passive put". Other ranks only take
-    part in the collectives.
+    while rank 1 does ``Put`` (``nbytes``) + ``Flush`` into rank 0's window
+    inside a ``Lock_all(MODE_NOCHECK)`` epoch, as :meth:`ZMailbox.put` does, and
+    times it — IMB-RMA's "truly passive put". Other ranks only take part in the
+    collectives.
 
     Parameters
     ----------
@@ -519,6 +680,7 @@ def passive_put_check(
         del view
         win.Unlock(0)
     comm.Barrier()
+    win.Lock_all(MPI.MODE_NOCHECK)  # ZMailbox's epoch: no lock taken
     put_seconds = float("nan")
     sleep_seconds = 0.0
     if rank == 0:
@@ -528,19 +690,17 @@ def passive_put_check(
     elif rank == 1:
         time.sleep(min(0.1 * sleep, 0.1))  # be sure rank 0 is already asleep
         t0 = time.perf_counter()
-        win.Lock(0, MPI.LOCK_EXCLUSIVE)
         win.Put(payload, 0, 0)
-        win.Unlock(0)
+        win.Flush(0)
         put_seconds = time.perf_counter() - t0
     comm.Barrier()
     data_ok = False
     if rank == 0:
-        win.Lock(0, MPI.LOCK_EXCLUSIVE)
         win.Sync()
         view = np.frombuffer(win.tomemory(), dtype=np.float64, count=words)
         data_ok = bool(np.array_equal(view, payload))
         del view
-        win.Unlock(0)
+    win.Unlock_all()
     put_seconds = comm.bcast(put_seconds, root=1)
     sleep_seconds, data_ok = comm.bcast((sleep_seconds, data_ok), root=0)
     win.Free()
