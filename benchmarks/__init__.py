@@ -1,0 +1,44 @@
+"""Benchmark drivers and figures for dssfn_mpi (``dssfn-mpi bench`` / ``dssfn-mpi plot``).
+
+Each benchmark is a list of training configurations; every configuration
+runs as its own MPI job and its run log is appended to one HDF5 sweep file,
+from which ``plot`` draws the figures. See BENCHMARKS.md.
+
+Modules: ``presets`` (sizes), ``specs`` (configurations), ``driver`` (jobs
+and the sweep file), ``summary`` (numbers per run), ``table2`` (the paper
+comparison), ``collect`` (Slurm array results into one sweep), ``rma`` (the
+RMA micro-benchmark, an MPI program), ``rma_bench`` (its launcher), ``plot``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["run_bench"]
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark named by ``args.name`` (the ``dssfn-mpi bench`` subcommand).
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed ``bench`` arguments: ``name``, ``preset``, ``out``,
+        ``overwrite``, ``launcher``, ``data_dir``, ``datasets``, ``seeds``,
+        ``dry_run`` and the optional ``set``, ``values``, ``modes``,
+        ``job_timeout``, ``inputs``, ``kind``.
+
+    Returns
+    -------
+    int
+        0 when every configuration ran, 1 when some failed (each is recorded
+        in the sweep file with its error).
+
+    Raises
+    ------
+    dssfn_mpi.errors.UserError
+        Bad ``--out``, preset, override or dataset, before any job starts.
+    """
+    from .bench import run
+
+    return run(args)

@@ -1,0 +1,119 @@
+"""``dssfn-mpi bench NAME``: pick the preset, build the specs, run them, report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from dssfn_mpi.errors import UserError, require
+
+from . import specs as S
+from .driver import prepare_output, run_specs
+from .presets import Preset, apply_overrides, as_dict, get_preset
+
+__all__ = ["available_datasets", "resolve_preset", "run"]
+
+
+def _split(text: str | None) -> list[str]:
+    return [s.strip() for s in (text or "").split(",") if s.strip()]
+
+
+def resolve_preset(args: argparse.Namespace) -> Preset:
+    """The preset of ``args.name`` with ``--set``, ``--values``, ``--modes``,
+    ``--seeds`` and ``--datasets`` applied."""
+    p = get_preset(args.name, args.preset)
+    p = apply_overrides(p, getattr(args, "set", None))
+    changes: list[str] = []
+    if getattr(args, "values", None):
+        changes.append(f"values={args.values}")
+    if getattr(args, "modes", None):
+        changes.append(f"modes={args.modes}")
+    if getattr(args, "datasets", None):
+        changes.append(f"datasets={args.datasets}")
+    p = apply_overrides(p, changes)
+    if getattr(args, "seeds", None) is not None:
+        require(args.seeds >= 1, f"--seeds must be >= 1, got {args.seeds}")
+        p = apply_overrides(p, [f"seeds={args.seeds}"])
+    return p
+
+
+def available_datasets(p: Preset, data_dir: str | None, explicit: bool,
+                       stream: TextIO | None = None) -> list[str]:
+    """Datasets of ``p`` whose files load; a missing one is skipped (said so) unless
+    it was asked for explicitly, which is a user error."""
+    from dssfn_mpi.datasets import load_dataset
+
+    found = []
+    for ds in p.datasets:
+        try:
+            load_dataset(ds, data_dir)
+        except UserError as exc:
+            if explicit:
+                raise UserError(f"table2: {exc}") from None
+            print(f"skipping {ds}: files not found or unreadable "
+                  f"(see `dssfn-mpi data list`)", file=stream or sys.stdout, flush=True)
+            continue
+        found.append(ds)
+    require(bool(found), "table2: none of the datasets could be loaded; pass --data-dir DIR "
+            "or --datasets digits")
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run benchmark ``args.name``; return the exit status (1 if any run failed)."""
+    if args.name == "collect":
+        from .collect import run_collect
+
+        return run_collect(args)
+    require(not getattr(args, "inputs", None),
+            f"bench {args.name} takes no run-log arguments (only bench collect does)")
+    p = resolve_preset(args)
+    out = prepare_output(args.out, args.overwrite, args.dry_run)
+    if args.name == "rma":
+        from .rma_bench import run_rma_bench
+
+        return run_rma_bench(p, out, args.launcher, args.dry_run)
+    data_dir = getattr(args, "data_dir", None)
+    if args.name == "degree":
+        for d in p.values:
+            require(1 <= int(d) < p.nodes,
+                    f"degree: d = {d} is impossible with M = {p.nodes} nodes (1..{p.nodes - 1})")
+        specs = S.degree_specs(p, data_dir)
+    elif args.name == "nodes":
+        specs = S.nodes_specs(p, data_dir)
+    elif args.name == "table2":
+        from dssfn_mpi.config import PAPER_TABLE3
+
+        datasets = available_datasets(p, data_dir, bool(getattr(args, "datasets", None)))
+        specs = S.table2_specs(p, datasets, data_dir, {d: d in PAPER_TABLE3 for d in datasets})
+    elif args.name == "straggler":
+        specs = S.straggler_specs(p, data_dir)
+    else:
+        raise UserError(f"unknown benchmark {args.name!r}")
+    require(bool(specs), f"{args.name}: nothing to run (empty --values or --modes?)")
+    if not args.dry_run:
+        print(f"bench {args.name}, preset {args.preset}: {len(specs)} runs -> {out}", flush=True)
+    failures = run_specs(
+        specs, out, launcher=args.launcher, dry_run=args.dry_run,
+        job_timeout=getattr(args, "job_timeout", None),
+        common_meta={"bench_preset": args.preset, "bench_preset_json": as_dict(p),
+                     "bench_target_iters": p.iters},
+        target_iters=p.iters,
+    )
+    if args.dry_run:
+        return 0
+    if args.name == "table2":
+        from dssfn_mpi.runlog import read_sweep
+
+        from .table2 import table2_markdown
+
+        print()
+        print(table2_markdown(read_sweep(out)))
+    print(f"wrote {out}" + (f" ({len(failures)} of {len(specs)} runs failed)" if failures else ""))
+    if failures:
+        print(f"failed: {', '.join(failures)} (see bench_error in each run group)",
+              file=sys.stderr, flush=True)
+        return 1
+    return 0
+

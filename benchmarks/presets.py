@@ -1,0 +1,185 @@
+"""Sizes of every benchmark for each preset: ``quick``, ``mid`` and ``paper``.
+
+``quick`` smoke-runs each benchmark in well under a minute on a 2-core
+laptop (tiny layers, few ranks); ``mid`` is what BENCHMARKS.md measured on
+such a machine (paper-width layers, fewer of them); ``paper`` uses the
+paper's sizes (M = 20, L = 20, n = 2Q + 1000, K = 200).
+
+A preset is plain data. ``--set KEY=VALUE`` overrides any field and
+``--values`` / ``--modes`` narrow the swept lists, so tests and users can
+shrink or reshape a sweep without a new preset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from dssfn_mpi.errors import UserError, require
+
+__all__ = ["PRESETS", "Preset", "apply_overrides", "as_dict", "get_preset"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Everything a benchmark sweep needs besides its name.
+
+    Attributes
+    ----------
+    dataset : str
+        Dataset of the degree, nodes and straggler sweeps.
+    layers, hidden, iters : int or None
+        L, n (None: 2Q + 1000) and K (activations per node per layer).
+    nodes, degree : int
+        M and d where they are not the swept variable.
+    values : tuple
+        The swept variable: degrees (degree), node counts (nodes) or
+        slow-down factors (straggler).
+    modes : tuple of str
+        Modes (or straggler variants) to run at every value.
+    sync_graph_iters : int or None
+        K for ``sync-graph`` only, when its full-K runs are too slow for the
+        machine; times are then also reported scaled to K (see plot/summary).
+    datasets : tuple of str
+        table2: datasets to try (only those whose files load are run).
+    seeds : int
+        table2: repetitions with seeds 0..seeds-1.
+    central : bool
+        Add one central (single-process, exact) reference run.
+    reps : int
+        rma: repetitions per measurement.
+    """
+
+    dataset: str = "digits"
+    layers: int = 1
+    hidden: int | None = 100
+    iters: int = 20
+    nodes: int = 8
+    degree: int = 2
+    values: tuple = ()
+    modes: tuple[str, ...] = ("async", "sync", "sync-graph")
+    sync_graph_iters: int | None = None
+    datasets: tuple[str, ...] = ()
+    seeds: int = 1
+    central: bool = True
+    reps: int = 20
+
+
+_TABLE2_ALL = ("vowel", "satimage", "letter", "mnist", "norb", "caltech101")
+_STRAGGLER_MODES = ("async", "async-unbounded", "sync")
+
+PRESETS: dict[str, dict[str, Preset]] = {
+    "degree": {
+        "quick": Preset(nodes=6, values=(2, 4, 5)),
+        "mid": Preset(layers=2, hidden=None, iters=200, nodes=20, values=(2, 4, 8, 12, 19),
+                      sync_graph_iters=20),
+        "paper": Preset(dataset="satimage", layers=20, hidden=None, iters=200, nodes=20,
+                        values=(2, 4, 6, 8, 10, 12, 14, 16, 18, 19)),
+    },
+    "nodes": {
+        "quick": Preset(values=(2, 4, 6)),
+        "mid": Preset(layers=2, hidden=None, iters=200, values=(2, 4, 8, 12, 16, 20),
+                      sync_graph_iters=20),
+        "paper": Preset(dataset="satimage", layers=20, hidden=None, iters=200,
+                        values=(2, 4, 6, 8, 10, 12, 14, 16, 18, 20)),
+    },
+    "table2": {
+        "quick": Preset(nodes=4, degree=2, modes=("central", "sync", "async"),
+                        datasets=("digits", "vowel"), central=False),
+        "mid": Preset(layers=2, hidden=None, iters=200, nodes=20, degree=8,
+                      modes=("central", "sync", "async"), datasets=_TABLE2_ALL, central=False),
+        "paper": Preset(layers=20, hidden=None, iters=200, nodes=20, degree=8,
+                        modes=("central", "sync", "async"), datasets=_TABLE2_ALL, seeds=3,
+                        central=False),
+    },
+    "straggler": {
+        "quick": Preset(nodes=4, degree=2, values=(5.0,), modes=_STRAGGLER_MODES,
+                        central=False),
+        "mid": Preset(layers=2, hidden=None, iters=200, nodes=8, degree=4,
+                      values=(2.0, 5.0, 10.0), modes=_STRAGGLER_MODES, central=False),
+        "paper": Preset(dataset="satimage", layers=20, hidden=None, iters=200, nodes=20,
+                        degree=8, values=(2.0, 5.0, 10.0), modes=_STRAGGLER_MODES,
+                        central=False),
+    },
+    "rma": {
+        "quick": Preset(reps=10, central=False),
+        "mid": Preset(reps=50, central=False),
+        "paper": Preset(reps=200, central=False),
+    },
+}
+
+
+def get_preset(bench: str, name: str) -> Preset:
+    """The preset ``name`` of benchmark ``bench``.
+
+    Raises
+    ------
+    UserError
+        Unknown benchmark or preset name.
+    """
+    require(bench in PRESETS, f"unknown benchmark {bench!r}; choose one of {', '.join(PRESETS)}")
+    table = PRESETS[bench]
+    require(name in table, f"--preset {name!r}: choose one of {', '.join(table)}")
+    return table[name]
+
+
+def _parse_value(key: str, text: str, current: Any, kind: Any) -> Any:
+    """Convert ``text`` to the type of preset field ``key``."""
+    kind_s = str(kind)
+    try:
+        if text.lower() in ("none", "auto", "") and "None" in kind_s:
+            return None
+        if kind_s.startswith("tuple"):
+            items = [s for s in text.split(",") if s]
+            if key in ("modes", "datasets"):
+                return tuple(items)
+            return tuple(float(s) if "." in s else int(s) for s in items)
+        if kind_s.startswith("bool"):
+            require(text.lower() in ("true", "false", "1", "0", "yes", "no"),
+                    f"--set {key}={text}: expected true or false")
+            return text.lower() in ("true", "1", "yes")
+        if kind_s.startswith("int"):
+            return int(text)
+        return text
+    except ValueError:
+        raise UserError(f"--set {key}={text}: expected a value like {current!r}") from None
+
+
+def apply_overrides(preset: Preset, items: list[str] | None) -> Preset:
+    """Apply ``--set KEY=VALUE`` overrides (e.g. ``layers=5``, ``dataset=satimage``).
+
+    Parameters
+    ----------
+    preset : Preset
+        The starting point.
+    items : list of str or None
+        ``KEY=VALUE`` strings; keys are :class:`Preset` field names (``-`` or
+        ``_``).
+
+    Returns
+    -------
+    Preset
+        A new preset.
+
+    Raises
+    ------
+    UserError
+        Malformed item, unknown key or a value of the wrong type.
+    """
+    known = {f.name: f for f in fields(Preset)}
+    changes: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        key = key.strip().replace("-", "_")
+        require(sep == "=", f"--set {item!r}: expected KEY=VALUE, e.g. --set layers=5")
+        require(key in known, f"--set {key}: unknown key; valid keys: {', '.join(known)}")
+        changes[key] = _parse_value(key, text.strip(), getattr(preset, key), known[key].type)
+    return replace(preset, **changes) if changes else preset
+
+
+def as_dict(preset: Preset) -> dict[str, Any]:
+    """The preset as a JSON-friendly dict (stored with every run of a sweep)."""
+    return {k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in dataclasses.asdict(preset).items()}
+

