@@ -298,7 +298,7 @@ def run_training(
             Y = next_features(Y, O_prev, R)
         G, B = Y @ Y.T, T @ Y.T
         t1 = time.perf_counter()
-        penalty = _penalty(cfg, comm, layer, Y, T, G, B, eps)
+        penalty = _penalty(cfg, comm, layer, Y, T, G, eps)
         tp = time.perf_counter() - t1
         prob = LayerProblem(layer=layer, Y=Y, T=T, G=G, B=B, eps=eps, penalty=penalty)
         O, st = engine.solve(prob)
@@ -390,10 +390,10 @@ def _model_attrs(cfg: TrainConfig, meta: dict, hidden: int, n_features: int,
 
 
 def _penalty(cfg: TrainConfig, comm: Any, layer: int, Y: np.ndarray, T: np.ndarray,
-             G: np.ndarray, B: np.ndarray, eps: float) -> float:
+             G: np.ndarray, eps: float) -> float:
     """The layer's ADMM penalty: as configured, or ``auto`` from two network averages.
 
-    ``auto`` costs one exact solve of the node's own problem and one two-number
+    ``auto`` costs an estimate of the node's own multiplier and one two-number
     Allreduce, before the layer's solve (never inside it).
     """
     from mpi4py import MPI
@@ -403,7 +403,7 @@ def _penalty(cfg: TrainConfig, comm: Any, layer: int, Y: np.ndarray, T: np.ndarr
     fixed = cfg.penalty_at(layer)
     if fixed is not None:
         return fixed
-    local = np.array([local_multiplier(Y, T, G, B, eps), float(np.trace(G)) / G.shape[0]])
+    local = np.array([local_multiplier(Y, T, eps), float(np.trace(G)) / G.shape[0]])
     total = np.empty(2)
     comm.Allreduce(local, total, op=MPI.SUM)
     size = comm.Get_size()

@@ -111,9 +111,10 @@ class AsyncEngine(Engine):
             else:
                 O = project_frobenius(inv.apply(B2 - Zr.sum(axis=0)), eps)
                 Z -= eta * ((Z + Zr) / 2.0 + gamma * O)
+            # A slow node computes slowly, then sends (as in the sync engines).
+            self.throttle.after(started)
             for i, n in enumerate(self.neighbors):
                 mb.put(n, Z[i], layer)
-            self.throttle.after(started)
         if not np.all(np.isfinite(O)):
             raise RankError(
                 self.ctx.rank,
