@@ -43,7 +43,6 @@ class AsyncEngine(Engine):
 
     def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
         cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
-        t0 = time.perf_counter()
         wait = 0.0
         if layer - 2 >= self.ctx.first_layer:
             # Parity slots: nobody may write layer l before its neighbours left l-2.
@@ -70,7 +69,7 @@ class AsyncEngine(Engine):
         lead_wait = 0.0
         radius = np.sqrt(eps)
         for k in range(cfg.iters):
-            backoff = 5e-5
+            backoff, episode = 5e-5, 0.0
             while True:
                 # A neighbour that has not written yet reads as 0.
                 mb.read_all(layer, Zr, versions)
@@ -81,8 +80,10 @@ class AsyncEngine(Engine):
                 tw = time.perf_counter()
                 time.sleep(backoff)
                 backoff = min(2.0 * backoff, 2e-3)
-                lead_wait += time.perf_counter() - tw
-                if lead_wait > cfg.timeout:
+                slept = time.perf_counter() - tw
+                lead_wait += slept
+                episode += slept
+                if episode > cfg.timeout:  # one wait this long: a neighbour is gone
                     raise RankError(
                         self.ctx.rank,
                         f"layer {layer}: neighbours wrote nothing for {cfg.timeout:g} s "
@@ -124,7 +125,6 @@ class AsyncEngine(Engine):
         mb.finish_layer(layer)
         t3 = time.perf_counter()
         return O, {
-            "lead_wait_seconds": lead_wait,
             "wait_seconds": wait + lead_wait,
             "factor_seconds": t2 - t1,
             "solve_seconds": t3 - t2,
@@ -133,7 +133,6 @@ class AsyncEngine(Engine):
             "bytes_sent": mb.bytes_sent - bytes0,
             "staleness_mean": skipped_sum / max(reads, 1),
             "staleness_max": skipped_max,
-            "started": t0,
         }
 
     def close(self) -> None:
