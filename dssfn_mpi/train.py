@@ -403,7 +403,8 @@ def _penalty(cfg: TrainConfig, comm: Any, layer: int, Y: np.ndarray, T: np.ndarr
     fixed = cfg.penalty_at(layer)
     if fixed is not None:
         return fixed
-    local = np.array([local_multiplier(Y, T, eps), float(np.trace(G)) / G.shape[0]])
+    # Mean nonzero eigenvalue of G_m: a shard with J_m < d samples has rank J_m.
+    local = np.array([local_multiplier(Y, T, eps), float(np.trace(G)) / min(Y.shape)])
     total = np.empty(2)
     comm.Allreduce(local, total, op=MPI.SUM)
     size = comm.Get_size()
