@@ -25,6 +25,7 @@ from scipy.optimize import brentq
 __all__ = [
     "AUTO_FLOOR",
     "AUTO_SCALE",
+    "AUTO_SYNC",
     "ExactSolution",
     "auto_penalty",
     "local_multiplier",
@@ -273,12 +274,26 @@ class LocalInverse:
         return X @ self._inv
 
 
-# gamma ~ 0.2 lam*_l worked best for the edge update on digits and satimage
-# (M = 20, d = 8, K = 200), and M * mean_m(lam_m) over-estimates lam* by 1.5-2.8x.
+# ``auto`` penalties. Consensus ADMM (sync, sync-graph): rho = AUTO_SYNC *
+# sqrt(M mean_m(lam_m) * mean_m(trace G_m / rank G_m)), the geometric mean of the low
+# end of the layer's curvature (the multiplier; M mean(lam_m) estimates lam*) and its
+# high end (the mean nonzero eigenvalue of G_m), as in the classic sqrt(lambda_min
+# lambda_max) choice for ADMM. 1.4 is the fit of a serial sweep (rho x 2^k, K = 200,
+# M = 20, uniform shards, exact O* per layer; digits L = 20, vowel L = 12, satimage
+# L = 10): within 2x of the best rho in every layer >= 1; under MPI (M = 20, d = 8,
+# L = 20) 100 - 1000x closer to O* than the linear rule below at layers 1 - 5 and 1.3 -
+# 15x at layers 10 and 20.
+AUTO_SYNC = 1.4
+# Async edge form: gamma = AUTO_SCALE * M mean_m(lam_m). gamma ~ 0.2 lam*_l worked best
+# on digits and satimage (M = 20, d = 8, K = 200), and M mean(lam_m) over-estimates
+# lam* by 1.5 - 2.8x. The square-root rule (with a degree-dependent constant) won at
+# layers <= 9 in the serial sweep and under MPI, but under MPI it ended 0.2 - 0.35 from
+# O* at digits' layers 18 - 20 where this rule ended 0.05 - 0.13: not adopted.
 AUTO_SCALE = 0.1
 # When lam* is 0 or tiny (layer 0, deep layers) fall back to the data's scale: the
 # mean nonzero eigenvalue of G_m. Without it, digits' layer 20 (lam* = 0.01) got
 # gamma = 0.002 and ended 34 % from O* at K = 200; with it, 7.5 % (M = 20, d = 8).
+# Layer 0 stays the slowest to converge (digits: 0.1 - 0.3 from O* for every penalty).
 AUTO_FLOOR = 0.02
 
 
@@ -299,12 +314,39 @@ def local_multiplier(Y: np.ndarray, T: np.ndarray, eps: float) -> float:
     return exact_solve_data(Y[:, cols], T[:, cols], eps).lam * (J / s)
 
 
-def auto_penalty(mean_local_multiplier: float, mean_scale: float, n_nodes: int) -> float:
+def auto_penalty(
+    mean_local_multiplier: float,
+    mean_scale: float,
+    n_nodes: int,
+    consensus: bool,
+) -> float:
     """ADMM penalty from network averages of ``lam_m`` and ``trace(G_m) / rank(G_m)``.
 
-    ``M * mean(lam_m)`` tracks the multiplier ``lam*`` of the stacked problem
-    within a small factor when shards are alike, and the penalty that makes
-    the decentralized ADMM converge fastest moves with ``lam*`` from layer to
-    layer (ALGORITHMS.md). Every rank must pass the same averages.
+    The penalty that makes the decentralized ADMM converge fastest moves with
+    the layer's multiplier (ALGORITHMS.md), and ``M * mean(lam_m)`` tracks it
+    within a small factor when shards are alike. Every rank must pass the same
+    values. The rules and their measurements are next to the constants.
+
+    Parameters
+    ----------
+    mean_local_multiplier : float
+        Network mean of each node's own multiplier (:func:`local_multiplier`).
+    mean_scale : float
+        Network mean of ``trace(G_m) / rank(G_m)``.
+    n_nodes : int
+        M.
+    consensus : bool
+        True for consensus ADMM's rho (``AUTO_SYNC * sqrt(M mean(lam_m) *
+        scale)``), False for the edge form's gamma (``AUTO_SCALE * M *
+        mean(lam_m)``); both at least ``AUTO_FLOOR * scale``.
+
+    Returns
+    -------
+    float
     """
-    return max(AUTO_SCALE * n_nodes * mean_local_multiplier, AUTO_FLOOR * mean_scale, 1e-12)
+    lam = max(n_nodes * mean_local_multiplier, 0.0)
+    if consensus:
+        value = AUTO_SYNC * np.sqrt(lam * max(mean_scale, 0.0))
+    else:
+        value = AUTO_SCALE * lam
+    return float(max(value, AUTO_FLOOR * mean_scale, 1e-12))

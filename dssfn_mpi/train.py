@@ -408,7 +408,7 @@ def _penalty(cfg: TrainConfig, comm: Any, layer: int, Y: np.ndarray, T: np.ndarr
     total = np.empty(2)
     comm.Allreduce(local, total, op=MPI.SUM)
     size = comm.Get_size()
-    return auto_penalty(total[0] / size, total[1] / size, size)
+    return auto_penalty(total[0] / size, total[1] / size, size, consensus=cfg.mode != "async")
 
 
 def _layer_arrays(rows: list[list[dict]], checks: dict[str, list]) -> dict[str, np.ndarray]:

@@ -139,3 +139,15 @@ def test_authors_admm_converges_only_with_enough_iterations():
     # ... while the paper's large mu and 100 iterations stop far from it.
     short = admm_solve(0.5 * G, 0.5 * B, eps, mu=1e5, iters=100)
     assert np.linalg.norm(short - exact) / np.linalg.norm(exact) > 1e-2
+
+
+def test_auto_penalty_rules() -> None:
+    from dssfn_mpi.solver import AUTO_FLOOR, AUTO_SCALE, AUTO_SYNC, auto_penalty
+
+    # Consensus: AUTO_SYNC * sqrt(M mean(lam_m) * scale); edge form: linear in M mean(lam_m).
+    assert auto_penalty(0.2, 1.25, 20, consensus=True) == pytest.approx(AUTO_SYNC * 5**0.5)
+    assert auto_penalty(0.2, 1.25, 20, consensus=False) == pytest.approx(AUTO_SCALE * 4.0)
+    # No multiplier (layer 0): both fall back to the data's scale.
+    for consensus in (True, False):
+        assert auto_penalty(0.0, 15.0, 20, consensus=consensus) == pytest.approx(AUTO_FLOOR * 15)
+        assert auto_penalty(0.0, 0.0, 20, consensus=consensus) > 0
