@@ -409,3 +409,17 @@ def test_table2_markdown_uses_each_settings_own_central(monkeypatch):
     lines = t2.table2_markdown({"r": run}).splitlines()
     assert any(ln.startswith("| vowel | exact |") and "| 11.1±0.0 |" in ln for ln in lines)
     assert any(ln.startswith("| vowel | paper |") and "| 33.3±0.0 |" in ln for ln in lines)
+
+
+def test_penalty_sweep_backs_the_auto_rho():
+    # The evidence for solver.AUTO_SYNC, in small: at digits' layer 1 the auto rho is
+    # within 4x of the best of auto/8, auto, 8 auto, and close to O*.
+    import io
+
+    from benchmarks.penalty import sweep
+
+    out = io.StringIO()
+    rows = sweep("digits", 1, "sync", powers=(-3, 0, 3), out=out)
+    assert [r["layer"] for r in rows] == [0, 1] and out.getvalue().count("\n") == 2
+    dist = rows[1]["rel_distance"]
+    assert dist[1] <= 4 * min(dist) and dist[1] <= 1e-3, dist
