@@ -281,7 +281,7 @@ def _table2(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
         return out
     datasets = sorted({r["dataset"] for r in rows})
     bars = [("exact", "central"), ("exact", "sync"), ("exact", "async"),
-            ("paper", "sync"), ("paper", "async")]
+            ("paper", "central"), ("paper", "sync"), ("paper", "async")]
     bars = [b for b in bars if any((r["setting"], r["mode"]) == b for r in rows)]
     by = {(r["dataset"], r["setting"], r["mode"]): r for r in rows}
     x = np.arange(len(datasets))
