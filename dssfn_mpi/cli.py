@@ -135,9 +135,28 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
                    help="fault injection for tests: RANK raises (or is killed) in LAYER")
 
 
+# Rank variables set by the launchers we run under (Open MPI, PMIx, MPICH/Hydra, Slurm).
+_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Bad command lines get one line on stderr (from one rank under mpirun), exit 2.
+
+    argparse's own error prints the whole usage block first, once per rank.
+    Parsing happens before MPI starts, so the launcher's rank variable decides
+    who speaks; every rank exits with the same status.
+    """
+
+    def error(self, message: str) -> Any:  # noqa: D401 - argparse's signature
+        rank = next((os.environ[v] for v in _RANK_VARS if v in os.environ), "0")
+        if rank == "0":
+            sys.stderr.write(f"{PROG}: error: {message} (see {self.prog} --help)\n")
+        sys.exit(EXIT_USER_ERROR)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Asynchronous decentralized SSFN on MPI (Liang et al., ICASSP 2020).",
     )

@@ -13,6 +13,7 @@ pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(120)]
 def _assert_user_error(res, *fragments: str) -> None:
     assert res.returncode != 0
     assert "Traceback" not in res.stderr, res.stderr
+    assert "usage:" not in res.stderr, res.stderr
     ours = [line for line in res.stderr.splitlines() if line.startswith("dssfn-mpi: error:")]
     assert len(ours) == 1, res.stderr  # one rank speaks, once
     for fragment in fragments:
@@ -39,6 +40,9 @@ SMALL = ("--dataset", "synthetic", "--layers", "1", "--hidden", "30", "--iters",
         (("--dataset", "imagenet"), ("imagenet",)),
         (("--mode", "central"), ("one process",)),
         (("--partition", "dirichlet:-1"), ("dirichlet",)),
+        # argparse's own errors: one line too, not the usage block from every rank
+        (("--iters", "abc"), ("--iters", "invalid int", "--help")),
+        (("--frobnicate",), ("unrecognized arguments: --frobnicate",)),
     ],
 )
 def test_bad_settings_under_mpirun(tmp_path, args, fragments):
