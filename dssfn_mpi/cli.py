@@ -147,7 +147,7 @@ class _Parser(argparse.ArgumentParser):
     who speaks; every rank exits with the same status.
     """
 
-    def error(self, message: str) -> Any:  # noqa: D401 - argparse's signature
+    def error(self, message: str) -> Any:
         rank = next((os.environ[v] for v in _RANK_VARS if v in os.environ), "0")
         if rank == "0":
             sys.stderr.write(f"{PROG}: error: {message} (see {self.prog} --help)\n")

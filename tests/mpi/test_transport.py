@@ -236,8 +236,8 @@ def _stress(
 @pytest.mark.parametrize("mode", ["read", "read_all"])
 @pytest.mark.parametrize("shape", [(26, 1052), (128, 1024)], ids=["26x1052", "1MiB"])
 def test_seqlock_reads_never_tear_under_concurrent_puts(shape, mode):
-    # The proof that the seqlock is correct: every Z returned while writers put
-    # non-stop is one writer's one version throughout, and versions never go back.
+    # The proof that the seqlock is correct: every Z returned while writers put in
+    # bursts is one writer's one version throughout, and versions never go back.
     t = _stress(
         _comm(), shape, mode, min_seconds=1.0, max_seconds=12.0, enough_fresh=1000, burst=8
     )
