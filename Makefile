@@ -32,6 +32,7 @@ $(VENV)/.installed: pyproject.toml $(wildcard */__init__.py)
 	touch $@
 
 demo: $(VENV)/.installed
+	mkdir -p runs
 	$(MPIRUN) -n $(NP) $(PY) -m dssfn_mpi train --dataset digits --mode async \
 	    --degree 2 --layers 5 --hidden 300 --iters 200 --out runs/demo.h5 --overwrite
 	$(PY) -m dssfn_mpi report runs/demo.h5
