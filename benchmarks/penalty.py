@@ -17,8 +17,9 @@ each layer problem is solved by
   staleness: the MPI engine's runs are noisier),
 
 for K iterations per node with penalty ``auto x 2^k``. One line per layer
-gives lam*, the ``auto`` penalty, the best multiplier and every multiplier's
-max relative distance to O*.
+gives lam*, the condition number ``cond(G + lam* I)`` of the stacked layer
+problem, the ``auto`` penalty, the best multiplier and every multiplier's max
+relative distance to O*.
 """
 
 from __future__ import annotations
@@ -109,7 +110,11 @@ def sweep(
     for layer in range(layers + 1):
         if layer > 0:
             Y = next_features(Y, O_prev, random_matrix(seed, layer, hidden_rows(n, Q), Y.shape[0]))
-        star = exact_solve(Y @ Y.T, T @ Y.T, eps)
+        G = Y @ Y.T
+        star = exact_solve(G, T @ Y.T, eps)
+        # Condition number of the layer's Hessian: ADMM's iteration count grows with it.
+        eig = np.linalg.eigvalsh(G)
+        cond = (eig[-1] + star.lam) / max(eig[0] + star.lam, np.finfo(float).tiny)
         Ys = [Y[:, s] for s in shards]
         Ts = [T[:, s] for s in shards]
         Gs = [a @ a.T for a in Ys]
@@ -126,11 +131,13 @@ def sweep(
                 Os = edge_arock(Ys, Gs, Bs, eps, auto * mult, iters, neighbors, seed)
             dist.append(max(float(np.linalg.norm(o - star.O)) for o in Os) / norm)
         best = int(np.argmin(dist))
-        row = {"layer": layer, "lam_star": star.lam, "auto": auto, "multipliers": mults,
+        row = {"layer": layer, "lam_star": star.lam, "cond": cond, "auto": auto,
+               "multipliers": mults,
                "rel_distance": dist, "best": mults[best]}
         rows.append(row)
-        print(f"l={layer:2d} lam*={star.lam:.3g} auto={auto:.3g} best x{mults[best]:g} "
-              f"{dist[best]:.1e} | " + " ".join(f"x{m:g}:{v:.1e}" for m, v in zip(mults, dist)),
+        print(f"l={layer:2d} lam*={star.lam:.3g} cond={cond:.2g} auto={auto:.3g} "
+              f"best x{mults[best]:g} {dist[best]:.1e} | "
+              + " ".join(f"x{m:g}:{v:.1e}" for m, v in zip(mults, dist)),
               file=out, flush=True)
         O_prev = star.O
     return rows
