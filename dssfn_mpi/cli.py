@@ -100,13 +100,15 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hidden", type=int, help="hidden width n (default 2Q + 1000)")
     g.add_argument("--iters", type=int, help="K: ADMM activations per node per layer (200)")
     g.add_argument("--gamma", help="async ADMM gamma, one value or a per-layer list "
-                   "'g0,g1,...' (last repeats); default 1,0.1")
+                   "'g0,g1,...' (last repeats); default auto (per layer, from the nodes' "
+                   "own constrained solutions)")
     g.add_argument("--eta", type=float, help="async step size in (0, 2) (default 1)")
-    g.add_argument("--rho", help="sync consensus penalty, one value or per-layer list (1,0.1)")
+    g.add_argument("--rho", help="sync consensus penalty, one value or per-layer list "
+                   "(default auto, as --gamma)")
     g.add_argument("--eps", type=float, help="squared Frobenius bound (default 2Q)")
     g.add_argument("--central-solver", help="central mode: exact (default, the ground truth) "
                    "or admm (the SSFN authors' early-stopped ADMM, 100 iterations)")
-    g.add_argument("--mu", help="central admm: mu, one value or per-layer list (1e3)")
+    g.add_argument("--mu", help="central admm: mu, one value or per-layer list (default 1e3)")
     g.add_argument("--mix-rounds", type=int, help="sync-graph mixing rounds per iteration "
                    "(default: enough to shrink disagreement 1e4-fold)")
     g.add_argument("--max-lead", type=int, help="async: activations a rank may run ahead of "
