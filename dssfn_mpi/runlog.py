@@ -86,7 +86,7 @@ LAYER_FIELDS: dict[str, tuple[np.dtype, str]] = {
     "train_cost": (_F8, "||T_m - O_m Y_m||_F^2 of this rank's model on its own shard"),
     "test_accuracy": (_F8, "accuracy of this rank's model on the test set"),
     "lambda_star": (_F8, "Lagrange multiplier of the exact layer solution's norm constraint"),
-    "gamma": (_F8, "the ADMM penalty parameter used for this layer"),
+    "gamma": (_F8, "the ADMM penalty of this layer (async auto: mean of the rank's edge gammas)"),
 }
 
 #: Units of each layer field, stored as the dataset attribute ``units``.

@@ -30,7 +30,7 @@ from .config import TrainConfig
 from .engines import LayerProblem, RunContext, make_engine
 from .errors import UserError, require
 from .model import accuracy, hidden_rows, next_features, one_hot, random_matrix
-from .solver import auto_penalty, exact_solve, local_multiplier, objective
+from .solver import exact_solve, local_multiplier, objective
 
 __all__ = ["RunResult", "root_call", "run_training"]
 
@@ -298,7 +298,7 @@ def run_training(
             Y = next_features(Y, O_prev, R)
         G, B = Y @ Y.T, T @ Y.T
         t1 = time.perf_counter()
-        penalty = _penalty(cfg, comm, layer, Y, T, G, eps)
+        penalty = _penalty(cfg, engine, layer, Y, T, G, eps)
         tp = time.perf_counter() - t1
         prob = LayerProblem(layer=layer, Y=Y, T=T, G=G, B=B, eps=eps, penalty=penalty)
         O, st = engine.solve(prob)
@@ -335,7 +335,7 @@ def run_training(
             "train_accuracy": tr_acc,
             "train_cost": cost,
             "test_accuracy": te_acc,
-            "gamma": penalty,
+            "gamma": float(np.mean(penalty)),
         }
         for k in STAT_FIELDS:
             stats[k].append(row[k])
@@ -389,26 +389,22 @@ def _model_attrs(cfg: TrainConfig, meta: dict, hidden: int, n_features: int,
     }
 
 
-def _penalty(cfg: TrainConfig, comm: Any, layer: int, Y: np.ndarray, T: np.ndarray,
-             G: np.ndarray, eps: float) -> float:
-    """The layer's ADMM penalty: as configured, or ``auto`` from two network averages.
+def _penalty(cfg: TrainConfig, engine: Any, layer: int, Y: np.ndarray, T: np.ndarray,
+             G: np.ndarray, eps: float) -> float | np.ndarray:
+    """The layer's ADMM penalty: as configured, or ``auto`` from the data.
 
-    ``auto`` costs an estimate of the node's own multiplier and one two-number
-    Allreduce, before the layer's solve (never inside it).
+    ``auto`` costs an estimate of the node's own multiplier and the engine's
+    combination of it over the ranks it talks to anyway (async: its neighbours;
+    sync: everyone), before the layer's solve, never inside it.
     """
-    from mpi4py import MPI
-
     if cfg.mode == "central":
         return float("nan")
     fixed = cfg.penalty_at(layer)
     if fixed is not None:
         return fixed
     # Mean nonzero eigenvalue of G_m: a shard with J_m < d samples has rank J_m.
-    local = np.array([local_multiplier(Y, T, eps), float(np.trace(G)) / min(Y.shape)])
-    total = np.empty(2)
-    comm.Allreduce(local, total, op=MPI.SUM)
-    size = comm.Get_size()
-    return auto_penalty(total[0] / size, total[1] / size, size, consensus=cfg.mode != "async")
+    stats = np.array([local_multiplier(Y, T, eps), float(np.trace(G)) / min(Y.shape)])
+    return engine.auto_penalty(stats)
 
 
 def _layer_arrays(rows: list[list[dict]], checks: dict[str, list]) -> dict[str, np.ndarray]:

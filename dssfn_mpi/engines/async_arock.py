@@ -18,6 +18,11 @@ Two update forms:
 
     O_m    = P_eps((2 B_m - sum_n Zr_nm) (2 G_m + gamma d_m I)^-1)
     Z_mn  -= eta ((Z_mn + Zr_nm) / 2 + gamma O_m)
+
+gamma may differ from edge to edge (``gamma_mn``, the same at both ends; then
+``gamma d_m`` reads ``sum_n gamma_mn``): that is ADMM on the edge constraints
+scaled by ``sqrt(gamma_mn)``, with the same fixed point. The ``auto`` penalty
+uses it so that no rank needs anything from beyond its neighbours.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import time
 import numpy as np
 
 from ..errors import RankError
-from ..solver import LocalInverse, project_frobenius
+from ..solver import LocalInverse, auto_penalty, project_frobenius
 from ..transport import NeighborTimeout, ZMailbox
 from .base import Engine, LayerProblem, RunContext, Throttle
 
@@ -40,6 +45,23 @@ class AsyncEngine(Engine):
         self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
         self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width)
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
+        # Neighbour-only exchange of the two numbers behind the auto penalty.
+        self.dcomm = ctx.comm.Create_dist_graph_adjacent(
+            self.neighbors, self.neighbors, reorder=False
+        )
+
+    def auto_penalty(self, stats: np.ndarray) -> np.ndarray:
+        """gamma_mn for each neighbour n from the means of ``stats`` over {m, n}.
+
+        One ``Neighbor_allgather`` of two numbers: the only wait is for the
+        neighbours to reach the same layer, which the bounded delay imposes
+        anyway. Both ends of an edge compute the same value.
+        """
+        theirs = np.empty((len(self.neighbors), stats.size))
+        self.dcomm.Neighbor_allgather(np.ascontiguousarray(stats, dtype=float), theirs)
+        pair = 0.5 * (theirs + stats)
+        size = self.ctx.size
+        return np.array([auto_penalty(lam, s, size, consensus=False) for lam, s in pair])
 
     def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
         cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
@@ -51,9 +73,11 @@ class AsyncEngine(Engine):
             except NeighborTimeout as exc:
                 raise RankError(self.ctx.rank, f"layer {layer}: {exc}") from None
         t1 = time.perf_counter()
-        gamma, eta, eps = prob.penalty, cfg.eta, prob.eps
+        eta, eps = cfg.eta, prob.eps
         dm = len(self.neighbors)
-        inv = LocalInverse(prob.Y, gamma * dm, prob.G)
+        gamma = np.broadcast_to(np.asarray(prob.penalty, dtype=float), (dm,))
+        g3 = gamma[:, None, None]
+        inv = LocalInverse(prob.Y, float(gamma.sum()), prob.G)
         t2 = time.perf_counter()
 
         Q, d = prob.B.shape
@@ -102,16 +126,16 @@ class AsyncEngine(Engine):
                 # In place on preallocated buffers: these arrays are d x Q x n.
                 np.add(Z, Zr, out=lam)
                 norms = np.sqrt(np.einsum("kqd,kqd->k", lam, lam)) * (0.5 / gamma)
-                lam *= (-0.5 / gamma) * np.minimum(1.0, radius / np.maximum(norms, 1e-300))[
+                lam *= ((-0.5 / gamma) * np.minimum(1.0, radius / np.maximum(norms, 1e-300)))[
                     :, None, None
                 ]
-                O = inv.apply(B2 + Z.sum(axis=0) + (2.0 * gamma) * lam.sum(axis=0))
+                O = inv.apply(B2 + Z.sum(axis=0) + 2.0 * np.tensordot(gamma, lam, axes=1))
                 lam -= O
-                lam *= eta * gamma
+                lam *= eta * g3
                 Z += lam
             else:
                 O = project_frobenius(inv.apply(B2 - Zr.sum(axis=0)), eps)
-                Z -= eta * ((Z + Zr) / 2.0 + gamma * O)
+                Z -= eta * ((Z + Zr) / 2.0 + g3 * O)
             # A slow node computes slowly, then sends (as in the sync engines).
             self.throttle.after(started)
             for i, n in enumerate(self.neighbors):
@@ -119,7 +143,7 @@ class AsyncEngine(Engine):
         if not np.all(np.isfinite(O)):
             raise RankError(
                 self.ctx.rank,
-                f"layer {layer}: the async ADMM diverged (gamma={gamma:g}, eta={eta:g}); "
+                f"layer {layer}: the async ADMM diverged (gamma={gamma.mean():g}, eta={eta:g}); "
                 "try a gamma closer to the layer's multiplier or a smaller --eta",
             )
         mb.finish_layer(layer)
@@ -136,4 +160,5 @@ class AsyncEngine(Engine):
         }
 
     def close(self) -> None:
+        self.dcomm.Free()
         self.mailbox.free()

@@ -43,7 +43,10 @@ class LayerProblem:
     G: np.ndarray
     B: np.ndarray
     eps: float
-    penalty: float = 1.0  # gamma (async) or rho (sync), the same on every rank
+    # rho (sync, sync-graph): one value, the same on every rank. gamma (async): one
+    # value per neighbour, in the order of graph.neighbors(rank), the same at both
+    # ends of an edge; a scalar means that value on every edge.
+    penalty: float | np.ndarray = 1.0
 
 
 @dataclass
@@ -72,6 +75,16 @@ class Engine:
         """Return this rank's ``O_m`` and stats (``factor_seconds``, ``solve_seconds``,
         ``wait_seconds``, ``activations``, ``puts``, ``bytes_sent``, ``staleness_mean``,
         ``staleness_max``)."""
+        raise NotImplementedError
+
+    def auto_penalty(self, stats: np.ndarray) -> float | np.ndarray:
+        """The ``auto`` penalty of a layer from this rank's ``stats``.
+
+        ``stats`` is ``[lam_m, s_m]``: the node's own multiplier
+        (:func:`dssfn_mpi.solver.local_multiplier`) and the mean nonzero
+        eigenvalue of its ``G_m``. Every engine combines them over the ranks it
+        talks to anyway (see :func:`dssfn_mpi.solver.auto_penalty`).
+        """
         raise NotImplementedError
 
     def close(self) -> None:

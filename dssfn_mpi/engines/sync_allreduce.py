@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from ..solver import LocalInverse, project_frobenius
+from ..solver import LocalInverse, auto_penalty, project_frobenius
 from .base import Engine, LayerProblem, RunContext, Throttle
 
 
@@ -29,9 +29,15 @@ class SyncAllreduceEngine(Engine):
         self.ctx.comm.Allreduce(x, out, op=MPI.SUM)
         out /= self.ctx.size
 
+    def auto_penalty(self, stats: np.ndarray) -> float:
+        """rho from the network means of ``stats``, taken with :meth:`average`."""
+        mean = np.empty_like(stats)
+        self.average(stats, mean)
+        return auto_penalty(mean[0], mean[1], self.ctx.size, consensus=True)
+
     def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
         cfg = self.ctx.cfg
-        rho = prob.penalty
+        rho = float(prob.penalty)
         t1 = time.perf_counter()
         inv = LocalInverse(prob.Y, rho, prob.G)
         t2 = time.perf_counter()
