@@ -53,9 +53,10 @@ class AsyncEngine(Engine):
     def auto_penalty(self, stats: np.ndarray) -> np.ndarray:
         """gamma_mn for each neighbour n from the means of ``stats`` over {m, n}.
 
-        One ``Neighbor_allgather`` of two numbers: the only wait is for the
-        neighbours to reach the same layer, which the bounded delay imposes
-        anyway. Both ends of an edge compute the same value.
+        One ``Neighbor_allgather`` of two numbers, so a rank waits for its
+        neighbours (never anyone else) to reach the layer; under the default
+        bounded delay it would wait for them in its first activations anyway.
+        Both ends of an edge compute the same value.
         """
         theirs = np.empty((len(self.neighbors), stats.size))
         self.dcomm.Neighbor_allgather(np.ascontiguousarray(stats, dtype=float), theirs)

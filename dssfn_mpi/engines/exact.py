@@ -23,10 +23,6 @@ class ExactEngine(Engine):
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
 
-    def auto_penalty(self, stats: np.ndarray) -> float:
-        """No penalty: the central solvers take none (``--mu`` is the authors')."""
-        return float("nan")
-
     def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
         cfg = self.ctx.cfg
         t0 = time.perf_counter()
