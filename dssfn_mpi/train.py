@@ -404,7 +404,7 @@ def _penalty(cfg: TrainConfig, engine: Any, layer: int, Y: np.ndarray, T: np.nda
         return fixed
     # Mean nonzero eigenvalue of G_m: a shard with J_m < d samples has rank J_m.
     stats = np.array([local_multiplier(Y, T, eps), float(np.trace(G)) / min(Y.shape)])
-    return engine.auto_penalty(stats)
+    return engine.auto_penalty(layer, stats)
 
 
 def _layer_arrays(rows: list[list[dict]], checks: dict[str, list]) -> dict[str, np.ndarray]:

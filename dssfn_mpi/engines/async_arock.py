@@ -50,17 +50,29 @@ class AsyncEngine(Engine):
             self.neighbors, self.neighbors, reorder=False
         )
 
-    def auto_penalty(self, stats: np.ndarray) -> np.ndarray:
+    def auto_penalty(self, layer: int, stats: np.ndarray) -> np.ndarray:
         """gamma_mn for each neighbour n from the means of ``stats`` over {m, n}.
 
-        One ``Neighbor_allgather`` of two numbers, so a rank waits for its
+        One neighbourhood allgather of two numbers, so a rank waits for its
         neighbours (never anyone else) to reach the layer; under the default
         bounded delay it would wait for them in its first activations anyway.
+        The wait sleeps, and gives up after ``--timeout`` like every other.
         Both ends of an edge compute the same value.
         """
-        theirs = np.empty((len(self.neighbors), stats.size))
-        self.dcomm.Neighbor_allgather(np.ascontiguousarray(stats, dtype=float), theirs)
-        pair = 0.5 * (theirs + stats)
+        mine = np.ascontiguousarray(stats, dtype=float)
+        theirs = np.empty((len(self.neighbors), mine.size))
+        request = self.dcomm.Ineighbor_allgather(mine, theirs)
+        started, delay = time.perf_counter(), 5e-5
+        while not request.Test():
+            if time.perf_counter() - started > self.ctx.cfg.timeout:
+                raise RankError(
+                    self.ctx.rank,
+                    f"layer {layer}: neighbours did not start it within {self.ctx.cfg.timeout:g} s "
+                    "(a rank died or hangs; see --timeout)",
+                )
+            time.sleep(delay)
+            delay = min(2.0 * delay, 2e-3)
+        pair = 0.5 * (theirs + mine)
         size = self.ctx.size
         return np.array([auto_penalty(lam, s, size, consensus=False) for lam, s in pair])
 

@@ -77,8 +77,8 @@ class Engine:
         ``staleness_max``)."""
         raise NotImplementedError
 
-    def auto_penalty(self, stats: np.ndarray) -> float | np.ndarray:
-        """The ``auto`` penalty of a layer from this rank's ``stats``.
+    def auto_penalty(self, layer: int, stats: np.ndarray) -> float | np.ndarray:
+        """The ``auto`` penalty of ``layer`` from this rank's ``stats``.
 
         ``stats`` is ``[lam_m, s_m]``: the node's own multiplier
         (:func:`dssfn_mpi.solver.local_multiplier`) and the mean nonzero

@@ -29,7 +29,7 @@ class SyncAllreduceEngine(Engine):
         self.ctx.comm.Allreduce(x, out, op=MPI.SUM)
         out /= self.ctx.size
 
-    def auto_penalty(self, stats: np.ndarray) -> float:
+    def auto_penalty(self, layer: int, stats: np.ndarray) -> float:
         """rho from the network means of ``stats``, taken with :meth:`average`."""
         mean = np.empty_like(stats)
         self.average(stats, mean)
