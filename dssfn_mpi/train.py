@@ -27,7 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .config import TrainConfig
-from .engines import LayerProblem, RunContext, make_engine
+from .engines import Engine, LayerProblem, RunContext, make_engine
 from .errors import UserError, require
 from .model import accuracy, hidden_rows, next_features, one_hot, random_matrix
 from .solver import exact_solve, local_multiplier, objective
@@ -389,7 +389,7 @@ def _model_attrs(cfg: TrainConfig, meta: dict, hidden: int, n_features: int,
     }
 
 
-def _penalty(cfg: TrainConfig, engine: Any, layer: int, Y: np.ndarray, T: np.ndarray,
+def _penalty(cfg: TrainConfig, engine: Engine, layer: int, Y: np.ndarray, T: np.ndarray,
              G: np.ndarray, eps: float) -> float | np.ndarray:
     """The layer's ADMM penalty: as configured, or ``auto`` from the data.
 

@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
 import numpy as np
 from mpi4py import MPI
 
 from dssfn_mpi.errors import require
 
-__all__ = ["HEADER_WORDS", "NeighborTimeout", "ZMailbox", "passive_put_check"]
+__all__ = ["HEADER_WORDS", "NeighborTimeout", "ZMailbox", "passive_put_check", "sleep_until"]
 
 # Slot header, int64: the two seqlock counters, then layer, version, number of
 # elements, rows, cols. The float64 data follows.
@@ -49,6 +49,30 @@ _ATTEMPTS = 3
 
 _BACKOFF_MIN = 50e-6
 _BACKOFF_MAX = 10e-3
+
+
+def sleep_until(ready: Callable[[], bool], timeout: float) -> tuple[bool, float]:
+    """Poll ``ready()`` until it is true or ``timeout`` seconds have passed.
+
+    Sleeps between polls with exponential backoff from 50 us to 10 ms instead of
+    spinning, so on an oversubscribed node the CPU goes to ranks that still
+    compute.
+
+    Returns
+    -------
+    (bool, float)
+        Whether ``ready()`` became true, and the seconds waited.
+    """
+    t0 = time.perf_counter()
+    delay = _BACKOFF_MIN
+    while True:
+        waited = time.perf_counter() - t0
+        if ready():
+            return True, waited
+        if waited >= timeout:
+            return False, waited
+        time.sleep(min(delay, max(timeout - waited, 0.0)))
+        delay = min(2 * delay, _BACKOFF_MAX)
 
 
 class GraphLike(Protocol):
@@ -515,10 +539,8 @@ class ZMailbox:
     def wait_neighbors_done(self, layer: int, timeout: float) -> float:
         """Block until every neighbour has announced ``finish_layer(layer)``.
 
-        Sleeps between polls with exponential backoff from 50 us to 10 ms instead
-        of spinning, so on an oversubscribed node the CPU goes to ranks that
-        still compute. No MPI progress is needed: puts into allocated windows
-        complete without the target's help.
+        Sleeps between polls (:func:`sleep_until`). No MPI progress is needed:
+        puts into allocated windows complete without the target's help.
 
         Parameters
         ----------
@@ -537,18 +559,13 @@ class ZMailbox:
         NeighborTimeout
             Naming the neighbours that stayed silent.
         """
-        t0 = time.perf_counter()
-        delay = _BACKOFF_MIN
-        while True:
-            fin = self.finished_layers()
-            silent = tuple(n for n, f in fin.items() if f < layer)
-            waited = time.perf_counter() - t0
-            if not silent:
-                return waited
-            if waited >= timeout:
-                raise NeighborTimeout(layer, silent, waited)
-            time.sleep(min(delay, max(timeout - waited, 0.0)))
-            delay = min(2 * delay, _BACKOFF_MAX)
+        def silent() -> tuple[int, ...]:
+            return tuple(n for n, f in self.finished_layers().items() if f < layer)
+
+        done, waited = sleep_until(lambda: not silent(), timeout)
+        if not done:
+            raise NeighborTimeout(layer, silent(), waited)
+        return waited
 
     # -- bookkeeping ------------------------------------------------------------
 

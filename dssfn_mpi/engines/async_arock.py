@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import RankError
 from ..solver import LocalInverse, auto_penalty, project_frobenius
-from ..transport import NeighborTimeout, ZMailbox
+from ..transport import NeighborTimeout, ZMailbox, sleep_until
 from .base import Engine, LayerProblem, RunContext, Throttle
 
 
@@ -62,16 +62,12 @@ class AsyncEngine(Engine):
         mine = np.ascontiguousarray(stats, dtype=float)
         theirs = np.empty((len(self.neighbors), mine.size))
         request = self.dcomm.Ineighbor_allgather(mine, theirs)
-        started, delay = time.perf_counter(), 5e-5
-        while not request.Test():
-            if time.perf_counter() - started > self.ctx.cfg.timeout:
-                raise RankError(
-                    self.ctx.rank,
-                    f"layer {layer}: neighbours did not start it within {self.ctx.cfg.timeout:g} s "
-                    "(a rank died or hangs; see --timeout)",
-                )
-            time.sleep(delay)
-            delay = min(2.0 * delay, 2e-3)
+        if not sleep_until(request.Test, self.ctx.cfg.timeout)[0]:
+            raise RankError(
+                self.ctx.rank,
+                f"layer {layer}: neighbours did not start it within {self.ctx.cfg.timeout:g} s "
+                "(a rank died or hangs; see --timeout)",
+            )
         pair = 0.5 * (theirs + mine)
         size = self.ctx.size
         return np.array([auto_penalty(lam, s, size, consensus=False) for lam, s in pair])
