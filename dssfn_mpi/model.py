@@ -12,7 +12,9 @@ import numpy as np
 
 __all__ = [
     "accuracy",
+    "forward",
     "hidden_rows",
+    "layer_features",
     "next_features",
     "one_hot",
     "predict",
@@ -77,6 +79,51 @@ def next_features(Y: np.ndarray, O: np.ndarray, R: np.ndarray) -> np.ndarray:
     RY /= norms
     np.maximum(out, 0.0, out=out)
     return out
+
+
+def layer_features(
+    O_prev: np.ndarray, seed: int, layer: int, hidden: int, *Ys: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Features of ``layer`` (>= 1) for each of ``Ys`` (features of ``layer - 1``).
+
+    The one place where the network's next layer is built: ``R_layer`` is drawn
+    once from ``(seed, layer)`` and applied to every feature matrix given (for
+    instance a training shard and the test set).
+
+    Parameters
+    ----------
+    O_prev : ndarray, shape (Q, d)
+        Solution of layer ``layer - 1``.
+    seed : int
+        Run seed shared by every node.
+    layer : int
+        Index of the layer whose features are built (>= 1).
+    hidden : int
+        Hidden width n (> 2Q).
+    *Ys : ndarray, shape (d, J)
+        Features of layer ``layer - 1``.
+
+    Returns
+    -------
+    tuple of ndarray, shape (n, J)
+        One feature matrix per input, in order.
+    """
+    Q, d = O_prev.shape
+    R = random_matrix(seed, layer, hidden_rows(hidden, Q), d)
+    return tuple(next_features(Y, O_prev, R) for Y in Ys)
+
+
+def forward(X: np.ndarray, Os: list[np.ndarray], seed: int, hidden: int):
+    """Yield the features ``Y_0 = X, Y_1, ..., Y_{len(Os)-1}`` of a trained network.
+
+    ``Y_l`` is the input of layer ``l``, whose solution is ``Os[l]``; the last
+    solution is not applied (its output is the prediction ``Os[-1] @ Y``).
+    """
+    Y = X
+    for layer in range(len(Os)):
+        if layer > 0:
+            (Y,) = layer_features(Os[layer - 1], seed, layer, hidden, Y)
+        yield Y
 
 
 def one_hot(y: np.ndarray, n_classes: int) -> np.ndarray:
