@@ -36,8 +36,8 @@ import gzip
 import hashlib
 import http.client
 import os
+import shutil
 import struct
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -49,7 +49,8 @@ from typing import Any, BinaryIO, cast
 
 import numpy as np
 
-from dssfn_mpi.errors import UserError
+from .errors import UserError
+from .fileio import atomic_write
 
 __all__ = [
     "CHECKSUMS",
@@ -923,19 +924,17 @@ class _ChecksumError(Exception):
 
 def _download(url: str, target: Path, expected: str | None, timeout: float) -> None:
     """Stream ``url`` into a temp file next to ``target``; rename if it verifies."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-    tmp = Path(tmp_name)
-    h = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
+
+    def write(tmp: Path) -> None:
+        h = hashlib.sha256()
+        with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
             for chunk in iter(lambda: resp.read(1 << 20), b""):
                 h.update(chunk)
                 out.write(chunk)
         if expected is not None and h.hexdigest() != expected:
             raise _ChecksumError(f"sha256 {h.hexdigest()}, expected {expected}")
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    atomic_write(target, write)
 
 
 def _extract_member(zip_path: Path, member_name: str, target: Path) -> None:
@@ -943,16 +942,12 @@ def _extract_member(zip_path: Path, member_name: str, target: Path) -> None:
         members = [m for m in zf.namelist() if Path(m).name == member_name]
         if not members:
             raise UserError(f"{zip_path}: no {member_name} inside the archive")
-        fd, tmp_name = tempfile.mkstemp(
-            prefix=f".{member_name}.", suffix=".part", dir=target.parent
-        )
-        try:
-            with os.fdopen(fd, "wb") as out, zf.open(members[0]) as src:
-                for chunk in iter(lambda: src.read(1 << 20), b""):
-                    out.write(chunk)
-            os.replace(tmp_name, target)
-        finally:
-            Path(tmp_name).unlink(missing_ok=True)
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as out, zf.open(members[0]) as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+
+        atomic_write(target, write)
 
 
 def fetch(name: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT) -> list[Path]:
