@@ -316,7 +316,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .runlog import format_report
+    from .report import format_report
 
     print(format_report(args.runlog))
     return 0
