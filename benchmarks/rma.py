@@ -237,12 +237,13 @@ def write_rma(path: str | os.PathLike, label: str, res: dict[str, Any]) -> None:
     """Write one measurement as ``/rma/<label>`` of a new HDF5 file, atomically."""
     import h5py
 
+    from dssfn_mpi.fileio import atomic_write
     from dssfn_mpi.runlog import software_versions, utc_now
 
     target = Path(path)
-    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shapes = z_shapes()
-    try:
+
+    def write(tmp: Path) -> None:
         with h5py.File(tmp, "w") as f:
             f.attrs["schema_version"] = 1
             f.attrs["kind"] = "rma"
@@ -279,11 +280,8 @@ def write_rma(path: str | os.PathLike, label: str, res: dict[str, Any]) -> None:
                 sub = cg.create_group(kind)
                 for key, value in chk.items():
                     sub.attrs[key] = "" if value is None else value
-            f.flush()
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    atomic_write(target, write)
 
 
 def main(argv: list[str] | None = None) -> int:
