@@ -11,7 +11,6 @@ returned failures into a non-zero exit status.
 
 from __future__ import annotations
 
-import math
 import os
 import shlex
 import subprocess
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from dssfn_mpi.errors import UserError
+from dssfn_mpi.fmt import percent
 from dssfn_mpi.launch import mpi_env, train_command
 from dssfn_mpi.runlog import append_run, check_output_path, read_runlog
 
@@ -122,10 +122,6 @@ def _record(out: Path, spec: RunSpec, log, meta: dict[str, Any]) -> None:
     append_run(out, spec.group, attrs, {})
 
 
-def _fmt_pct(x: float) -> str:
-    return "-" if not math.isfinite(x) else f"{100 * x:.1f} %"
-
-
 def run_specs(
     specs: Sequence[RunSpec],
     out: Path,
@@ -211,7 +207,7 @@ def run_specs(
             if target_iters and s.iters != target_iters:
                 extra = f" (K={s.iters}; {s.scaled_seconds:.2f} s at K={target_iters})"
             print(f"ok      job {res.seconds:6.1f} s  train {s.train_seconds:7.2f} s{extra}  "
-                  f"test acc {_fmt_pct(s.acc_mean)}", file=stream, flush=True)
+                  f"test acc {percent(s.acc_mean, suffix=' %')}", file=stream, flush=True)
         else:
             failures.append(spec.group)
             print(f"FAILED  job {res.seconds:6.1f} s  {meta['bench_error']}",

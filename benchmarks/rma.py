@@ -21,7 +21,7 @@ n = 2Q + 1000 for Q in {6, 10, 11, 26, 102} (vowel... caltech101), plus an
   2-node graph (8 ``ZMailbox.read`` + 8 ``ZMailbox.put`` of one Z, both
   ranks at once, as in an activation with 8 neighbours) against the compute
   floor of an activation, the bare ``(Q x n) @ (n x n)`` product.
-* ``passive_check``: :func:`dssfn_mpi.transport.passive_put_check` for both
+* ``passive_check``: :func:`dssfn_mpi.rmacheck.passive_put_check` for both
   window kinds (a 1 s sleep on the target).
 
 The layout of the HDF5 file is documented in BENCHMARKS.md ("The /rma group").
@@ -206,7 +206,7 @@ def measure(comm: Any, reps: int = 50, compute_ms: float = 20.0) -> dict[str, An
     from mpi4py import MPI
 
     from dssfn_mpi.errors import require
-    from dssfn_mpi.transport import passive_put_check
+    from dssfn_mpi.rmacheck import passive_put_check
 
     require(comm.Get_size() == 2, "the RMA benchmark runs on exactly 2 ranks: mpirun -n 2 ...")
     compute_s = compute_ms / 1000.0
@@ -237,12 +237,13 @@ def write_rma(path: str | os.PathLike, label: str, res: dict[str, Any]) -> None:
     """Write one measurement as ``/rma/<label>`` of a new HDF5 file, atomically."""
     import h5py
 
+    from dssfn_mpi.fileio import atomic_write
     from dssfn_mpi.runlog import software_versions, utc_now
 
     target = Path(path)
-    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     shapes = z_shapes()
-    try:
+
+    def write(tmp: Path) -> None:
         with h5py.File(tmp, "w") as f:
             f.attrs["schema_version"] = 1
             f.attrs["kind"] = "rma"
@@ -279,11 +280,8 @@ def write_rma(path: str | os.PathLike, label: str, res: dict[str, Any]) -> None:
                 sub = cg.create_group(kind)
                 for key, value in chk.items():
                     sub.attrs[key] = "" if value is None else value
-            f.flush()
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    atomic_write(target, write)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,7 +11,6 @@ Each job writes a temporary file; the groups are merged into ``--out`` as
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -40,10 +39,10 @@ def rma_command(out: Path, reps: int, label: str, launcher: str | None) -> list[
 
 def _merge(parts: list[tuple[str, Path | None, str]], out: Path) -> None:
     """Copy each part's ``/rma/<label>`` into a new ``out`` (atomic replace)."""
+    from dssfn_mpi.fileio import atomic_write
     from dssfn_mpi.runlog import utc_now
 
-    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
-    try:
+    def write(tmp: Path) -> None:
         with h5py.File(tmp, "w") as f:
             f.attrs["schema_version"] = 1
             f.attrs["kind"] = "rma"
@@ -58,10 +57,8 @@ def _merge(parts: list[tuple[str, Path | None, str]], out: Path) -> None:
                     g = root.create_group(label)
                     g.attrs["status"] = "failed"
                     g.attrs["error"] = error
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+
+    atomic_write(out, write)
 
 
 def run_rma_bench(p: Preset, out: Path, launcher: str | None, dry_run: bool) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from dssfn_mpi.fmt import MISSING, number
 from dssfn_mpi.runlog import RunLog
 
 from .summary import summarize
@@ -99,9 +100,7 @@ def _secs(row: dict | None) -> str:
 
 
 def _rel(row: dict | None) -> str:
-    if row is None or not row["seeds"] or not math.isfinite(row["rel_distance"]):
-        return "-"
-    return f"{row['rel_distance']:.1e}"
+    return MISSING if row is None or not row["seeds"] else number(row["rel_distance"], ".1e")
 
 
 def table2_markdown(runs: Mapping[str, RunLog]) -> str:

@@ -3,22 +3,14 @@ next to the figures as ``<bench>.md``). Definitions in :mod:`benchmarks.summary`
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
+from dssfn_mpi.fmt import number, percent
 from dssfn_mpi.runlog import RunLog
 
 from .summary import RunSummary, summarize
 
 __all__ = ["straggler_markdown", "sweep_markdown"]
-
-
-def _f(x: float, spec: str = ".2f") -> str:
-    return "-" if not math.isfinite(x) else format(x, spec)
-
-
-def _pct(x: float) -> str:
-    return "-" if not math.isfinite(x) else f"{100 * x:.1f}"
 
 
 def _ok(runs: Mapping[str, RunLog]) -> dict[str, RunLog]:
@@ -58,13 +50,14 @@ def sweep_markdown(runs: Mapping[str, RunLog], bench: str) -> str:
                 accs.append("-")
                 continue
             scaled = s.iters != int(runs[s.name].attrs.get("bench_target_iters", s.iters))
-            times.append(_f(s.scaled_seconds) + "*" if scaled else _f(s.train_seconds))
-            accs.append(_pct(s.acc_mean) + ("*" if scaled else ""))
+            times.append(number(s.scaled_seconds, ".2f") + "*" if scaled
+                         else number(s.train_seconds, ".2f"))
+            accs.append(percent(s.acc_mean) + ("*" if scaled else ""))
         lines.append(f"| {v:g} | " + " | ".join(times) + " | " + " | ".join(accs) + " |")
     if central is not None:
         lines.append("")
-        lines.append(f"central (1 process, exact): {_f(central.train_seconds)} s, "
-                     f"{_pct(central.acc_mean)} %")
+        lines.append(f"central (1 process, exact): {number(central.train_seconds, '.2f')} s, "
+                     f"{percent(central.acc_mean)} %")
     if any(s.iters != int(runs[s.name].attrs.get("bench_target_iters", s.iters))
            for s in cells.values()):
         lines.append("")
@@ -92,7 +85,8 @@ def straggler_markdown(runs: Mapping[str, RunLog]) -> str:
         ranks = a.get("bench_slow_ranks", "") or "-"
         lines.append(
             f"| {a.get('bench_pattern')} ({ranks}) | {float(a.get('bench_factor', 1)):g} "
-            f"| {a.get('bench_mode')} | {_f(s.train_seconds)} | {_f(s.median_rank_seconds)} "
-            f"| {_f(s.wait_seconds)} | {_f(s.rel_distance, '.1e')} | {_pct(s.acc_mean)} |"
+            f"| {a.get('bench_mode')} | {number(s.train_seconds, '.2f')} "
+            f"| {number(s.median_rank_seconds, '.2f')} | {number(s.wait_seconds, '.2f')} "
+            f"| {number(s.rel_distance, '.1e')} | {percent(s.acc_mean)} |"
         )
     return "\n".join(lines)

@@ -5,7 +5,7 @@ asynchronous engine gains no synchronisation from it): its output matrices
 ``O_0 .. O_l``, its per-layer log rows and, on rank 0, the equivalence rows.
 Features are recomputed from the data and the saved ``O``'s on resume (cheap,
 deterministic), and the random blocks come from the shared seed, so nothing
-else is needed. Writes are atomic (temporary file, then rename).
+else is needed. Writes are atomic (:func:`dssfn_mpi.fileio.atomic_write`).
 
 Layout: ``RUN.h5.ckpt/config.json`` (the run's settings, written by rank 0)
 and ``RUN.h5.ckpt/rank-00012.npz``.
@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from .errors import UserError
+from .fileio import atomic_write
+from .fileio import remove_stale_temporaries as remove_stale_temporaries  # re-export
 
 __all__ = [
     "RankCheckpoint",
@@ -38,25 +40,12 @@ def checkpoint_dir(out: str | os.PathLike) -> Path:
     return Path(str(out) + ".ckpt")
 
 
-def _atomic_write(path: Path, write) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def save_config(out: str | os.PathLike, config: dict[str, Any], nodes: int) -> None:
     """Record the run's settings beside its checkpoints (rank 0, once)."""
     d = checkpoint_dir(out)
     d.mkdir(exist_ok=True)
     payload = json.dumps({"nodes": nodes, "config": config}, indent=1).encode()
-    _atomic_write(d / "config.json", lambda f: f.write(payload))
+    atomic_write(d / "config.json", lambda tmp: tmp.write_bytes(payload))
 
 
 def load_config(out: str | os.PathLike) -> tuple[dict[str, Any], int]:
@@ -74,16 +63,15 @@ def load_config(out: str | os.PathLike) -> tuple[dict[str, Any], int]:
         raise UserError(f"--resume {out}: {path} is damaged ({exc})") from None
 
 
-def remove_stale_temporaries(out: str | os.PathLike) -> None:
-    """Delete temporary files a killed writer left beside ``out`` (never ``out`` itself)."""
-    target = Path(out)
-    for tmp in target.parent.glob(f"{target.name}.tmp-*"):
-        tmp.unlink(missing_ok=True)
-
-
 def remove(out: str | os.PathLike) -> None:
     """Delete the checkpoints once the run log is complete."""
     shutil.rmtree(checkpoint_dir(out), ignore_errors=True)
+
+
+def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    # Through a file object: given a path, np.savez would append ".npz" to the temp name.
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
 
 
 class RankCheckpoint:
@@ -99,7 +87,7 @@ class RankCheckpoint:
         arrays.update({f"stat_{k}": np.asarray(v, dtype=float) for k, v in stats.items()})
         arrays.update({f"check_{k}": np.asarray(v) for k, v in checks.items() if v})
         self.path.parent.mkdir(exist_ok=True)
-        _atomic_write(self.path, lambda f: np.savez(f, **arrays))
+        atomic_write(self.path, lambda tmp: _savez(tmp, arrays))
 
     def load(self) -> tuple[list[np.ndarray], dict[str, list], dict[str, list]]:
         """Saved ``O``'s, stats rows and (rank 0) equivalence rows; empty if none."""

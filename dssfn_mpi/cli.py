@@ -64,7 +64,7 @@ def _finish_user_error(message: str) -> None:
     must have printed before anyone exits; a bounded non-blocking barrier
     orders that without risking a hang if the error was not collective.
     """
-    import time
+    from .waiting import sleep_until
 
     world = _mpi_world()
     if world is None and _launched_size() > 1:
@@ -73,14 +73,8 @@ def _finish_user_error(message: str) -> None:
         print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
     if world is None or world.Get_size() == 1:
         return
-    request = world.Ibarrier()
-    deadline = time.monotonic() + 30.0
-    delay = 1e-4
-    while not request.Test():
-        if time.monotonic() > deadline:  # not every rank failed: end the job
-            world.Abort(EXIT_USER_ERROR)
-        time.sleep(delay)
-        delay = min(2 * delay, 0.05)
+    if not sleep_until(world.Ibarrier().Test, 30.0, max_delay=0.05).ready:
+        world.Abort(EXIT_USER_ERROR)  # not every rank failed: end the job
 
 
 def _add_train_args(p: argparse.ArgumentParser) -> None:
@@ -316,7 +310,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .runlog import format_report
+    from .report import format_report
 
     print(format_report(args.runlog))
     return 0

@@ -26,18 +26,22 @@ Files
 -----
 Files live in ``<data_dir>/<dataset>/`` (as in ``shared/data``) or directly
 in ``<data_dir>``; :func:`find_data_dir` says where ``data_dir`` comes from.
-Each file with a published sha256 (table :data:`CHECKSUMS`) is verified
-before it is parsed, unless ``verify=False`` is passed explicitly.
+Each dataset is one :class:`DatasetSpec` record in :data:`REGISTRY` (its
+files, their published sha256 and download addresses, its loader and
+options); :data:`DATASETS`, :data:`CHECKSUMS` and :data:`URLS` are derived
+from it. Each file with a published sha256 is verified before it is parsed,
+unless ``verify=False`` is passed explicitly.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import http.client
 import os
+import shutil
 import struct
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -45,73 +49,36 @@ import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, BinaryIO, cast
 
 import numpy as np
 
-from dssfn_mpi.errors import UserError
+from .errors import UserError
+from .fileio import atomic_write
 
 __all__ = [
     "CHECKSUMS",
     "DATASETS",
+    "REGISTRY",
     "URLS",
     "Dataset",
+    "DatasetSpec",
+    "SourceFile",
     "fetch",
     "find_data_dir",
     "load_dataset",
 ]
 
-DATASETS: tuple[str, ...] = (
-    "digits",
-    "synthetic",
-    "vowel",
-    "satimage",
-    "letter",
-    "mnist",
-    "norb",
-    "caltech101",
-)
-
 ENV_DATA_DIR = "DSSFN_DATA_DIR"
+
+FETCH_TIMEOUT = 60.0  # seconds per connection attempt
 
 _NORB_TRAIN_DAT = "smallnorb-5x46789x9x18x6x2x96x96-training-dat.mat"
 _NORB_TRAIN_CAT = "smallnorb-5x46789x9x18x6x2x96x96-training-cat.mat"
 _NORB_TEST_DAT = "smallnorb-5x01235x9x18x6x2x96x96-testing-dat.mat"
 _NORB_TEST_CAT = "smallnorb-5x01235x9x18x6x2x96x96-testing-cat.mat"
 _CALTECH_MAT = "spatialpyramidfeatures4caltech101.mat"
-
-# sha256 of every known file, keyed by file name. None = no published value
-# was found, so the file is used without verification.
-CHECKSUMS: dict[str, str | None] = {
-    # ESL vowel (Hastie et al.); values published for the ESL URLs.
-    "vowel.train": "6285d72a3ec5af71286e6e0a778b836c229e3c41d6e0c2076294ee671e3ed9fb",
-    "vowel.test": "94720047d8e1d1f485b882347ad20b9b62fd04b080c855e23a10a4804e886f1b",
-    # UCI Statlog (Landsat Satellite).
-    "sat.trn": "e896dc88a960fa2404160fc4c3cb3dc53fcf4afd80ba920bf2d261bd42d12613",
-    "sat.tst": "4b9167b8a92baafafed7c8809aef86d0683a5e685c19d98d119fa6974f0f2479",
-    # UCI Letter Recognition. The .names file is documentation only (not
-    # loaded); its value is the shared/data copy's, not a published one.
-    "letter-recognition.data": "2b89f3602cf768d3c8355267d2f13f2417809e101fc2b5ceee10db19a60de6e2",
-    "letter-recognition.names": "128b85adc32bd58a93ed6e1df136b1d7c636f85f290ba3db655ccaa19c86d324",
-    # MNIST (LeCun, Cortes, Burges), the four official .gz files.
-    "train-images-idx3-ubyte.gz": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",  # noqa: E501
-    "train-labels-idx1-ubyte.gz": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",  # noqa: E501
-    "t10k-images-idx3-ubyte.gz": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
-    "t10k-labels-idx1-ubyte.gz": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
-    # small NORB: the .mat.gz values are the ones TensorFlow Datasets publishes
-    # for the NYU URLs (tensorflow_datasets/url_checksums/smallnorb.txt). No
-    # published value exists for the uncompressed .mat files: not verified.
-    _NORB_TRAIN_DAT + ".gz": "5ffd6272a07d32695ee1082a26a41a93a37aab8c28da047f8c34ed348d214873",
-    _NORB_TRAIN_CAT + ".gz": "2784e542c1922060691090952b6cd6278879a216c90f81476f0f00256d42cdaa",
-    _NORB_TEST_DAT + ".gz": "cf7104eed3e51174d2f65b66d1e5878b9da233b886f161b0d88f4510ba2c7474",
-    _NORB_TEST_CAT + ".gz": "ecaf6d5bb8c3bc5eab9cf0258f6d2198dd474e016e374836fc097f2e5ff509ff",
-    _NORB_TRAIN_DAT: None,
-    _NORB_TRAIN_CAT: None,
-    _NORB_TEST_DAT: None,
-    _NORB_TEST_CAT: None,
-    # LC-KSVD Caltech101 features: no published checksum found; not verified.
-    _CALTECH_MAT: None,
-}
 
 _ESL = "https://web.stanford.edu/~hastie/ElemStatLearn/datasets/"
 _ESL_NEW = "https://hastie.su.domains/ElemStatLearn/datasets/"  # same site, new domain
@@ -121,65 +88,75 @@ _MNIST_MIRROR = "https://ossci-datasets.s3.amazonaws.com/mnist/"  # torchvision'
 _NORB = "https://cs.nyu.edu/~ylclab/data/norb-v1.0-small/"
 _LCKSVD = "http://www.umiacs.umd.edu/~zhuolin/LCKSVD/features/"
 
-# Download URLs per file, official first. Mirrors are safe to try because
-# every download is checked against CHECKSUMS before it is kept.
-URLS: dict[str, tuple[str, ...]] = {
-    "vowel.train": (_ESL + "vowel.train", _ESL_NEW + "vowel.train"),
-    "vowel.test": (_ESL + "vowel.test", _ESL_NEW + "vowel.test"),
-    "sat.trn": (_UCI + "statlog/satimage/sat.trn",),
-    "sat.tst": (_UCI + "statlog/satimage/sat.tst",),
-    "letter-recognition.data": (_UCI + "letter-recognition/letter-recognition.data",),
-    **{
-        f: (_LECUN + f, _MNIST_MIRROR + f)
-        for f in (
-            "train-images-idx3-ubyte.gz",
-            "train-labels-idx1-ubyte.gz",
-            "t10k-images-idx3-ubyte.gz",
-            "t10k-labels-idx1-ubyte.gz",
-        )
-    },
-    **{
-        f + ".gz": (_NORB + f + ".gz",)
-        for f in (_NORB_TRAIN_DAT, _NORB_TRAIN_CAT, _NORB_TEST_DAT, _NORB_TEST_CAT)
-    },
-    # A zip holding spatialpyramidfeatures4caltech101/<the .mat>.
-    _CALTECH_MAT: (_LCKSVD + "spatialpyramidfeatures4caltech101.zip",),
-}
 
-# Files each file-based dataset needs, in the order they are looked for.
-_FILES: dict[str, tuple[str, ...]] = {
-    "vowel": ("vowel.train", "vowel.test"),
-    "satimage": ("sat.trn", "sat.tst"),
-    "letter": ("letter-recognition.data",),
-    "mnist": (
-        "train-images-idx3-ubyte.gz",
-        "train-labels-idx1-ubyte.gz",
-        "t10k-images-idx3-ubyte.gz",
-        "t10k-labels-idx1-ubyte.gz",
-    ),
-    "norb": (_NORB_TRAIN_DAT, _NORB_TRAIN_CAT, _NORB_TEST_DAT, _NORB_TEST_CAT),
-    "caltech101": (_CALTECH_MAT,),
-}
+@dataclass(frozen=True)
+class SourceFile:
+    """One published file a dataset is read from.
 
-# Sub-folders searched under data_dir (the first one is where fetch writes);
-# the second names are the folders the original archives unpack to.
-_SUBDIRS: dict[str, tuple[str, ...]] = {
-    "vowel": ("vowel",),
-    "satimage": ("satimage",),
-    "letter": ("letter",),
-    "mnist": ("mnist",),
-    "norb": ("norb", "smallnorb"),
-    "caltech101": ("caltech101", "spatialpyramidfeatures4caltech101"),
-}
+    Attributes
+    ----------
+    name : str
+        The file the loader reads (its key in the loader's ``paths``).
+    sha256 : str or None
+        Published sha256 of the file as downloaded; None when no value is
+        published (the file is then used unverified).
+    urls : tuple of str
+        Where to download it, official first. Mirrors are safe to try because
+        every download must match ``sha256`` before it is kept. A URL ending
+        in ``.zip`` is an archive holding the file.
+    gzipped : bool
+        Published as ``name + ".gz"`` (what is downloaded and verified); an
+        unpacked ``name`` is accepted too, unverified.
+    """
 
-_SYNTHETIC_DEFAULTS: dict[str, int] = {
-    "n_features": 20,
-    "n_classes": 5,
-    "n_train": 2000,
-    "n_test": 500,
-}
+    name: str
+    sha256: str | None
+    urls: tuple[str, ...] = ()
+    gzipped: bool = False
 
-FETCH_TIMEOUT = 60.0  # seconds per connection attempt
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """Names the file may have on disk, the downloaded (verifiable) one first."""
+        return (self.name + ".gz", self.name) if self.gzipped else (self.name,)
+
+
+#: Signature of a loader: ``(paths, seed, options) -> Dataset``, where ``paths``
+#: maps each :attr:`SourceFile.name` of the dataset to the file found on disk.
+Loader = Callable[[Mapping[str, Path], int, Mapping[str, object]], "Dataset"]
+
+
+@dataclass(frozen=True, eq=False)
+class DatasetSpec:
+    """Everything known about one dataset: the one record it is defined by.
+
+    Attributes
+    ----------
+    name : str
+        Name accepted by :func:`load_dataset`, :func:`fetch` and ``--dataset``.
+    description : str
+        One line: what the data are, the split, ``P`` and ``Q``.
+    loader : Loader
+        Reads, checks and normalises the files into a :class:`Dataset`.
+    files : tuple of SourceFile
+        The files the loader needs (none for bundled or generated data).
+    folders : tuple of str
+        Sub-folders of the data directory searched (then the directory
+        itself); :func:`fetch` writes to the first. The others are the
+        folders the original archives unpack to.
+    options : mapping of str to int
+        Extra keyword options of :func:`load_dataset` and their defaults.
+    documentation : tuple of SourceFile
+        Published files that only document the data: checksummed, never
+        loaded or fetched.
+    """
+
+    name: str
+    description: str
+    loader: Loader
+    files: tuple[SourceFile, ...] = ()
+    folders: tuple[str, ...] = ()
+    options: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    documentation: tuple[SourceFile, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -311,15 +288,8 @@ def find_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
     return None
 
 
-def _variants(filename: str) -> tuple[str, ...]:
-    """Names a required file may have on disk, preferred (verifiable) first."""
-    if filename.startswith("smallnorb-"):
-        return (filename + ".gz", filename)
-    return (filename,)
-
-
-def _missing_message(dataset: str, filename: str, root: Path | None) -> str:
-    variants = _variants(filename)
+def _missing_message(spec: DatasetSpec, file: SourceFile, root: Path | None) -> str:
+    dataset, variants = spec.name, file.variants
     shown = variants[0] if len(variants) == 1 else f"{variants[0]} (or {variants[1]})"
     sha = CHECKSUMS.get(variants[0])
     sha_txt = f"sha256 {sha}" if sha else "no published sha256"
@@ -332,7 +302,7 @@ def _missing_message(dataset: str, filename: str, root: Path | None) -> str:
             f"{ENV_DATA_DIR}, and no ../shared/data)"
         )
     else:
-        where = f"not found in {root / _SUBDIRS[dataset][0]} or {root}"
+        where = f"not found in {root / spec.folders[0]} or {root}"
     return (
         f"{dataset}: file {shown} ({sha_txt}) {where}; get it from {url} "
         f"or run `dssfn-mpi data fetch {dataset} --dest DIR`, then pass --data-dir DIR "
@@ -340,15 +310,15 @@ def _missing_message(dataset: str, filename: str, root: Path | None) -> str:
     )
 
 
-def _locate(dataset: str, filename: str, root: Path | None) -> Path:
-    """Path of ``filename`` under ``root/<subdir>/`` or ``root/``."""
+def _locate(spec: DatasetSpec, file: SourceFile, root: Path | None) -> Path:
+    """Path of ``file`` under ``root/<folder>/`` or ``root/``."""
     if root is not None:
-        dirs = [root / sub for sub in _SUBDIRS[dataset]] + [root]
+        dirs = [root / sub for sub in spec.folders] + [root]
         for d in dirs:
-            for name in _variants(filename):
+            for name in file.variants:
                 if (d / name).is_file():
                     return d / name
-    raise UserError(_missing_message(dataset, filename, root))
+    raise UserError(_missing_message(spec, file, root))
 
 
 # In-process cache of computed digests, keyed by (path, mtime_ns, size), so a
@@ -521,7 +491,7 @@ def _integer_labels(values: np.ndarray, allowed: Mapping[int, int], path: Path) 
 # --------------------------------------------------------------------------
 
 
-def _load_digits(seed: int) -> Dataset:
+def _load_digits(paths: Mapping[str, Path], seed: int, options: Mapping[str, object]) -> Dataset:
     from sklearn.datasets import load_digits  # slow import; only when asked for
 
     bunch = load_digits()
@@ -532,13 +502,15 @@ def _load_digits(seed: int) -> Dataset:
 
 
 def _positive_int(options: Mapping[str, object], key: str) -> int:
-    value = options.get(key, _SYNTHETIC_DEFAULTS[key])
+    value = options[key]  # load_dataset fills in the defaults
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise UserError(f"synthetic: {key} must be a positive integer, got {value!r}")
     return int(value)
 
 
-def _load_synthetic(seed: int, options: Mapping[str, object]) -> Dataset:
+def _load_synthetic(
+    paths: Mapping[str, Path], seed: int, options: Mapping[str, object]
+) -> Dataset:
     """Seeded classes that a linear model separates only partly.
 
     Each class is a mixture of 3 Gaussian blobs (so classes are not convex),
@@ -574,7 +546,9 @@ def _load_synthetic(seed: int, options: Mapping[str, object]) -> Dataset:
 # --------------------------------------------------------------------------
 
 
-def _load_vowel(paths: Mapping[str, Path], seed: int) -> Dataset:
+def _load_vowel(
+    paths: Mapping[str, Path], seed: int, options: Mapping[str, object]
+) -> Dataset:
     header = ["row.names", "y"] + [f"x.{i}" for i in range(1, 11)]
     parts = []
     for fname, n_rows in (("vowel.train", 528), ("vowel.test", 462)):
@@ -590,7 +564,9 @@ def _load_vowel(paths: Mapping[str, Path], seed: int) -> Dataset:
     return _make("vowel", A_tr, y_tr, A_te, y_te, 11)
 
 
-def _load_satimage(paths: Mapping[str, Path], seed: int) -> Dataset:
+def _load_satimage(
+    paths: Mapping[str, Path], seed: int, options: Mapping[str, object]
+) -> Dataset:
     labels = {1: 0, 2: 1, 3: 2, 4: 3, 5: 4, 7: 5}  # class 6 ("mixture") is absent
     parts = []
     for fname, n_rows in (("sat.trn", 4435), ("sat.tst", 2000)):
@@ -606,7 +582,9 @@ def _load_satimage(paths: Mapping[str, Path], seed: int) -> Dataset:
     return _make("satimage", A_tr, y_tr, A_te, y_te, 6)
 
 
-def _load_letter(paths: Mapping[str, Path], seed: int) -> Dataset:
+def _load_letter(
+    paths: Mapping[str, Path], seed: int, options: Mapping[str, object]
+) -> Dataset:
     path = paths["letter-recognition.data"]
     rows, numbers = _read_text_rows(path, 17, ",")
     letters = [r[0].strip() for r in rows]
@@ -654,7 +632,9 @@ def _read_idx(path: Path, magic: int, shape: tuple[int, ...]) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8, offset=head).reshape(shape)
 
 
-def _load_mnist(paths: Mapping[str, Path], seed: int) -> Dataset:
+def _load_mnist(
+    paths: Mapping[str, Path], seed: int, options: Mapping[str, object]
+) -> Dataset:
     out = []
     for prefix, n in (("train", 60000), ("t10k", 10000)):
         img_path = paths[f"{prefix}-images-idx3-ubyte.gz"]
@@ -740,7 +720,9 @@ def _read_norb_dat(path: Path) -> np.ndarray:
     return out
 
 
-def _load_norb(paths: Mapping[str, Path], seed: int) -> Dataset:
+def _load_norb(
+    paths: Mapping[str, Path], seed: int, options: Mapping[str, object]
+) -> Dataset:
     parts = []
     for dat, cat in ((_NORB_TRAIN_DAT, _NORB_TRAIN_CAT), (_NORB_TEST_DAT, _NORB_TEST_CAT)):
         y = _read_norb_cat(paths[cat])
@@ -802,7 +784,9 @@ def _read_mat(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
     }
 
 
-def _load_caltech101(paths: Mapping[str, Path], seed: int) -> Dataset:
+def _load_caltech101(
+    paths: Mapping[str, Path], seed: int, options: Mapping[str, object]
+) -> Dataset:
     """LC-KSVD Caltech101 features; 6000/3000 random split.
 
     The published file has 9144 samples (P=3000, Q=102); the paper draws
@@ -832,13 +816,172 @@ def _load_caltech101(paths: Mapping[str, Path], seed: int) -> Dataset:
     return _make("caltech101", A_tr, y[tr], A_te, y[te], onehot.shape[0])
 
 
-_LOADERS: dict[str, Callable[[Mapping[str, Path], int], Dataset]] = {
-    "vowel": _load_vowel,
-    "satimage": _load_satimage,
-    "letter": _load_letter,
-    "mnist": _load_mnist,
-    "norb": _load_norb,
-    "caltech101": _load_caltech101,
+# --------------------------------------------------------------------------
+# the registry: one record per dataset
+# --------------------------------------------------------------------------
+
+
+def _mnist_file(name: str, sha256: str) -> SourceFile:
+    return SourceFile(name, sha256, (_LECUN + name, _MNIST_MIRROR + name))
+
+
+def _norb_file(name: str, sha256_gz: str) -> SourceFile:
+    # The sha256 values of the .mat.gz files are the ones TensorFlow Datasets
+    # publishes for the NYU URLs (tensorflow_datasets/url_checksums/smallnorb.txt).
+    return SourceFile(name, sha256_gz, (_NORB + name + ".gz",), gzipped=True)
+
+
+_SPECS = (
+    DatasetSpec(
+        "digits",
+        "scikit-learn's bundled 8x8 digits; 1200/597 random split, P=64, Q=10",
+        _load_digits,
+    ),
+    DatasetSpec(
+        "synthetic",
+        "seeded Gaussian-mixture classes with a nonlinear warp; sizes are options",
+        _load_synthetic,
+        options={"n_features": 20, "n_classes": 5, "n_train": 2000, "n_test": 500},
+    ),
+    DatasetSpec(
+        "vowel",
+        "Deterding vowel data, ESL version; 528/462 fixed split, P=10, Q=11",
+        _load_vowel,
+        files=tuple(
+            SourceFile(name, sha256, (_ESL + name, _ESL_NEW + name))
+            for name, sha256 in (
+                ("vowel.train", "6285d72a3ec5af71286e6e0a778b836c229e3c41d6e0c2076294ee671e3ed9fb"),
+                ("vowel.test", "94720047d8e1d1f485b882347ad20b9b62fd04b080c855e23a10a4804e886f1b"),
+            )
+        ),
+        folders=("vowel",),
+    ),
+    DatasetSpec(
+        "satimage",
+        "UCI Statlog (Landsat Satellite); 4435/2000 fixed split, P=36, Q=6",
+        _load_satimage,
+        files=(
+            SourceFile(
+                "sat.trn",
+                "e896dc88a960fa2404160fc4c3cb3dc53fcf4afd80ba920bf2d261bd42d12613",
+                (_UCI + "statlog/satimage/sat.trn",),
+            ),
+            SourceFile(
+                "sat.tst",
+                "4b9167b8a92baafafed7c8809aef86d0683a5e685c19d98d119fa6974f0f2479",
+                (_UCI + "statlog/satimage/sat.tst",),
+            ),
+        ),
+        folders=("satimage",),
+    ),
+    DatasetSpec(
+        "letter",
+        "UCI Letter Recognition; 13333/6667 random split, P=16, Q=26",
+        _load_letter,
+        files=(
+            SourceFile(
+                "letter-recognition.data",
+                "2b89f3602cf768d3c8355267d2f13f2417809e101fc2b5ceee10db19a60de6e2",
+                (_UCI + "letter-recognition/letter-recognition.data",),
+            ),
+        ),
+        folders=("letter",),
+        # Its value is that of the team's copy, not a published one.
+        documentation=(
+            SourceFile(
+                "letter-recognition.names",
+                "128b85adc32bd58a93ed6e1df136b1d7c636f85f290ba3db655ccaa19c86d324",
+            ),
+        ),
+    ),
+    DatasetSpec(
+        "mnist",
+        "MNIST handwritten digits (the four official IDX files); 60000/10000 fixed split, "
+        "P=784, Q=10",
+        _load_mnist,
+        files=(
+            _mnist_file(
+                "train-images-idx3-ubyte.gz",
+                "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+            ),
+            _mnist_file(
+                "train-labels-idx1-ubyte.gz",
+                "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+            ),
+            _mnist_file(
+                "t10k-images-idx3-ubyte.gz",
+                "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+            ),
+            _mnist_file(
+                "t10k-labels-idx1-ubyte.gz",
+                "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+            ),
+        ),
+        folders=("mnist",),
+    ),
+    DatasetSpec(
+        "norb",
+        "small NORB, stereo pairs 2x96x96 averaged to 2x32x32; 24300/24300 fixed split, "
+        "P=2048, Q=5",
+        _load_norb,
+        files=(
+            _norb_file(
+                _NORB_TRAIN_DAT, "5ffd6272a07d32695ee1082a26a41a93a37aab8c28da047f8c34ed348d214873"
+            ),
+            _norb_file(
+                _NORB_TRAIN_CAT, "2784e542c1922060691090952b6cd6278879a216c90f81476f0f00256d42cdaa"
+            ),
+            _norb_file(
+                _NORB_TEST_DAT, "cf7104eed3e51174d2f65b66d1e5878b9da233b886f161b0d88f4510ba2c7474"
+            ),
+            _norb_file(
+                _NORB_TEST_CAT, "ecaf6d5bb8c3bc5eab9cf0258f6d2198dd474e016e374836fc097f2e5ff509ff"
+            ),
+        ),
+        folders=("norb", "smallnorb"),
+    ),
+    DatasetSpec(
+        "caltech101",
+        "Caltech101 spatial-pyramid features of LC-KSVD (Jiang et al., CVPR 2011); "
+        "6000/3000 random split, P=3000, Q=102",
+        _load_caltech101,
+        # No published checksum was found: the file is used unverified. The URL
+        # is a zip holding spatialpyramidfeatures4caltech101/<the .mat>.
+        files=(
+            SourceFile(
+                _CALTECH_MAT, None, (_LCKSVD + "spatialpyramidfeatures4caltech101.zip",)
+            ),
+        ),
+        folders=("caltech101", "spatialpyramidfeatures4caltech101"),
+    ),
+)
+
+#: Every dataset, by name, in the order they are listed to users.
+REGISTRY: Mapping[str, DatasetSpec] = MappingProxyType({spec.name: spec for spec in _SPECS})
+
+#: The dataset names.
+DATASETS: tuple[str, ...] = tuple(REGISTRY)
+
+
+def _checksum_index() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for spec in REGISTRY.values():
+        for file in (*spec.files, *spec.documentation):
+            out[file.variants[0]] = file.sha256
+            for unpacked in file.variants[1:]:
+                out[unpacked] = None  # no value is published for an unpacked copy
+    return out
+
+
+# Indexes by file name, derived from REGISTRY. Verification and downloads look
+# files up here, so a test (or a site with a local mirror) can patch one entry.
+
+#: sha256 of every known file name on disk; None = none published, not verified.
+CHECKSUMS: dict[str, str | None] = _checksum_index()
+
+#: Download URLs of every file :func:`fetch` downloads, official first.
+URLS: dict[str, tuple[str, ...]] = {
+    f.variants[0]: f.urls for spec in REGISTRY.values() for f in spec.files
 }
 
 
@@ -847,11 +990,11 @@ _LOADERS: dict[str, Callable[[Mapping[str, Path], int], Dataset]] = {
 # --------------------------------------------------------------------------
 
 
-def _check_name(name: str) -> str:
+def _spec(name: str) -> DatasetSpec:
     key = str(name).strip().lower()
-    if key not in DATASETS:
+    if key not in REGISTRY:
         raise UserError(f"unknown dataset {name!r}; valid names: {', '.join(DATASETS)}")
-    return key
+    return REGISTRY[key]
 
 
 def load_dataset(
@@ -876,8 +1019,9 @@ def load_dataset(
     **options
         ``verify`` (bool, default True): check each file's sha256 against
         :data:`CHECKSUMS`; ``verify=False`` is the only way to skip it.
-        ``synthetic`` also takes ``n_features`` (20), ``n_classes`` (5),
-        ``n_train`` (2000) and ``n_test`` (500).
+        The dataset's own options (:attr:`DatasetSpec.options`): ``synthetic``
+        takes ``n_features`` (20), ``n_classes`` (5), ``n_train`` (2000) and
+        ``n_test`` (500).
 
     Returns
     -------
@@ -890,31 +1034,29 @@ def load_dataset(
         Unknown name or option, missing file, checksum mismatch, or a file
         that is truncated, malformed or holds NaN/inf.
     """
-    key = _check_name(name)
+    spec = _spec(name)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise UserError(f"seed must be a non-negative integer, got {seed!r}")
-    seed = int(seed)
-    allowed = {"verify"} | (set(_SYNTHETIC_DEFAULTS) if key == "synthetic" else set())
+    allowed = {"verify", *spec.options}
     unknown = sorted(set(options) - allowed)
     if unknown:
         raise UserError(
-            f"{key}: unknown option(s) {', '.join(unknown)}; valid: {', '.join(sorted(allowed))}"
+            f"{spec.name}: unknown option(s) {', '.join(unknown)}; "
+            f"valid: {', '.join(sorted(allowed))}"
         )
     verify = options.pop("verify", True)
     if not isinstance(verify, (bool, np.bool_)):
         raise UserError(f"verify must be True or False, got {verify!r}")
 
-    if key == "digits":
-        return _load_digits(seed)
-    if key == "synthetic":
-        return _load_synthetic(seed, options)
-
-    root = find_data_dir(data_dir)
-    paths = {f: _locate(key, f, root) for f in _FILES[key]}  # all missing-file errors first
-    if verify:
-        for path in paths.values():
-            _verify(key, path)
-    return _LOADERS[key](paths, seed)
+    paths: dict[str, Path] = {}
+    if spec.files:
+        root = find_data_dir(data_dir)
+        # Locate every file first, so all missing-file errors come before any parsing.
+        paths = {f.name: _locate(spec, f, root) for f in spec.files}
+        if verify:
+            for path in paths.values():
+                _verify(spec.name, path)
+    return spec.loader(paths, int(seed), {**spec.options, **options})
 
 
 class _ChecksumError(Exception):
@@ -923,19 +1065,17 @@ class _ChecksumError(Exception):
 
 def _download(url: str, target: Path, expected: str | None, timeout: float) -> None:
     """Stream ``url`` into a temp file next to ``target``; rename if it verifies."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
-    tmp = Path(tmp_name)
-    h = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
+
+    def write(tmp: Path) -> None:
+        h = hashlib.sha256()
+        with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
             for chunk in iter(lambda: resp.read(1 << 20), b""):
                 h.update(chunk)
                 out.write(chunk)
         if expected is not None and h.hexdigest() != expected:
             raise _ChecksumError(f"sha256 {h.hexdigest()}, expected {expected}")
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    atomic_write(target, write)
 
 
 def _extract_member(zip_path: Path, member_name: str, target: Path) -> None:
@@ -943,16 +1083,12 @@ def _extract_member(zip_path: Path, member_name: str, target: Path) -> None:
         members = [m for m in zf.namelist() if Path(m).name == member_name]
         if not members:
             raise UserError(f"{zip_path}: no {member_name} inside the archive")
-        fd, tmp_name = tempfile.mkstemp(
-            prefix=f".{member_name}.", suffix=".part", dir=target.parent
-        )
-        try:
-            with os.fdopen(fd, "wb") as out, zf.open(members[0]) as src:
-                for chunk in iter(lambda: src.read(1 << 20), b""):
-                    out.write(chunk)
-            os.replace(tmp_name, target)
-        finally:
-            Path(tmp_name).unlink(missing_ok=True)
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as out, zf.open(members[0]) as src:
+                shutil.copyfileobj(src, out, 1 << 20)
+
+        atomic_write(target, write)
 
 
 def fetch(name: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT) -> list[Path]:
@@ -985,51 +1121,50 @@ def fetch(name: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT) ->
         No network / unreachable server, or a download whose checksum differs
         from the published one.
     """
-    key = _check_name(name)
-    if key not in _FILES:
+    spec = _spec(name)
+    if not spec.files:
         return []
-    out_dir = Path(dest).expanduser() / _SUBDIRS[key][0]
+    out_dir = Path(dest).expanduser() / spec.folders[0]
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create {out_dir} ({exc}); choose another --dest") from None
-    results: list[Path] = []
-    for required in _FILES[key]:
-        fname = _variants(required)[0]  # download the verifiable variant
-        target = out_dir / fname
-        expected = CHECKSUMS.get(fname)
-        if target.is_file() and (expected is None or _digest(target) == expected):
-            results.append(target)
-            continue
-        errors: list[str] = []
-        for url in URLS[fname]:
-            try:
-                if url.endswith(".zip"):
-                    zip_target = out_dir / Path(url).name
-                    _download(url, zip_target, None, timeout)
-                    _extract_member(zip_target, fname, target)
-                    zip_target.unlink(missing_ok=True)
-                else:
-                    _download(url, target, expected, timeout)
-                break
-            except _ChecksumError as exc:
-                errors.append(f"{url}: {exc}")
-            except (
-                OSError,
-                urllib.error.URLError,
-                http.client.HTTPException,
-                zipfile.BadZipFile,
-            ) as exc:
-                errors.append(f"{url}: {exc}")
-        else:
-            if any("sha256" in e for e in errors):
-                raise UserError(
-                    f"downloaded {fname} but its checksum is wrong ({'; '.join(errors)}); "
-                    f"copy a good copy by hand into {out_dir}"
-                )
-            raise UserError(
-                f"could not download {fname} ({'; '.join(errors)}) (no network?) — "
-                f"copy the files by hand into {out_dir}"
-            )
-        results.append(target)
-    return results
+    return [_fetch_file(file, out_dir, timeout) for file in spec.files]
+
+
+def _fetch_file(file: SourceFile, out_dir: Path, timeout: float) -> Path:
+    """Download one file into ``out_dir`` unless a verified copy is there; return its path."""
+    fname = file.variants[0]  # download the verifiable variant
+    target = out_dir / fname
+    expected = CHECKSUMS.get(fname)
+    if target.is_file() and (expected is None or _digest(target) == expected):
+        return target
+    errors: list[str] = []
+    for url in URLS[fname]:
+        try:
+            if url.endswith(".zip"):
+                zip_target = out_dir / Path(url).name
+                _download(url, zip_target, None, timeout)
+                _extract_member(zip_target, fname, target)
+                zip_target.unlink(missing_ok=True)
+            else:
+                _download(url, target, expected, timeout)
+            return target
+        except _ChecksumError as exc:
+            errors.append(f"{url}: {exc}")
+        except (
+            OSError,
+            urllib.error.URLError,
+            http.client.HTTPException,
+            zipfile.BadZipFile,
+        ) as exc:
+            errors.append(f"{url}: {exc}")
+    if any("sha256" in e for e in errors):
+        raise UserError(
+            f"downloaded {fname} but its checksum is wrong ({'; '.join(errors)}); "
+            f"copy a good copy by hand into {out_dir}"
+        )
+    raise UserError(
+        f"could not download {fname} ({'; '.join(errors)}) (no network?) — "
+        f"copy the files by hand into {out_dir}"
+    )

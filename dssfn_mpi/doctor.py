@@ -11,7 +11,7 @@ import os
 
 from mpi4py import MPI
 
-from dssfn_mpi.transport import passive_put_check
+from .rmacheck import passive_put_check
 
 __all__ = ["doctor_report"]
 
@@ -66,7 +66,7 @@ def doctor_report(comm: MPI.Intracomm) -> str:
     ----------
     comm : mpi4py.MPI.Intracomm
         Communicator to inspect; with two or more ranks the report includes
-        :func:`dssfn_mpi.transport.passive_put_check` (takes about one second).
+        :func:`dssfn_mpi.rmacheck.passive_put_check` (takes about one second).
 
     Returns
     -------

@@ -19,6 +19,7 @@ import numpy as np
 
 from .datasets import Dataset
 from .errors import UserError, require
+from .fileio import atomic_write
 from .model import accuracy, hidden_rows, next_features, random_matrix
 
 __all__ = ["Model", "evaluate_model", "load_model", "save_model"]
@@ -34,10 +35,9 @@ class Model:
 
 def save_model(path: str | os.PathLike, attrs: dict[str, Any],
                nodes: list[list[np.ndarray]]) -> None:
-    """Write a model file atomically (temporary file, then rename)."""
-    path = Path(path)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    try:
+    """Write a model file atomically (:func:`dssfn_mpi.fileio.atomic_write`)."""
+
+    def write(tmp: Path) -> None:
         with h5py.File(tmp, "w") as f:
             for key, value in attrs.items():
                 f.attrs[key] = value
@@ -45,10 +45,8 @@ def save_model(path: str | os.PathLike, attrs: dict[str, Any],
                 g = f.create_group(f"node_{m:05d}")
                 for i, O in enumerate(Os):
                     g.create_dataset(f"O_{i:02d}", data=O)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+
+    atomic_write(path, write)
 
 
 def load_model(path: str | os.PathLike) -> Model:

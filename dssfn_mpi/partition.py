@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from dssfn_mpi.errors import UserError, require
+from .errors import UserError, require
 
 SCHEMES = ("uniform", "stratified", "dirichlet:ALPHA")
 

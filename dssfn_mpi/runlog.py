@@ -8,6 +8,8 @@ layers done so far (``complete = False`` until the last write).
 The schema is public and versioned; ``docs/RUNLOG.md`` describes it. Additive
 changes keep :data:`SCHEMA_VERSION`; renames and removals bump it.
 
+The summary table printed by ``dssfn-mpi report`` is :mod:`dssfn_mpi.report`.
+
 The run log observes and never steers: nothing here talks to MPI, and
 ``mpi4py`` is only consulted (never imported) for its version strings.
 """
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import math
 import os
 import platform
 import shlex
@@ -30,7 +31,8 @@ from typing import Any, Union
 import h5py
 import numpy as np
 
-from dssfn_mpi.errors import UserError
+from .errors import UserError
+from .fileio import atomic_write
 
 __all__ = [
     "ATTRIBUTES",
@@ -41,7 +43,7 @@ __all__ = [
     "RunLog",
     "append_run",
     "check_output_path",
-    "format_report",
+    "is_sweep",
     "read_runlog",
     "read_sweep",
     "software_versions",
@@ -237,32 +239,6 @@ def _open(path: PathLike, mode: str) -> h5py.File:
         return h5py.File(path, mode, locking=False)
     except (TypeError, ValueError):  # h5py/HDF5 too old for the locking option
         return h5py.File(path, mode)
-
-
-def _temp_path(path: Path) -> Path:
-    return path.with_name(f"{path.name}.tmp-{os.getpid()}")
-
-
-def _fsync_path(path: Path, directory: bool = False) -> None:
-    # Durability against power loss; the rename alone already protects against kill -9.
-    flags = os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if directory else 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems do not support fsync on directories
-    finally:
-        os.close(fd)
-
-
-def _remove_quietly(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
 
 
 def _exists_message(path: PathLike) -> str:
@@ -548,12 +524,6 @@ def _write_run(group: h5py.Group, prep: _Prepared) -> None:
         _write_dataset(g_extra, name, data)
 
 
-def _atomic_replace(tmp: Path, target: Path) -> None:
-    _fsync_path(tmp)
-    os.replace(tmp, target)
-    _fsync_path(target.parent, directory=True)
-
-
 def write_runlog(
     path: PathLike,
     attrs: dict[str, Any],
@@ -606,15 +576,12 @@ def write_runlog(
     target = Path(path)
     prep = _prepare(attrs, layers, ranks, extra)  # fail before touching the disk
     check_output_path(target, overwrite)
-    tmp = _temp_path(target)
-    try:
+
+    def write(tmp: Path) -> None:
         with _open(tmp, "w") as f:
             _write_run(f, prep)
-            f.flush()
-        _atomic_replace(tmp, target)
-    except BaseException:
-        _remove_quietly(tmp)
-        raise
+
+    atomic_write(target, write)
 
 
 def check_output_path(path: PathLike, overwrite: bool) -> None:
@@ -833,6 +800,28 @@ def read_sweep(path: PathLike) -> dict[str, RunLog]:
         return {name: _read_run(runs[name], f"{path}:/runs/{name}") for name in runs}
 
 
+def is_sweep(path: PathLike) -> bool:
+    """Whether ``path`` is a sweep file (read it with :func:`read_sweep`).
+
+    Parameters
+    ----------
+    path
+        A run log or sweep file.
+
+    Returns
+    -------
+    bool
+        True for a sweep file, False for anything else HDF5 (a run log).
+
+    Raises
+    ------
+    UserError
+        As for :func:`read_runlog`: missing file, a directory, not HDF5.
+    """
+    with _open_for_reading(path) as f:
+        return bool(f.attrs.get("kind") == "sweep")
+
+
 def _check_sweep_root(f: h5py.File, source: str) -> None:
     attrs = {name: _attr_value(value) for name, value in f.attrs.items()}
     _check_version(attrs, source)
@@ -887,8 +876,8 @@ def append_run(
                 raise UserError(
                     f"{target} already holds run {group_name!r}; choose another output file"
                 )
-    tmp = _temp_path(target)
-    try:
+
+    def write(tmp: Path) -> None:
         if exists:
             shutil.copyfile(target, tmp)
         with _open(tmp, "a" if exists else "w") as f:
@@ -898,137 +887,5 @@ def append_run(
                 f.create_group("runs", track_order=True)  # keep append order
             f.attrs["write_time"] = utc_now()
             _write_run(f["runs"].create_group(group_name), prep)
-            f.flush()
-        _atomic_replace(tmp, target)
-    except BaseException:
-        _remove_quietly(tmp)
-        raise
 
-
-# --------------------------------------------------------------------------- report
-
-
-def _finite(values: np.ndarray) -> np.ndarray:
-    arr = np.asarray(values, dtype=np.float64).ravel()
-    return arr[np.isfinite(arr)]
-
-
-def _stat(values: np.ndarray, how: str) -> float:
-    """NaN-tolerant statistic; NaN if nothing was measured."""
-    arr = _finite(values)
-    if arr.size == 0:
-        return math.nan
-    funcs = {"min": np.min, "max": np.max, "mean": np.mean, "median": np.median, "sum": np.sum}
-    return float(funcs[how](arr))
-
-
-def _fmt(value: float, spec: str) -> str:
-    return "-" if not math.isfinite(value) else format(value, spec)
-
-
-def _pct(value: float) -> str:
-    return _fmt(100.0 * value, ".2f")
-
-
-def _hdr(value: Any) -> str:
-    if value is None or value == "" or (_is_int(value) and value == -1):
-        return "-"
-    return str(value)
-
-
-def format_report(path_or_runlog: PathLike | RunLog) -> str:
-    """Summarise a run log as a plain-text table (``dssfn-mpi report RUN.h5``).
-
-    One header block, one row per layer (median and max total time over ranks,
-    median solve time, max relative distance to the exact solution, max
-    objective gap, min/mean/max test accuracy in percent, mean staleness) and a
-    final line with the total time (sum over layers of the slowest rank) and
-    the final layer's test accuracy. Values that were not measured print as
-    ``-``. A sweep file gives one such block per run.
-
-    Parameters
-    ----------
-    path_or_runlog
-        A run log or sweep file path, or a :class:`RunLog`.
-
-    Returns
-    -------
-    str
-        The report, lines separated by ``\\n``, without a trailing newline.
-    """
-    if isinstance(path_or_runlog, RunLog):
-        return _format_run(path_or_runlog)
-    with _open_for_reading(path_or_runlog) as f:
-        is_sweep = f.attrs.get("kind") == "sweep"
-    if not is_sweep:
-        return _format_run(read_runlog(path_or_runlog))
-    runs = read_sweep(path_or_runlog)
-    if not runs:
-        return f"sweep {path_or_runlog}: no runs"
-    return "\n\n".join(f"== run {name} ==\n{_format_run(run)}" for name, run in runs.items())
-
-
-def _format_run(run: RunLog) -> str:
-    a = run.attrs
-    rows = run.layers_done
-    expected = a.get("layers", -1)
-    expected_rows = expected + 1 if _is_int(expected) and expected >= 0 else None
-    done = f"{rows}/{expected_rows}" if expected_rows is not None else str(rows)
-    lines = [
-        f"run log: {run.source or '-'}",
-        f"mode {_hdr(a.get('mode'))}  update {_hdr(a.get('update'))}  "
-        f"dataset {_hdr(a.get('dataset'))}  M {_hdr(a.get('nodes'))}  "
-        f"topology {_hdr(a.get('topology'))}  degree {_hdr(a.get('degree'))}",
-        f"layers {_hdr(a.get('layers'))}  hidden {_hdr(a.get('hidden'))}  "
-        f"iters {_hdr(a.get('iters'))}  complete {'yes' if run.complete else 'no'}  "
-        f"(layers done {done})",
-    ]
-    if rows == 0:
-        lines.append("no layers recorded")
-        return "\n".join(lines)
-
-    cols = [
-        ("layer", 5),
-        ("t_med[s]", 9),
-        ("t_max[s]", 9),
-        ("solve_med[s]", 12),
-        ("max rel_dist", 12),
-        ("max obj_gap", 12),
-        ("cost", 10),
-        ("train acc[%]", 12),
-        ("test acc min/mean/max [%]", 25),
-        ("stale", 6),
-    ]
-    lines.append("  ".join(name.rjust(width) for name, width in cols))
-    L = run.layers
-    layer_max_time = []
-    for l in range(rows):
-        t_max = _stat(L["total_seconds"][l], "max")
-        layer_max_time.append(t_max)
-        acc = L["test_accuracy"][l]
-        cells = [
-            str(l),
-            _fmt(_stat(L["total_seconds"][l], "median"), ".3f"),
-            _fmt(t_max, ".3f"),
-            _fmt(_stat(L["solve_seconds"][l], "median"), ".3f"),
-            _fmt(_stat(L["rel_distance"][l], "max"), ".3e"),
-            _fmt(_stat(L["objective_gap"][l], "max"), ".3e"),
-            _fmt(_stat(L["train_cost"][l], "sum"), ".4g"),
-            _pct(_stat(L["train_accuracy"][l], "mean")),
-            "/".join(_pct(_stat(acc, how)) for how in ("min", "mean", "max")),
-            _fmt(_stat(L["staleness_mean"][l], "mean"), ".2f"),
-        ]
-        lines.append("  ".join(c.rjust(width) for c, (_n, width) in zip(cells, cols)))
-
-    timed = [t for t in layer_max_time if math.isfinite(t)]
-    total = _fmt(sum(timed), ".3f") if timed else "-"
-    if timed and len(timed) < rows:
-        total += f" ({rows - len(timed)} layer(s) without timing)"
-    final = L["test_accuracy"][rows - 1]
-    lines.append(
-        f"total time {total} s (sum over layers of the slowest rank); "
-        f"final layer {rows - 1} test accuracy min/mean/max "
-        + "/".join(_pct(_stat(final, how)) for how in ("min", "mean", "max"))
-        + " %"
-    )
-    return "\n".join(lines)
+    atomic_write(target, write)

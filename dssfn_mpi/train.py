@@ -29,6 +29,7 @@ import numpy as np
 from .config import TrainConfig
 from .engines import Engine, LayerProblem, RunContext, make_engine
 from .errors import UserError, require
+from .fmt import number as _fmt
 from .model import accuracy, hidden_rows, next_features, one_hot, random_matrix
 from .solver import exact_solve, local_multiplier, objective
 
@@ -458,10 +459,6 @@ def _attrs(cfg, graph, meta, hidden, eps, command_line, start_time, hostnames) -
         "blas_threads": os.environ.get("OMP_NUM_THREADS", ""),
         **software_versions(),
     }
-
-
-def _fmt(x: float, spec: str) -> str:
-    return "-" if x is None or not np.isfinite(x) else format(x, spec)
 
 
 def _progress_line(cfg, layer, table, checks, quiet) -> None:

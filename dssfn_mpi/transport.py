@@ -9,7 +9,8 @@ Two facts measured on our machines shape this module (``shared/NOTES-mpi.md``):
 
 * Only MPI-*allocated* windows (``Win.Allocate``) are truly passive: a put into a
   ``Win.Create`` window over user memory completes only when the target next
-  enters MPI, which defeats the point. :func:`passive_put_check` tests this.
+  enters MPI, which defeats the point. :func:`dssfn_mpi.rmacheck.passive_put_check`
+  tests this.
 * Windows use the unified memory model, so a reader can see a half-written Z
   while a put is in flight. Reads are therefore validated by a *seqlock*: every
   slot has one writer, which brackets each write with two counters, and the
@@ -26,16 +27,16 @@ except :meth:`ZMailbox.wait_neighbors_done`, which sleeps.
 
 from __future__ import annotations
 
-import time
 from types import TracebackType
-from typing import Any, Callable, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 from mpi4py import MPI
 
-from dssfn_mpi.errors import require
+from .errors import require
+from .waiting import sleep_until
 
-__all__ = ["HEADER_WORDS", "NeighborTimeout", "ZMailbox", "passive_put_check", "sleep_until"]
+__all__ = ["HEADER_WORDS", "NeighborTimeout", "ZMailbox"]
 
 # Slot header, int64: the two seqlock counters, then layer, version, number of
 # elements, rows, cols. The float64 data follows.
@@ -46,34 +47,6 @@ _WORD = 8  # every entry is 8 bytes, so disp_unit=8 and everything stays aligned
 # Copies of one slot tried per read before falling back to the last consistent
 # value: the first try and two retries. Retries are immediate, never a wait.
 _ATTEMPTS = 3
-
-_BACKOFF_MIN = 50e-6
-_BACKOFF_MAX = 10e-3
-
-
-def sleep_until(ready: Callable[[], bool], timeout: float) -> tuple[bool, float]:
-    """Poll ``ready()`` until it is true or ``timeout`` seconds have passed.
-
-    Sleeps between polls with exponential backoff from 50 us to 10 ms instead of
-    spinning, so on an oversubscribed node the CPU goes to ranks that still
-    compute.
-
-    Returns
-    -------
-    (bool, float)
-        Whether ``ready()`` became true, and the seconds waited.
-    """
-    t0 = time.perf_counter()
-    delay = _BACKOFF_MIN
-    while True:
-        waited = time.perf_counter() - t0
-        if ready():
-            return True, waited
-        if waited >= timeout:
-            return False, waited
-        time.sleep(min(delay, max(timeout - waited, 0.0)))
-        delay = min(2 * delay, _BACKOFF_MAX)
-
 
 class GraphLike(Protocol):
     """What :class:`ZMailbox` needs from ``dssfn_mpi.topology.Graph``."""
@@ -539,7 +512,7 @@ class ZMailbox:
     def wait_neighbors_done(self, layer: int, timeout: float) -> float:
         """Block until every neighbour has announced ``finish_layer(layer)``.
 
-        Sleeps between polls (:func:`sleep_until`). No MPI progress is needed:
+        Sleeps between polls (:func:`dssfn_mpi.waiting.sleep_until`). No MPI progress is needed:
         puts into allocated windows complete without the target's help.
 
         Parameters
@@ -624,110 +597,3 @@ class ZMailbox:
             except MPI.Exception:
                 pass
             self._drop_views()
-
-
-def passive_put_check(
-    comm: MPI.Intracomm, sleep: float = 1.0, allocate: bool = True, nbytes: int = 1 << 20
-) -> dict[str, Any]:
-    """Does a put complete while its target sits outside MPI? (collective)
-
-    Rank 0 sleeps in ``time.sleep`` for ``sleep`` seconds, making no MPI call,
-    while rank 1 does ``Put`` (``nbytes``) + ``Flush`` into rank 0's window
-    inside a ``Lock_all(MODE_NOCHECK)`` epoch, as :meth:`ZMailbox.put` does, and
-    times it — IMB-RMA's "truly passive put". Other ranks only take part in the
-    collectives.
-
-    Parameters
-    ----------
-    comm : mpi4py.MPI.Intracomm
-        At least 2 ranks.
-    sleep : float
-        Seconds rank 0 stays out of MPI.
-    allocate : bool
-        True: ``Win.Allocate`` (what :class:`ZMailbox` uses). False:
-        ``Win.Create`` over a numpy buffer, which stalls on plain Open MPI and
-        fails at once with ``OMPI_MCA_osc=sm``; a failure is reported, not raised.
-    nbytes : int
-        Size of the put.
-
-    Returns
-    -------
-    dict
-        The same on every rank: ``put_seconds`` (nan on error), ``sleep_seconds``,
-        ``passive`` (``put_seconds < 0.25 * sleep``), ``data_ok`` (rank 0 saw
-        the data after waking), ``allocate``, ``nbytes`` and ``error`` (None or
-        the MPI error text).
-    """
-    require(comm.Get_size() >= 2, "the passive-put check needs at least 2 MPI ranks")
-    rank = comm.Get_rank()
-    words = max(nbytes // _WORD, 1)
-    mine = words if rank == 0 else 1
-    win: MPI.Win | None = None
-    local: np.ndarray | None = None
-    error: str | None = None
-    try:
-        if allocate:
-            win = MPI.Win.Allocate(mine * _WORD, _WORD, comm=comm)
-        else:
-            local = np.zeros(mine, dtype=np.float64)
-            win = MPI.Win.Create(local, _WORD, comm=comm)
-    except MPI.Exception as e:
-        error = str(e).strip()
-    # Agree on failure everywhere so no rank goes on into a collective alone.
-    errors = comm.allgather(error)
-    error = next((e for e in errors if e is not None), None)
-    if error is not None:
-        if win is not None:  # created here but failed elsewhere: cannot free collectively
-            win = None
-        return {
-            "put_seconds": float("nan"),
-            "sleep_seconds": 0.0,
-            "passive": False,
-            "data_ok": False,
-            "allocate": allocate,
-            "nbytes": words * _WORD,
-            "error": error,
-        }
-    assert win is not None
-    payload = np.arange(words, dtype=np.float64) + 0.5
-    if rank == 0:
-        win.Lock(0, MPI.LOCK_EXCLUSIVE)
-        view = np.frombuffer(win.tomemory(), dtype=np.float64, count=words)
-        view[:] = 0.0
-        del view
-        win.Unlock(0)
-    comm.Barrier()
-    win.Lock_all(MPI.MODE_NOCHECK)  # ZMailbox's epoch: no lock taken
-    put_seconds = float("nan")
-    sleep_seconds = 0.0
-    if rank == 0:
-        t0 = time.perf_counter()
-        time.sleep(sleep)
-        sleep_seconds = time.perf_counter() - t0
-    elif rank == 1:
-        time.sleep(min(0.1 * sleep, 0.1))  # be sure rank 0 is already asleep
-        t0 = time.perf_counter()
-        win.Put(payload, 0, 0)
-        win.Flush(0)
-        put_seconds = time.perf_counter() - t0
-    comm.Barrier()
-    data_ok = False
-    if rank == 0:
-        win.Sync()
-        view = np.frombuffer(win.tomemory(), dtype=np.float64, count=words)
-        data_ok = bool(np.array_equal(view, payload))
-        del view
-    win.Unlock_all()
-    put_seconds = comm.bcast(put_seconds, root=1)
-    sleep_seconds, data_ok = comm.bcast((sleep_seconds, data_ok), root=0)
-    win.Free()
-    del local
-    return {
-        "put_seconds": put_seconds,
-        "sleep_seconds": sleep_seconds,
-        "passive": bool(put_seconds < 0.25 * sleep),
-        "data_ok": data_ok,
-        "allocate": allocate,
-        "nbytes": words * _WORD,
-        "error": None,
-    }

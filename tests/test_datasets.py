@@ -781,10 +781,45 @@ def test_fetch_bundled_and_unknown(tmp_path: Path) -> None:
 
 
 def test_every_file_has_a_checksum_entry_and_url() -> None:
-    for name, files in ds._FILES.items():
-        for f in files:
-            for variant in ds._variants(f):
+    for name, spec in ds.REGISTRY.items():
+        assert spec.name == name
+        assert bool(spec.files) == bool(spec.folders), name  # fetch needs a folder
+        for f in spec.files:
+            for variant in f.variants:
                 assert variant in CHECKSUMS, (name, variant)
-            assert ds._variants(f)[0] in ds.URLS, (name, f)
+            assert f.variants[0] in ds.URLS, (name, f)
+            assert ds.URLS[f.variants[0]] == f.urls and f.urls, (name, f)
     for value in CHECKSUMS.values():
         assert value is None or (len(value) == 64 and int(value, 16) >= 0)
+
+
+def test_registry_is_the_one_source() -> None:
+    assert tuple(ds.REGISTRY) == DATASETS
+    # Each published value in the index is the record's, and only unpacked
+    # copies of gzipped files (no published value) are unverified extras.
+    files = [f for spec in ds.REGISTRY.values() for f in (*spec.files, *spec.documentation)]
+    assert {f.variants[0]: f.sha256 for f in files} == {
+        k: v for k, v in CHECKSUMS.items() if not any(k in f.variants[1:] for f in files)
+    }
+    assert {k for k, v in CHECKSUMS.items() if v is None} == {
+        *(f.name for f in files if f.gzipped),
+        *(f.variants[0] for f in files if f.sha256 is None),
+    }
+    # data/README.md lists every published value (and where none was found).
+    readme = (Path(__file__).resolve().parents[1] / "data" / "README.md").read_text()
+    for f in files:
+        assert f"`{f.variants[0]}`" in readme, f.name
+        if f.sha256 is not None:
+            assert f.sha256 in readme, f.name
+    with pytest.raises(TypeError):
+        ds.REGISTRY["vowel"] = ds.REGISTRY["mnist"]  # type: ignore[index]
+
+
+def test_dataset_options_come_from_the_record() -> None:
+    d = load_dataset("synthetic", seed=1, n_train=40, n_test=10)
+    defaults = ds.REGISTRY["synthetic"].options
+    assert (d.n_features, d.n_classes, d.n_train, d.n_test) == (
+        defaults["n_features"], defaults["n_classes"], 40, 10
+    )
+    with pytest.raises(UserError, match="n_features"):
+        load_dataset("digits", n_features=3)

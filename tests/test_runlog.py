@@ -26,7 +26,7 @@ from dssfn_mpi.runlog import (
     RunLog,
     append_run,
     check_output_path,
-    format_report,
+    is_sweep,
     read_runlog,
     read_sweep,
     write_runlog,
@@ -434,95 +434,6 @@ def test_read_fills_fields_missing_from_older_writer(tmp_path: Path) -> None:
     assert np.isnan(rl.layers["consensus_spread"]).all()
 
 
-# --------------------------------------------------------------------------- report
-
-
-def report_layers() -> dict[str, np.ndarray]:
-    nan = np.nan
-    return {
-        "total_seconds": np.array([[1.0, 2.0, 4.0], [0.5, 0.5, 3.0]]),
-        "solve_seconds": np.array([[0.5, 1.0, 1.5], [0.25, 0.25, 0.25]]),
-        "rel_distance": np.array([[1e-2, 3e-2, 2e-2], [nan, nan, nan]]),
-        "objective_gap": np.array([[1e-4, 5e-4, 2e-4], [1e-6, 1e-6, 2e-6]]),
-        "test_accuracy": np.array([[0.9, 0.8, 0.85], [0.95, 0.9, 0.925]]),
-        "staleness_mean": np.array([[0.0, 1.0, 2.0], [nan, 3.0, nan]]),
-        "train_cost": np.array([[10.0, 20.0, 30.0], [nan, nan, nan]]),
-        "train_accuracy": np.array([[0.5, 0.6, 0.7], [0.9, 0.9, 0.9]]),
-    }
-
-
-def test_format_report_numbers(tmp_path: Path) -> None:
-    path = tmp_path / "run.h5"
-    attrs = {
-        "mode": "async",
-        "update": "arock",
-        "dataset": "digits",
-        "nodes": M,
-        "topology": "ring",
-        "degree": 2,
-        "layers": 2,
-        "hidden": 50,
-        "iters": 200,
-    }
-    write_runlog(path, attrs, report_layers())
-    text = format_report(path)
-    lines = text.splitlines()
-    header = "\n".join(lines[:3])
-    for expected in [
-        "mode async",
-        "update arock",
-        "dataset digits",
-        "M 3",
-        "topology ring",
-        "degree 2",
-        "layers 2",
-        "hidden 50",
-        "iters 200",
-        "complete no",
-        "layers done 2/3",
-    ]:
-        assert expected in header
-    rows = {ln.split()[0]: ln.split() for ln in lines if re.match(r"\s+\d+\s", ln)}
-    assert rows["0"] == [
-        "0",
-        "2.000",
-        "4.000",
-        "1.000",
-        "3.000e-02",
-        "5.000e-04",
-        "60",
-        "60.00",
-        "80.00/85.00/90.00",
-        "1.00",
-    ]
-    assert rows["1"] == [
-        "1",
-        "0.500",
-        "3.000",
-        "0.250",
-        "-",
-        "2.000e-06",
-        "-",
-        "90.00",
-        "90.00/92.50/95.00",
-        "3.00",
-    ]
-    assert lines[-1].startswith("total time 7.000 s")
-    assert lines[-1].endswith("final layer 1 test accuracy min/mean/max 90.00/92.50/95.00 %")
-    # the same from a RunLog object
-    assert format_report(read_runlog(path)).splitlines()[3:] == lines[3:]
-
-
-def test_format_report_all_nan_and_empty(tmp_path: Path) -> None:
-    path = tmp_path / "run.h5"
-    write_runlog(path, {"nodes": 2}, {"gamma": np.ones((1, 2))})
-    text = format_report(path)
-    assert "total time - s" in text and "min/mean/max -/-/- %" in text
-    empty = tmp_path / "empty.h5"
-    write_runlog(empty, {"nodes": 2}, {})
-    assert "no layers recorded" in format_report(empty)
-
-
 # --------------------------------------------------------------------------- sweeps
 
 
@@ -547,7 +458,7 @@ def test_append_run_read_sweep_round_trip(tmp_path: Path) -> None:
             np.testing.assert_array_equal(rl.layers[field], arr)
         np.testing.assert_array_equal(rl.ranks["degree"], [2, 2, 2])
     assert tmp_leftovers(tmp_path) == []
-    assert format_report(path).count("== run ") == 2
+    assert is_sweep(path)
     with pytest.raises(UserError, match="read_sweep"):
         read_runlog(path)
 
@@ -568,6 +479,7 @@ def test_append_run_errors_and_atomicity(tmp_path: Path, monkeypatch: pytest.Mon
 
     single = tmp_path / "run.h5"
     write_runlog(single, {}, {"gamma": np.ones((1, M))})
+    assert not is_sweep(single)
     with pytest.raises(UserError, match="not a sweep file"):
         append_run(single, "a", {}, {"gamma": np.ones((1, M))})
     with pytest.raises(UserError, match="not a sweep file"):

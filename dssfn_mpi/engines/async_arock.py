@@ -28,12 +28,14 @@ uses it so that no rank needs anything from beyond its neighbours.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 
 from ..errors import RankError
 from ..solver import LocalInverse, auto_penalty, project_frobenius
-from ..transport import NeighborTimeout, ZMailbox, sleep_until
+from ..transport import NeighborTimeout, ZMailbox
+from ..waiting import sleep_until
 from .base import Engine, LayerProblem, RunContext, Throttle
 
 
@@ -102,26 +104,16 @@ class AsyncEngine(Engine):
         lead_wait = 0.0
         radius = np.sqrt(eps)
         for k in range(cfg.iters):
-            backoff, episode = 5e-5, 0.0
-            while True:
-                # A neighbour that has not written yet reads as 0.
-                mb.read_all(layer, Zr, versions)
-                # Bounded delay (ARock's assumption): at most max_lead activations
-                # ahead of the slowest neighbour. Only this rank's own window is read.
-                if cfg.max_lead is None or k <= versions.min() + cfg.max_lead:
-                    break
-                tw = time.perf_counter()
-                time.sleep(backoff)
-                backoff = min(2.0 * backoff, 2e-3)
-                slept = time.perf_counter() - tw
-                lead_wait += slept
-                episode += slept
-                if episode > cfg.timeout:  # one wait this long: a neighbour is gone
-                    raise RankError(
-                        self.ctx.rank,
-                        f"layer {layer}: neighbours wrote nothing for {cfg.timeout:g} s "
-                        "(a rank died or hangs; see --timeout)",
-                    )
+            # Short sleeps (<= 2 ms): a neighbour's next put is usually well under 1 ms away.
+            ready, waited = sleep_until(partial(self._caught_up, layer, k, Zr, versions),
+                                        cfg.timeout, max_delay=2e-3)
+            lead_wait += waited
+            if not ready:  # one wait this long: a neighbour is gone
+                raise RankError(
+                    self.ctx.rank,
+                    f"layer {layer}: neighbours wrote nothing for {cfg.timeout:g} s "
+                    "(a rank died or hangs; see --timeout)",
+                )
             started = time.perf_counter()
             new = versions > last_version
             if new.any():
@@ -171,3 +163,14 @@ class AsyncEngine(Engine):
     def close(self) -> None:
         self.dcomm.Free()
         self.mailbox.free()
+
+    def _caught_up(self, layer: int, k: int, Zr: np.ndarray, versions: np.ndarray) -> bool:
+        """Read the neighbours' latest Z into ``Zr``; True once activation ``k`` may run.
+
+        Bounded delay (ARock's assumption): at most ``max_lead`` activations ahead
+        of the slowest neighbour. A neighbour that has not written yet reads as 0.
+        Only this rank's own window is read.
+        """
+        self.mailbox.read_all(layer, Zr, versions)
+        lead = self.ctx.cfg.max_lead
+        return lead is None or k <= versions.min() + lead

@@ -502,7 +502,7 @@ def test_wait_neighbors_done_returns_sleeps_and_times_out():
 
 @pytest.mark.mpi(min_size=2)
 def test_passive_put_with_allocated_window():
-    from dssfn_mpi.transport import passive_put_check
+    from dssfn_mpi.rmacheck import passive_put_check
 
     r = passive_put_check(_comm(), sleep=1.0, allocate=True)
     print(f"passive put (Win.Allocate): {r}")
@@ -516,7 +516,7 @@ def test_passive_put_with_created_window_is_reported_not_raised():
     # Informational: Win.Create stalls (~sleep s) on plain Open MPI and fails at
     # once with OMPI_MCA_osc=sm; other MPIs may differ, so only the shape of the
     # answer and the absence of a hang are checked.
-    from dssfn_mpi.transport import passive_put_check
+    from dssfn_mpi.rmacheck import passive_put_check
 
     r = passive_put_check(_comm(), sleep=0.5, allocate=False)
     print(f"passive put (Win.Create): {r}")

@@ -1,0 +1,130 @@
+"""Is a one-sided put truly passive here? The check behind ``dssfn-mpi doctor``.
+
+The asynchronous engine's mailbox (:mod:`dssfn_mpi.transport`) assumes that a
+``Put`` + ``Flush`` into a neighbour's window completes while the neighbour is
+busy computing outside MPI. That holds for MPI-allocated windows
+(``Win.Allocate``) but, on plain Open MPI, not for windows over user memory
+(``Win.Create``), whose puts complete only when the target next enters MPI.
+:func:`passive_put_check` measures it on the machine at hand.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from .errors import require
+
+__all__ = ["passive_put_check"]
+
+_WORD = 8  # float64 words; disp_unit of the window
+
+
+def passive_put_check(
+    comm: MPI.Intracomm, sleep: float = 1.0, allocate: bool = True, nbytes: int = 1 << 20
+) -> dict[str, Any]:
+    """Does a put complete while its target sits outside MPI? (collective)
+
+    Rank 0 sleeps in ``time.sleep`` for ``sleep`` seconds, making no MPI call,
+    while rank 1 does ``Put`` (``nbytes``) + ``Flush`` into rank 0's window
+    inside a ``Lock_all(MODE_NOCHECK)`` epoch, as
+    :meth:`dssfn_mpi.transport.ZMailbox.put` does, and times it — IMB-RMA's
+    "truly passive put". Other ranks only take part in the collectives.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm
+        At least 2 ranks.
+    sleep : float
+        Seconds rank 0 stays out of MPI.
+    allocate : bool
+        True: ``Win.Allocate`` (what the mailbox uses). False:
+        ``Win.Create`` over a numpy buffer, which stalls on plain Open MPI and
+        fails at once with ``OMPI_MCA_osc=sm``; a failure is reported, not raised.
+    nbytes : int
+        Size of the put.
+
+    Returns
+    -------
+    dict
+        The same on every rank: ``put_seconds`` (nan on error), ``sleep_seconds``,
+        ``passive`` (``put_seconds < 0.25 * sleep``), ``data_ok`` (rank 0 saw
+        the data after waking), ``allocate``, ``nbytes`` and ``error`` (None or
+        the MPI error text).
+    """
+    require(comm.Get_size() >= 2, "the passive-put check needs at least 2 MPI ranks")
+    rank = comm.Get_rank()
+    words = max(nbytes // _WORD, 1)
+    mine = words if rank == 0 else 1
+    win: MPI.Win | None = None
+    local: np.ndarray | None = None
+    error: str | None = None
+    try:
+        if allocate:
+            win = MPI.Win.Allocate(mine * _WORD, _WORD, comm=comm)
+        else:
+            local = np.zeros(mine, dtype=np.float64)
+            win = MPI.Win.Create(local, _WORD, comm=comm)
+    except MPI.Exception as e:
+        error = str(e).strip()
+    # Agree on failure everywhere so no rank goes on into a collective alone.
+    errors = comm.allgather(error)
+    error = next((e for e in errors if e is not None), None)
+    if error is not None:
+        if win is not None:  # created here but failed elsewhere: cannot free collectively
+            win = None
+        return {
+            "put_seconds": float("nan"),
+            "sleep_seconds": 0.0,
+            "passive": False,
+            "data_ok": False,
+            "allocate": allocate,
+            "nbytes": words * _WORD,
+            "error": error,
+        }
+    assert win is not None
+    payload = np.arange(words, dtype=np.float64) + 0.5
+    if rank == 0:
+        win.Lock(0, MPI.LOCK_EXCLUSIVE)
+        view = np.frombuffer(win.tomemory(), dtype=np.float64, count=words)
+        view[:] = 0.0
+        del view
+        win.Unlock(0)
+    comm.Barrier()
+    win.Lock_all(MPI.MODE_NOCHECK)  # ZMailbox's epoch: no lock taken
+    put_seconds = float("nan")
+    sleep_seconds = 0.0
+    if rank == 0:
+        t0 = time.perf_counter()
+        time.sleep(sleep)
+        sleep_seconds = time.perf_counter() - t0
+    elif rank == 1:
+        time.sleep(min(0.1 * sleep, 0.1))  # be sure rank 0 is already asleep
+        t0 = time.perf_counter()
+        win.Put(payload, 0, 0)
+        win.Flush(0)
+        put_seconds = time.perf_counter() - t0
+    comm.Barrier()
+    data_ok = False
+    if rank == 0:
+        win.Sync()
+        view = np.frombuffer(win.tomemory(), dtype=np.float64, count=words)
+        data_ok = bool(np.array_equal(view, payload))
+        del view
+    win.Unlock_all()
+    put_seconds = comm.bcast(put_seconds, root=1)
+    sleep_seconds, data_ok = comm.bcast((sleep_seconds, data_ok), root=0)
+    win.Free()
+    del local
+    return {
+        "put_seconds": put_seconds,
+        "sleep_seconds": sleep_seconds,
+        "passive": bool(put_seconds < 0.25 * sleep),
+        "data_ok": data_ok,
+        "allocate": allocate,
+        "nbytes": words * _WORD,
+        "error": None,
+    }
