@@ -7,9 +7,9 @@ PY     := $(VENV)/bin/python
 MPIRUN := $(VENV)/bin/mpirun
 NP     ?= 4
 
-# Settings from NOTES-mpi.md, applied by the project rather than the user's shell:
-# root is allowed (CI runs as root), more ranks than cores is allowed, and the
-# shared-memory one-sided component is used on a single node (no UCX noise).
+# Open MPI settings for one machine (docs/MPI.md says why), applied by the project
+# rather than the user's shell: root is allowed (CI runs as root), more ranks than
+# cores is allowed, and the shared-memory one-sided component is used (no UCX noise).
 export OMPI_ALLOW_RUN_AS_ROOT := 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
 export OMPI_MCA_rmaps_base_oversubscribe := 1
@@ -18,6 +18,15 @@ export OMPI_MCA_osc ?= sm
 export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1
 export PRTE_MCA_prte_silence_shared_fs := 1
+
+# The data tests read the public datasets from the team's shared copy beside the
+# checkout when there is one; a DSSFN_DATA_DIR from the environment wins, and
+# without either the tests that need a file skip (data/README.md).
+ifeq ($(origin DSSFN_DATA_DIR),undefined)
+  ifneq ($(wildcard $(CURDIR)/../shared/data/.),)
+    export DSSFN_DATA_DIR := $(abspath $(CURDIR)/../shared/data)
+  endif
+endif
 
 .PHONY: demo test lint clean venv
 

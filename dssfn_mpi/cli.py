@@ -82,7 +82,7 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dataset", help="digits (default, bundled), synthetic, vowel, satimage, "
                    "letter, mnist, norb, caltech101")
     g.add_argument("--data-dir", help="folder with the public dataset files "
-                   "(default: $DSSFN_DATA_DIR, then ../shared/data)")
+                   "(default: $DSSFN_DATA_DIR, else ~/.local/share/dssfn-mpi; data/README.md)")
     g.add_argument("--partition", help="uniform (default), stratified, dirichlet:ALPHA")
     g = p.add_argument_group("method")
     g.add_argument("--mode", help="async (default), sync, sync-graph, central")
@@ -215,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("data", help="list, verify or download the public datasets")
     p.add_argument("action", choices=["list", "fetch"])
     p.add_argument("name", nargs="?", help="dataset name (for fetch)")
-    p.add_argument("--dest", default="data/downloads", help="download folder (fetch)")
+    p.add_argument("--dest", help="download folder (fetch; default: $DSSFN_DATA_DIR, else "
+                   "$XDG_DATA_HOME/dssfn-mpi, i.e. ~/.local/share/dssfn-mpi)")
     p.add_argument("--data-dir", help="folder to look in (list)")
     return parser
 
@@ -328,17 +329,18 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    from .datasets import DATASETS, fetch, find_data_dir
+    from .datasets import DATASETS, default_data_dir, fetch, find_data_dir
 
     if args.action == "list":
         where = find_data_dir(args.data_dir)
-        print(f"data directory: {where if where else '(none found)'}")
+        missing = f"(none: {default_data_dir()} does not exist; dssfn-mpi data fetch NAME makes it)"
+        print(f"data directory: {where or missing}")
         for name in DATASETS:
             print(f"  {name}")
         return 0
     if not args.name:
         raise UserError("data fetch needs a dataset name, e.g. dssfn-mpi data fetch satimage")
-    for path in fetch(args.name, args.dest):
+    for path in fetch(args.name, args.dest or default_data_dir()):
         print(path)
     return 0
 

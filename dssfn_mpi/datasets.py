@@ -24,7 +24,7 @@ Splits
 
 Files
 -----
-Files live in ``<data_dir>/<dataset>/`` (as in ``shared/data``) or directly
+Files live in ``<data_dir>/<dataset>/`` (where ``dssfn-mpi data fetch`` puts them) or directly
 in ``<data_dir>``; :func:`find_data_dir` says where ``data_dir`` comes from.
 Each dataset is one :class:`DatasetSpec` record in :data:`REGISTRY` (its
 files, their published sha256 and download addresses, its loader and
@@ -68,6 +68,7 @@ __all__ = [
     "fetch",
     "find_data_dir",
     "load_dataset",
+    "default_data_dir",
 ]
 
 ENV_DATA_DIR = "DSSFN_DATA_DIR"
@@ -239,15 +240,27 @@ class Dataset:
 # --------------------------------------------------------------------------
 
 
-def _data_dir_candidates() -> list[Path]:
-    """Default places for the data, nearest first."""
-    repo = Path(__file__).resolve().parents[1]
-    cwd = Path.cwd()
-    return [
-        repo.parent / "shared" / "data",
-        cwd.parent / "shared" / "data",
-        cwd / "shared" / "data",
-    ]
+def _user_data_dir() -> Path:
+    """The per-user data folder: ``$XDG_DATA_HOME/dssfn-mpi``, default
+    ``~/.local/share/dssfn-mpi`` (a relative ``XDG_DATA_HOME`` is ignored, as
+    the XDG base-directory rules say)."""
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "dssfn-mpi"
+
+
+def default_data_dir() -> Path:
+    """The data folder used when none is named: where ``data fetch`` writes.
+
+    Returns
+    -------
+    pathlib.Path
+        ``$DSSFN_DATA_DIR`` if set, else the per-user folder
+        ``$XDG_DATA_HOME/dssfn-mpi`` (``~/.local/share/dssfn-mpi`` when
+        ``XDG_DATA_HOME`` is unset). It need not exist yet.
+    """
+    env = os.environ.get(ENV_DATA_DIR, "")
+    return Path(env).expanduser() if env else _user_data_dir()
 
 
 def find_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
@@ -261,10 +274,9 @@ def find_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
     Returns
     -------
     pathlib.Path or None
-        ``data_dir`` if given, else ``$DSSFN_DATA_DIR`` if set, else the first
-        existing ``shared/data`` next to the repository or relative to the
-        working directory (``../shared/data``, ``./shared/data``); ``None``
-        when nothing is found.
+        ``data_dir`` if given, else ``$DSSFN_DATA_DIR`` if set, else the
+        per-user folder of :func:`default_data_dir` if it exists; ``None``
+        when there is none. Nothing outside these three is searched.
 
     Raises
     ------
@@ -282,10 +294,8 @@ def find_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
         if not path.is_dir():
             raise UserError(f"{ENV_DATA_DIR}={env} is not a directory; fix or unset it")
         return path
-    for cand in _data_dir_candidates():
-        if cand.is_dir():
-            return cand.resolve()
-    return None
+    user = _user_data_dir()
+    return user if user.is_dir() else None
 
 
 def _missing_message(spec: DatasetSpec, file: SourceFile, root: Path | None) -> str:
@@ -298,14 +308,15 @@ def _missing_message(spec: DatasetSpec, file: SourceFile, root: Path | None) -> 
         url = f"{url} (unzip it)"
     if root is None:
         where = (
-            "not found: no data directory (none given with --data-dir or "
-            f"{ENV_DATA_DIR}, and no ../shared/data)"
+            f"not found: no data directory (no --data-dir, {ENV_DATA_DIR} unset, and no "
+            f"per-user folder {_user_data_dir()})"
         )
     else:
         where = f"not found in {root / spec.folders[0]} or {root}"
     return (
-        f"{dataset}: file {shown} ({sha_txt}) {where}; get it from {url} "
-        f"or run `dssfn-mpi data fetch {dataset} --dest DIR`, then pass --data-dir DIR "
+        f"{dataset}: file {shown} ({sha_txt}) {where}; get it from {url} or run "
+        f"`dssfn-mpi data fetch {dataset}{'' if root is None else f' --dest {root}'}`, "
+        f"which puts it where it is looked for; for a copy elsewhere pass --data-dir DIR "
         f"or set {ENV_DATA_DIR}=DIR"
     )
 

@@ -1,6 +1,6 @@
 """Starting ``dssfn-mpi`` under mpirun from Python (tests and benchmark drivers).
 
-The settings are those NOTES-mpi.md measured for a single machine: running as
+The settings are those docs/MPI.md explains for a single machine: running as
 root is allowed (CI), more ranks than cores is allowed, and one-sided
 communication uses the shared-memory component. On a cluster pass your own
 launcher (e.g. ``srun --mpi=pmix``) instead.

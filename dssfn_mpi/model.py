@@ -1,7 +1,7 @@
 """SSFN forward pass: the shared random matrices and the layer-to-layer map.
 
 ``Y_{l+1} = relu([O_l Y_l; -O_l Y_l; colnorm(R_{l+1} Y_l)])``, i.e.
-``W_{l+1} = [V_Q O_l; R_{l+1}]`` with ``V_Q = [I_Q; -I_Q]`` (ALGORITHMS.md
+``W_{l+1} = [V_Q O_l; R_{l+1}]`` with ``V_Q = [I_Q; -I_Q]`` (docs/ALGORITHMS.md
 section 1). ``R_{l+1}`` is drawn from a generator seeded by ``(seed, l+1)``,
 so every node builds the same matrix with no communication.
 """

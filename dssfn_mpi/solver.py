@@ -1,6 +1,6 @@
 """The convex problem of one SSFN layer, solved exactly or by the authors' ADMM.
 
-Layer problem (ALGORITHMS.md section 1)::
+Layer problem (docs/ALGORITHMS.md section 2)::
 
     min_O ||T - O Y||_F^2   s.t.  ||O||_F^2 <= eps
 
@@ -324,7 +324,7 @@ def auto_penalty(
     """ADMM penalty from network averages of ``lam_m`` and ``trace(G_m) / rank(G_m)``.
 
     The penalty that makes the decentralized ADMM converge fastest moves with
-    the layer's multiplier (ALGORITHMS.md), and ``M * mean(lam_m)`` tracks it
+    the layer's multiplier (docs/ALGORITHMS.md), and ``M * mean(lam_m)`` tracks it
     within a small factor when shards are alike. Every rank must pass the same
     values. The rules and their measurements are next to the constants.
 

@@ -1,6 +1,6 @@
 """The layer loop every rank runs: shard -> features -> layer solve -> next layer.
 
-Per layer l (ALGORITHMS.md, Algorithm 1 of the paper):
+Per layer l (docs/ALGORITHMS.md, Algorithm 1 of the paper):
 
 1. features: ``Y_l = relu([O_{l-1} Y_{l-1}; -O_{l-1} Y_{l-1}; colnorm(R_l Y_{l-1})])`` from
    this rank's own ``O_{l-1}``, and the statistics ``G_m, B_m`` (timed);

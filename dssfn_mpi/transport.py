@@ -5,7 +5,7 @@ Node ``m`` writes its ``Z_{m,n}`` straight into neighbour ``n``'s memory with
 receive. ``n`` reads the latest value whenever it activates. This is the
 communication pattern of ARock-style asynchronous ADMM.
 
-Two facts measured on our machines shape this module (``shared/NOTES-mpi.md``):
+Two facts shape this module (measured, with the commands, in docs/MPI.md):
 
 * Only MPI-*allocated* windows (``Win.Allocate``) are truly passive: a put into a
   ``Win.Create`` window over user memory completes only when the target next

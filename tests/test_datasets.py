@@ -29,7 +29,7 @@ from dssfn_mpi.datasets import (
 )
 from dssfn_mpi.errors import UserError
 
-# Files of the public datasets, as named in shared/data (independent of the
+# Files of the public datasets in the data folder's layout (independent of the
 # module's own tables, so a typo there is caught).
 PUBLIC_FILES = {
     "vowel": ["vowel/vowel.train", "vowel/vowel.test"],
@@ -58,11 +58,12 @@ def sha256(path: Path) -> str:
 def public_dir(name: str) -> Path:
     """The data directory holding ``name``'s files, or skip the test."""
     root = find_data_dir()
+    fix = f"set DSSFN_DATA_DIR or run `dssfn-mpi data fetch {name}`"
     if root is None:
-        pytest.skip(f"{name} files not found (no data directory); set DSSFN_DATA_DIR")
+        pytest.skip(f"{name} files not found (no data directory); {fix}")
     missing = [f for f in PUBLIC_FILES[name] if not (root / f).is_file()]
     if missing:
-        pytest.skip(f"{name} files {missing} not found in {root}; set DSSFN_DATA_DIR")
+        pytest.skip(f"{name} files {missing} not found in {root}; {fix}")
     return root
 
 
@@ -219,31 +220,72 @@ def test_synthetic_rejects_bad_options(kwargs: dict) -> None:
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.data
-def test_find_data_dir_finds_shared_data(monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolate_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point HOME at an empty folder and unset the data variables; return HOME."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     monkeypatch.delenv("DSSFN_DATA_DIR", raising=False)
-    shared = Path(ds.__file__).resolve().parents[1].parent / "shared" / "data"
-    if not shared.is_dir():
-        pytest.skip(f"{shared} not found; set DSSFN_DATA_DIR")
-    monkeypatch.chdir(Path(ds.__file__).resolve().parents[1])
-    assert find_data_dir() == shared.resolve()
+    return home
 
 
 def test_find_data_dir_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = _isolate_home(tmp_path, monkeypatch)
+    user_dir = home / ".local" / "share" / "dssfn-mpi"
     env_dir, arg_dir = tmp_path / "env", tmp_path / "arg"
     env_dir.mkdir()
     arg_dir.mkdir()
+    # Nothing named and no per-user folder yet: no data directory, but fetch's
+    # default target is the per-user folder (which it will create).
+    assert find_data_dir() is None
+    assert ds.default_data_dir() == user_dir
+    user_dir.mkdir(parents=True)
+    assert find_data_dir() == user_dir
+    # $DSSFN_DATA_DIR wins over the per-user folder, --data-dir over both.
     monkeypatch.setenv("DSSFN_DATA_DIR", str(env_dir))
     assert find_data_dir() == env_dir
+    assert ds.default_data_dir() == env_dir
     assert find_data_dir(arg_dir) == arg_dir
+    # A named folder that does not exist is an error, never a silent fallback.
     monkeypatch.setenv("DSSFN_DATA_DIR", str(tmp_path / "nope"))
     with pytest.raises(UserError, match="DSSFN_DATA_DIR"):
         find_data_dir()
     with pytest.raises(UserError, match="not a directory"):
         find_data_dir(tmp_path / "nope")
-    monkeypatch.delenv("DSSFN_DATA_DIR")
-    monkeypatch.setattr(ds, "_data_dir_candidates", lambda: [tmp_path / "absent"])
-    assert find_data_dir() is None
+    # An empty $DSSFN_DATA_DIR counts as unset.
+    monkeypatch.setenv("DSSFN_DATA_DIR", "")
+    assert find_data_dir() == user_dir
+
+
+def test_per_user_folder_follows_xdg_data_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = _isolate_home(tmp_path, monkeypatch)
+    xdg = tmp_path / "xdg"
+    (xdg / "dssfn-mpi").mkdir(parents=True)
+    (home / ".local" / "share" / "dssfn-mpi").mkdir(parents=True)
+    monkeypatch.setenv("XDG_DATA_HOME", str(xdg))
+    assert find_data_dir() == ds.default_data_dir() == xdg / "dssfn-mpi"
+    # A relative XDG_DATA_HOME is invalid (XDG base-directory rules) and ignored.
+    monkeypatch.setenv("XDG_DATA_HOME", "relative/path")
+    assert find_data_dir() == home / ".local" / "share" / "dssfn-mpi"
+
+
+def test_data_fetch_writes_to_the_folder_that_is_searched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dssfn_mpi.cli import main
+
+    _isolate_home(tmp_path, monkeypatch)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    source = write_vowel(tmp_path / "src")
+    for name in ("vowel.train", "vowel.test"):
+        monkeypatch.setitem(ds.URLS, name, ((source / name).as_uri(),))
+        monkeypatch.setitem(CHECKSUMS, name, sha256(source / name))
+    assert main(["data", "fetch", "vowel"]) == 0
+    assert (tmp_path / "xdg" / "dssfn-mpi" / "vowel" / "vowel.train").is_file()
+    assert load_dataset("vowel").n_test == 462  # found with nothing named
 
 
 @pytest.mark.data
@@ -357,6 +399,7 @@ def test_missing_file_message(tmp_path: Path) -> None:
     assert "\n" not in msg
     assert "vowel.train" in msg and CHECKSUMS["vowel.train"] in msg
     assert "https://" in msg and "dssfn-mpi data fetch vowel --dest" in msg
+    assert f"dssfn-mpi data fetch vowel --dest {tmp_path}`" in msg  # fetch where it looks
     assert "--data-dir" in msg and "DSSFN_DATA_DIR" in msg
 
 
@@ -368,10 +411,15 @@ def test_missing_second_file_is_named(tmp_path: Path) -> None:
 
 
 def test_no_data_dir_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("DSSFN_DATA_DIR", raising=False)
-    monkeypatch.setattr(ds, "_data_dir_candidates", lambda: [tmp_path / "absent"])
+    home = _isolate_home(tmp_path, monkeypatch)
     with pytest.raises(UserError, match="no data directory.*sat.trn|sat.trn.*no data directory"):
         load_dataset("satimage")
+    with pytest.raises(UserError) as exc:
+        load_dataset("satimage")
+    # It names the per-user folder and the command that fills it.
+    msg = str(exc.value)
+    assert str(home / ".local" / "share" / "dssfn-mpi") in msg
+    assert "`dssfn-mpi data fetch satimage`" in msg
 
 
 def test_checksum_mismatch_and_bypass(tmp_path: Path) -> None:

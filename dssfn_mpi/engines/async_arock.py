@@ -4,7 +4,7 @@ Each rank runs its K activations at its own pace. An activation reads the
 latest ``Z_{n,m}`` its neighbours have written into its window (possibly
 stale, never torn), updates ``O_m`` and ``Z_{m,n}``, and ``MPI_Put``s each
 ``Z_{m,n}`` into neighbour n's window. There is no handshake, receive call,
-barrier or collective inside a layer (ALGORITHMS.md section 2).
+barrier or collective inside a layer (docs/ALGORITHMS.md section 4).
 
 Two update forms:
 

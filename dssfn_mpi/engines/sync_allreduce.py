@@ -1,8 +1,8 @@
 """Synchronous baseline: global-consensus ADMM with one Allreduce per iteration.
 
 ``O_m = (2 B_m + rho (Zbar - U_m)) (2 G_m + rho I)^-1``;
-``Zbar = P_eps(mean_m(O_m + U_m))``; ``U_m += O_m - Zbar`` (ALGORITHMS.md
-section 2). This is what an MPI user would write; it hides the graph.
+``Zbar = P_eps(mean_m(O_m + U_m))``; ``U_m += O_m - Zbar`` (docs/ALGORITHMS.md
+section 5). This is what an MPI user would write; it hides the graph.
 """
 
 from __future__ import annotations
