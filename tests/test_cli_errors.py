@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(120)]
 
 
 def _assert_user_error(res, *fragments: str) -> None:
-    assert res.returncode != 0
+    assert res.returncode == 2, (res.returncode, res.stderr)  # EXIT_USER_ERROR, not just != 0
     assert "Traceback" not in res.stderr, res.stderr
     assert "usage:" not in res.stderr, res.stderr
     ours = [line for line in res.stderr.splitlines() if line.startswith("dssfn-mpi: error:")]

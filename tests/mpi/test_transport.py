@@ -578,22 +578,35 @@ def test_misuse_is_rejected_consistently():
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
-    with pytest.raises(UserError, match="mpirun -n"):
-        ZMailbox(comm, ring(size + 1), 10)
-    with pytest.raises(ValueError, match="max_elems differs"):
-        ZMailbox(comm, ring(size), 10 + me)  # every rank raises, none hangs
-    with ZMailbox(comm, StandInGraph(size, [(0, 1)]), 4) as mb:
-        if me == 0:
-            with pytest.raises(ValueError, match="not a neighbour"):
-                mb.put(0, np.zeros((1, 1)), 0)
-            with pytest.raises(ValueError, match="holds 4"):
-                mb.put(1, np.zeros((1, 5)), 0)
-            with pytest.raises(ValueError, match="2-D"):
-                mb.put(1, np.zeros(3), 0)
-            mb.finish_layer(1)
-            with pytest.raises(ValueError, match="after finish_layer"):
-                mb.finish_layer(0)
-        comm.Barrier()
+    problems: list[str] = []
+
+    def expect_raise(exc_type: type[Exception], match: str, call) -> None:
+        # Record, never raise: a rank that fails here must still reach the
+        # collectives below, or the other ranks would wait for it forever.
+        try:
+            call()
+        except exc_type as exc:
+            if match not in str(exc):
+                problems.append(f"{exc_type.__name__} without {match!r}: {exc}")
+            return
+        except Exception as exc:  # any other outcome is a finding too
+            problems.append(f"expected {exc_type.__name__} ({match!r}), got {exc!r}")
+            return
+        problems.append(f"expected {exc_type.__name__} ({match!r}), nothing raised")
+
+    # Every rank raises before any collective (or all after the same one), so none hangs.
+    expect_raise(UserError, "mpirun -n", lambda: ZMailbox(comm, ring(size + 1), 10))
+    expect_raise(ValueError, "max_elems differs", lambda: ZMailbox(comm, ring(size), 10 + me))
+    mb = ZMailbox(comm, StandInGraph(size, [(0, 1)]), 4)
+    if me == 0:
+        expect_raise(ValueError, "not a neighbour", lambda: mb.put(0, np.zeros((1, 1)), 0))
+        expect_raise(ValueError, "holds 4", lambda: mb.put(1, np.zeros((1, 5)), 0))
+        expect_raise(ValueError, "2-D", lambda: mb.put(1, np.zeros(3), 0))
+        mb.finish_layer(1)
+        expect_raise(ValueError, "after finish_layer", lambda: mb.finish_layer(0))
+    problems = _gather_problems(comm, problems)
+    mb.free()
+    assert not problems, problems
 
 
 @pytest.mark.mpi(min_size=2)
