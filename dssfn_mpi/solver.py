@@ -208,7 +208,7 @@ def admm_solve(G: np.ndarray, B: np.ndarray, eps: float, mu: float, iters: int) 
     from ``Zc = D = 0``, returning the last ``O`` as their code does; ``P_eps``
     projects onto ``||.||_F <= sqrt(eps)`` (their ``alpha sqrt(2Q)``). With
     few iterations and a large ``mu`` that ``O`` is not the constrained
-    optimum and need not be feasible (BENCHMARKS.md: training cost 2 - 3x
+    optimum and need not be feasible (BENCHMARKS.md: training cost 1.9 - 3.3x
     below the constrained minimum on letter, mnist and satimage): never use
     it as the equivalence target. This is the only implementation:
     :func:`dssfn_mpi.central.solve_layer` calls it for the library and for
