@@ -1,19 +1,25 @@
-"""The centralized SSFN: every sample in one place, one exact solve per layer.
+"""The centralized SSFN: every sample in one place, one solve per layer.
 
-This is the reference every decentralized run is compared with.
+This is the reference every decentralized run is compared with. Its layer
+solve, :func:`solve_layer`, is also what ``--mode central`` runs
+(:class:`dssfn_mpi.engines.exact.ExactEngine`), so the library and the command
+line build the same model from the same settings.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .datasets import Dataset
-from .model import accuracy, hidden_rows, next_features, one_hot, random_matrix
-from .solver import admm_solve, exact_solve_data, objective
+from .model import accuracy, layer_features, one_hot
+from .solver import AUTHORS_ADMM_ITERS, admm_solve, exact_solve_data, objective
 
-__all__ = ["CentralResult", "train_central"]
+__all__ = ["CENTRAL_SOLVERS", "CentralResult", "mu_at", "solve_layer", "train_central"]
+
+CENTRAL_SOLVERS = ("exact", "admm")
 
 
 @dataclass
@@ -27,6 +33,66 @@ class CentralResult:
     test_accuracy: list[float] = field(default_factory=list)
 
 
+def mu_at(mu: float | Sequence[float], layer: int) -> float:
+    """The authors' ``mu`` of ``layer`` from a per-layer list (the last value repeats).
+
+    A pair ``(mu_0, mu_l)`` is the paper's Table 3 form: ``mu_0`` for layer 0,
+    ``mu_l`` for every deeper layer.
+    """
+    if np.isscalar(mu):
+        return float(mu)
+    return float(mu[min(layer, len(mu) - 1)])
+
+
+def solve_layer(
+    Y: np.ndarray,
+    T: np.ndarray,
+    eps: float,
+    layer: int,
+    solver: str = "exact",
+    mu: float | Sequence[float] = (1e3, 1e3),
+    admm_iters: int = AUTHORS_ADMM_ITERS,
+    G: np.ndarray | None = None,
+    B: np.ndarray | None = None,
+) -> tuple[np.ndarray, float]:
+    """One layer of the centralized model: ``min ||T - O Y||^2, ||O||^2 <= eps``.
+
+    Parameters
+    ----------
+    Y : ndarray, shape (d, J)
+        The layer's features of every training sample.
+    T : ndarray, shape (Q, J)
+        Targets.
+    eps : float
+        Squared Frobenius bound.
+    layer : int
+        Layer index (picks the admm's ``mu``).
+    solver : {"exact", "admm"}
+        ``exact`` is the ground truth; ``admm`` is the SSFN authors'
+        early-stopped ADMM (:func:`dssfn_mpi.solver.admm_solve`).
+    mu : float or sequence of float
+        The authors' ``mu`` per layer, the last value repeating (admm only).
+    admm_iters : int
+        ADMM iterations (admm only).
+    G, B : ndarray, optional
+        ``Y Y^T`` and ``T Y^T`` if the caller already has them (admm only).
+
+    Returns
+    -------
+    O : ndarray, shape (Q, d)
+    lam : float
+        The multiplier (NaN for admm, which has none).
+    """
+    if solver == "exact":
+        sol = exact_solve_data(Y, T, eps)
+        return sol.O, sol.lam
+    if solver == "admm":
+        G = Y @ Y.T if G is None else G
+        B = T @ Y.T if B is None else B
+        return admm_solve(G, B, eps, mu_at(mu, layer), admm_iters), float("nan")
+    raise ValueError(f"unknown solver {solver!r}; choose one of {', '.join(CENTRAL_SOLVERS)}")
+
+
 def train_central(
     ds: Dataset,
     layers: int,
@@ -34,8 +100,8 @@ def train_central(
     eps: float | None = None,
     seed: int = 0,
     solver: str = "exact",
-    mu: tuple[float, float] = (1e3, 1e3),
-    admm_iters: int = 100,
+    mu: float | Sequence[float] = (1e3, 1e3),
+    admm_iters: int = AUTHORS_ADMM_ITERS,
 ) -> CentralResult:
     """Train a fixed-size SSFN on the whole training set.
 
@@ -53,9 +119,10 @@ def train_central(
         Seed of the shared random matrices.
     solver : {"exact", "admm"}
         ``exact`` is the ground truth; ``admm`` is the SSFN authors'
-        early-stopped ADMM with ``mu = (mu_0, mu_l)``.
-    mu : tuple of float
-        The authors' ``mu`` for layer 0 and for layers >= 1 (admm only).
+        early-stopped ADMM (see :func:`solve_layer`).
+    mu : float or sequence of float
+        The authors' ``mu`` per layer, the last value repeating, e.g. the
+        paper's ``(mu_0, mu_l)`` (admm only); ``--mu`` of ``--mode central``.
     admm_iters : int
         ADMM iterations per layer (admm only).
 
@@ -65,6 +132,8 @@ def train_central(
         Solutions, multipliers (NaN for admm), training cost
         ``||T - O Y||^2``, and train/test accuracy per layer.
     """
+    if solver not in CENTRAL_SOLVERS:
+        raise ValueError(f"unknown solver {solver!r}")
     Q = ds.n_classes
     eps = 2.0 * Q if eps is None else float(eps)
     T = one_hot(ds.y_train, Q)
@@ -73,17 +142,9 @@ def train_central(
     out = CentralResult()
     for layer in range(layers + 1):
         if layer > 0:
-            R = random_matrix(seed, layer, hidden_rows(hidden, Q), Y.shape[0])
-            O_prev = out.O[-1]
-            Y, Yt = next_features(Y, O_prev, R), next_features(Yt, O_prev, R)
+            Y, Yt = layer_features(out.O[-1], seed, layer, hidden, Y, Yt)
         G, B = Y @ Y.T, T @ Y.T
-        if solver == "exact":
-            sol = exact_solve_data(Y, T, eps)
-            O, lam = sol.O, sol.lam
-        elif solver == "admm":
-            O, lam = admm_solve(G, B, eps, mu[0] if layer == 0 else mu[1], admm_iters), np.nan
-        else:
-            raise ValueError(f"unknown solver {solver!r}")
+        O, lam = solve_layer(Y, T, eps, layer, solver, mu, admm_iters, G=G, B=B)
         out.O.append(O)
         out.lam.append(float(lam))
         out.cost.append(objective(O, G, B, tt))

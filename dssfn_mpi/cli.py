@@ -21,7 +21,7 @@ import traceback  # noqa: E402
 from typing import Any  # noqa: E402
 
 from . import __version__  # noqa: E402
-from .errors import EXIT_USER_ERROR, RankError, UserError, require  # noqa: E402
+from .errors import EXIT_USER_ERROR, InjectedFailure, RankError, UserError  # noqa: E402
 
 PROG = "dssfn-mpi"
 
@@ -78,57 +78,17 @@ def _finish_user_error(message: str) -> None:
 
 
 def _add_train_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("data")
-    g.add_argument("--dataset", help="digits (default, bundled), synthetic, vowel, satimage, "
-                   "letter, mnist, norb, caltech101")
-    g.add_argument("--data-dir", help="folder with the public dataset files "
-                   "(default: $DSSFN_DATA_DIR, else ~/.local/share/dssfn-mpi; data/README.md)")
-    g.add_argument("--partition", help="uniform (default), stratified, dirichlet:ALPHA")
-    g = p.add_argument_group("method")
-    g.add_argument("--mode", help="async (default), sync, sync-graph, central")
-    g.add_argument("--update", help="async update form: edge (exact, default) or paper (eq. 7)")
-    g.add_argument("--topology", help="circular (default), ring, complete, random-regular, file")
-    g.add_argument("--degree", type=int, help="node degree d of circular/random-regular graphs")
-    g.add_argument("--edges", help="edge-list file for --topology file")
-    g.add_argument("--layers", type=int, help="hidden layers L; layers 0..L are solved (10)")
-    g.add_argument("--hidden", type=int, help="hidden width n (default 2Q + 1000)")
-    g.add_argument("--iters", type=int, help="K: ADMM activations per node per layer (200)")
-    g.add_argument("--gamma", help="async ADMM gamma, one value or a per-layer list "
-                   "'g0,g1,...' (last repeats); default auto (per layer, from the nodes' "
-                   "own constrained solutions)")
-    g.add_argument("--eta", type=float, help="async step size in (0, 2) (default 1)")
-    g.add_argument("--rho", help="sync consensus penalty, one value or per-layer list "
-                   "(default auto, as --gamma)")
-    g.add_argument("--eps", type=float, help="squared Frobenius bound (default 2Q)")
-    g.add_argument("--central-solver", help="central mode: exact (default, the ground truth) "
-                   "or admm (the SSFN authors' early-stopped ADMM, 100 iterations)")
-    g.add_argument("--mu", help="central admm: mu, one value or per-layer list (default 1e3)")
-    g.add_argument("--mix-rounds", type=int, help="sync-graph mixing rounds per iteration "
-                   "(default: enough to shrink disagreement 1e4-fold)")
-    g.add_argument("--max-lead", type=int, help="async: activations a rank may run ahead of "
-                   "its slowest neighbour (bounded delay; default 4; -1 = unbounded)")
-    g.add_argument("--seed", type=int, help="seed of the split, shards, graph and random weights")
-    g.add_argument("--slow", action="append", metavar="RANK:FACTOR",
-                   help="make RANK's activations FACTOR times slower (repeatable)")
-    g.add_argument("--preset", help="'paper': the paper's Table 3 settings for the dataset")
-    g.add_argument("--config", help="JSON or TOML file with any of these settings")
-    g = p.add_argument_group("output")
-    g.add_argument("--out", help="HDF5 run log to write (atomically)")
-    g.add_argument("--overwrite", action="store_true", default=None,
-                   help="replace an existing --out file")
-    g.add_argument("--no-check", dest="check", action="store_false", default=None,
-                   help="skip the per-layer centralized-equivalence measurement")
-    g.add_argument("--no-eval", dest="evaluate", action="store_false", default=None,
-                   help="skip per-layer train/test accuracy")
-    g.add_argument("--timeout", type=float,
-                   help="seconds an async rank waits for silent neighbours before aborting (600)")
+    """Every TrainConfig setting (declared once, in config.py) plus the command's own flags."""
+    from .config import add_train_arguments
+
+    groups = add_train_arguments(p)
+    groups["method"].add_argument("--config",
+                                  help="JSON or TOML file with any of these settings")
+    g = groups["output"]
     g.add_argument("--quiet", action="store_true", help="no per-layer progress lines")
-    g.add_argument("--save-model", help="write every node's trained weights to this HDF5 file")
     g.add_argument("--resume", metavar="RUN.h5",
                    help="continue an interrupted run from its checkpoints (same rank count; "
                    "its saved settings are used)")
-    g.add_argument("--fail-at", metavar="RANK:LAYER[:kill]",
-                   help="fault injection for tests: RANK raises (or is killed) in LAYER")
 
 
 # Rank variables set by the launchers we run under (Open MPI, PMIx, MPICH/Hydra, Slurm).
@@ -222,54 +182,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _train_config(args: argparse.Namespace):
-    from .config import (
-        TrainConfig,
-        apply_preset,
-        config_from_mapping,
-        load_config_file,
-        parse_fail_at,
-        parse_per_layer,
-        parse_slow,
-    )
+    """The run's settings: config file, then the command line over it, then the preset."""
+    from .config import TrainConfig, apply_preset, config_from_args, load_config_file
 
     if args.resume:
-        return _resume_config(args, config_from_mapping, parse_fail_at, TrainConfig)
-    values: dict[str, Any] = {}
-    if args.config:
-        values.update(load_config_file(args.config))
-    explicit = set(values)
-    for key in ("dataset", "data_dir", "partition", "mode", "update", "topology", "degree",
-                "edges", "layers", "hidden", "iters", "eta", "eps", "mix_rounds", "max_lead",
-                "seed", "preset", "out", "overwrite", "check", "evaluate", "timeout",
-                "save_model", "central_solver"):
-        value = getattr(args, key)
-        if value is not None:
-            values[key] = value
-            explicit.add(key)
-    if args.gamma is not None:
-        values["gamma"] = parse_per_layer(args.gamma, "gamma")
-        explicit.add("gamma")
-    if args.rho is not None:
-        values["rho"] = parse_per_layer(args.rho, "rho")
-        explicit.add("rho")
-    if args.mu is not None:
-        values["mu"] = parse_per_layer(args.mu, "mu")
-        require(not isinstance(values["mu"], str), "--mu cannot be auto")
-        explicit.add("mu")
-    if args.slow:
-        values["slow"] = parse_slow(args.slow)
-    if args.fail_at:
-        values["fail_at"] = parse_fail_at(args.fail_at)
-    if values.get("max_lead", 0) is not None and values.get("max_lead", 0) < 0:
-        values["max_lead"] = None  # -1: fully asynchronous, no bound on the delay
+        return _resume_config(args)
+    values: dict[str, Any] = load_config_file(args.config) if args.config else {}
+    values.update(config_from_args(args))
     cfg = TrainConfig(**values)
-    apply_preset(cfg, explicit)
+    apply_preset(cfg, explicit=set(values))
     return cfg
 
 
-def _resume_config(args, config_from_mapping, parse_fail_at, TrainConfig):
+def _resume_config(args: argparse.Namespace):
     """Settings of the run to resume; only --timeout, --quiet and --fail-at may change."""
     from .checkpoint import load_config
+    from .config import TrainConfig, config_from_mapping, parse_fail_at
 
     saved, _ = load_config(args.resume)
     values = config_from_mapping(saved, f"checkpoint of {args.resume}")
@@ -386,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         world = _mpi_world()
         where = f"rank {world.Get_rank()}: " if world is not None else ""
-        if type(exc).__name__ != "InjectedFailure":  # a test's planned failure needs no trace
+        if not isinstance(exc, InjectedFailure):  # a test's planned failure needs no trace
             traceback.print_exc()
         print(f"{PROG}: {where}failed: {exc}; aborting the job", file=sys.stderr, flush=True)
         if world is not None and world.Get_size() > 1:

@@ -10,18 +10,21 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import UserError, require
+from .options import add_arguments, from_args, from_mapping, option, wrong_type
 
 __all__ = [
     "MODES",
     "PAPER_TABLE3",
     "UPDATES",
     "TrainConfig",
+    "add_train_arguments",
     "apply_preset",
+    "config_from_args",
     "config_from_mapping",
     "load_config_file",
     "parse_fail_at",
@@ -108,40 +111,117 @@ def parse_slow(items: list[str] | None) -> dict[int, float]:
     return out
 
 
+def _per_layer(name: str, allow_auto: bool = True):
+    """Parser of a per-layer list setting (``--gamma``, ``--rho``, ``--mu``)."""
+
+    def parse(value: Any, source: str | None) -> tuple[float, ...] | str:
+        parsed = parse_per_layer(value, name)
+        if isinstance(parsed, str) and not allow_auto:
+            if source is None:
+                raise UserError(f"--{name} cannot be auto")
+            raise wrong_type(source, name, value, f"{name} cannot be auto")
+        return parsed
+
+    return parse
+
+
+def _slow(value: Any, source: str | None) -> dict[int, float]:
+    """``--slow`` (repeated) or a config file's ``{rank: factor}`` / ``["3:5"]``."""
+    if isinstance(value, dict):
+        return parse_slow([f"{k}:{v}" for k, v in value.items()])
+    if not isinstance(value, list):
+        raise wrong_type(source or "--slow", "slow", value, 'expected a list like ["3:5"]')
+    return parse_slow([str(v) for v in value])
+
+
+def _fail_at(value: Any, source: str | None) -> tuple[int, int, str] | None:
+    """``RANK:LAYER[:kill]``, or its parts as a list (a saved configuration)."""
+    if isinstance(value, (list, tuple)):
+        value = ":".join(str(v) for v in value)
+    return parse_fail_at(value)
+
+
+def _max_lead(value: int, source: str | None) -> int | None:
+    """A negative bound (``-1``) means fully asynchronous: no bound on the delay."""
+    return None if value < 0 else value
+
+
+def _table(value: Any, source: str | None) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise wrong_type(source or "dataset_options", "dataset_options", value,
+                         "expected a table")
+    return dict(value)
+
+
 @dataclass
 class TrainConfig:
-    """All settings of one training run (defaults are the recommended ones)."""
+    """All settings of one training run (defaults are the recommended ones).
 
-    dataset: str = "digits"
-    data_dir: str | None = None
-    mode: str = "async"
-    update: str = "edge"
-    topology: str = "circular"
-    degree: int | None = None
-    edges: str | None = None
-    partition: str = "uniform"
-    layers: int = 10
-    hidden: int | None = None
-    iters: int = 200
-    gamma: tuple[float, ...] | str = "auto"
-    eta: float = 1.0
-    rho: tuple[float, ...] | str = "auto"
-    eps: float | None = None
-    central_solver: str = "exact"
-    mu: tuple[float, ...] = (1e3, 1e3)
-    mix_rounds: int | None = None
-    max_lead: int | None = 4
-    seed: int = 0
-    slow: dict[int, float] = field(default_factory=dict)
-    fail_at: tuple[int, int, str] | None = None
-    save_model: str | None = None
-    check: bool = True
-    evaluate: bool = True
-    out: str | None = None
-    overwrite: bool = False
-    timeout: float = 600.0
-    preset: str | None = None
-    dataset_options: dict[str, Any] = field(default_factory=dict)
+    Each field is the one declaration of a setting: type, default, help and
+    parser. The ``train`` command's flags and the config-file checks are
+    derived from it (:mod:`dssfn_mpi.options`), so a new setting is one field
+    here (plus its use, and its check in :meth:`validate` if it has limits).
+    """
+
+    dataset: str = option("data", "digits (default, bundled), synthetic, vowel, satimage, "
+                          "letter, mnist, norb, caltech101", "digits")
+    data_dir: str | None = option("data", "folder with the public dataset files (default: "
+                                  "$DSSFN_DATA_DIR, else ~/.local/share/dssfn-mpi; "
+                                  "data/README.md)")
+    partition: str = option("data", "uniform (default), stratified, dirichlet:ALPHA", "uniform")
+    mode: str = option("method", "async (default), sync, sync-graph, central", "async")
+    update: str = option("method", "async update form: edge (exact, default) or paper (eq. 7)",
+                         "edge")
+    topology: str = option("method", "circular (default), ring, complete, random-regular, file",
+                           "circular")
+    degree: int | None = option("method", "node degree d of circular/random-regular graphs")
+    edges: str | None = option("method", "edge-list file for --topology file")
+    layers: int = option("method", "hidden layers L; layers 0..L are solved ({default})", 10)
+    hidden: int | None = option("method", "hidden width n (default 2Q + 1000)")
+    iters: int = option("method", "K: ADMM activations per node per layer ({default})", 200)
+    gamma: tuple[float, ...] | str = option(
+        "method", "async ADMM gamma, one value or a per-layer list 'g0,g1,...' (last repeats); "
+        "default auto (per layer, from the nodes' own constrained solutions)", "auto",
+        parse=_per_layer("gamma"))
+    eta: float = option("method", "async step size in (0, 2) (default {default:g})", 1.0)
+    rho: tuple[float, ...] | str = option(
+        "method", "sync consensus penalty, one value or per-layer list (default auto, as "
+        "--gamma)", "auto", parse=_per_layer("rho"))
+    eps: float | None = option("method", "squared Frobenius bound (default 2Q)")
+    central_solver: str = option(
+        "method", "central mode: exact (default, the ground truth) or admm (the SSFN authors' "
+        "early-stopped ADMM, 100 iterations)", "exact")
+    mu: tuple[float, ...] = option(
+        "method", "central admm: mu, one value or per-layer list (default {default[0]:g})",
+        (1e3, 1e3), parse=_per_layer("mu", allow_auto=False))
+    mix_rounds: int | None = option(
+        "method", "sync-graph mixing rounds per iteration (default: enough to shrink "
+        "disagreement 1e4-fold)")
+    max_lead: int | None = option(
+        "method", "async: activations a rank may run ahead of its slowest neighbour (bounded "
+        "delay; default {default}; -1 = unbounded)", 4, parse=_max_lead)
+    seed: int = option("method", "seed of the split, shards, graph and random weights", 0)
+    slow: dict[int, float] = option(
+        "method", "make RANK's activations FACTOR times slower (repeatable)",
+        default_factory=dict, parse=_slow, metavar="RANK:FACTOR", repeatable=True)
+    preset: str | None = option("method",
+                                "'paper': the paper's Table 3 settings for the dataset")
+    out: str | None = option("output", "HDF5 run log to write (atomically)")
+    overwrite: bool = option("output", "replace an existing --out file", False)
+    check: bool = option("output", "skip the per-layer centralized-equivalence measurement",
+                         True)
+    evaluate: bool = option("output", "skip per-layer train/test accuracy", True,
+                            flag="--no-eval")
+    timeout: float = option(
+        "output", "seconds an async rank waits for silent neighbours before aborting "
+        "({default:g})", 600.0)
+    save_model: str | None = option(
+        "output", "write every node's trained weights to this HDF5 file")
+    fail_at: tuple[int, int, str] | None = option(
+        "output", "fault injection for tests: RANK raises (or is killed) in LAYER",
+        parse=_fail_at, metavar="RANK:LAYER[:kill]")
+    # Config files only: keyword arguments of the dataset loader.
+    dataset_options: dict[str, Any] = option("data", None, default_factory=dict, parse=_table)
 
     def penalty_at(self, layer: int) -> float | None:
         """The ADMM penalty of ``layer`` for this mode (gamma for async, rho for
@@ -254,58 +334,21 @@ def config_from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
     Unknown keys and wrong types are user errors, so a typo never silently
     falls back to a default.
     """
-    known = {f.name: f for f in fields(TrainConfig)}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        k = key.replace("-", "_")
-        require(k in known, f"{source}: unknown key {key!r}; valid keys: {', '.join(known)}")
-        out[k] = _coerce(k, value, source)
-    return out
+    return from_mapping(data, TrainConfig, source)
 
 
-_INT_KEYS = {"degree", "layers", "hidden", "iters", "mix_rounds", "max_lead", "seed"}
-_FLOAT_KEYS = {"eta", "eps", "timeout"}
-_BOOL_KEYS = {"check", "evaluate", "overwrite"}
-_STR_KEYS = {"dataset", "data_dir", "mode", "update", "topology", "edges", "partition", "out",
-             "preset", "save_model", "central_solver"}
+def config_from_args(args: Any) -> dict[str, Any]:
+    """The :class:`TrainConfig` settings given on the command line, converted.
+
+    ``args`` is the namespace of a parser built with :func:`add_train_arguments`;
+    flags that were not given are left out (so presets can fill them).
+    """
+    return from_args(args, TrainConfig)
 
 
-def _coerce(key: str, value: Any, source: str) -> Any:
-    """Check a config value's type and convert it."""
-    bad = f"{source}: {key} = {value!r} has the wrong type"
-    if key in ("gamma", "rho", "mu"):
-        parsed = parse_per_layer(value, key)
-        require(key != "mu" or not isinstance(parsed, str), bad + " (mu cannot be auto)")
-        return parsed
-    if key == "slow":
-        if isinstance(value, dict):
-            return parse_slow([f"{k}:{v}" for k, v in value.items()])
-        require(isinstance(value, list), bad + " (expected a list like [\"3:5\"])")
-        return parse_slow([str(v) for v in value])
-    if key == "fail_at":
-        if isinstance(value, (list, tuple)):
-            value = ":".join(str(v) for v in value)
-        return parse_fail_at(value)
-    if key == "dataset_options":
-        require(isinstance(value, dict), bad + " (expected a table)")
-        return dict(value)
-    if value is None:
-        return None
-    if key in _BOOL_KEYS:
-        require(isinstance(value, bool), bad + " (expected true/false)")
-        return value
-    if key in _INT_KEYS:
-        require(isinstance(value, int) and not isinstance(value, bool),
-                bad + " (expected an integer)")
-        return value
-    if key in _FLOAT_KEYS:
-        require(isinstance(value, (int, float)) and not isinstance(value, bool),
-                bad + " (expected a number)")
-        return float(value)
-    if key in _STR_KEYS:
-        require(isinstance(value, str), bad + " (expected a string)")
-        return value
-    return value
+def add_train_arguments(parser: Any) -> dict[str, Any]:
+    """Add a flag for every :class:`TrainConfig` setting; returns the argument groups."""
+    return add_arguments(parser, TrainConfig)
 
 
 def apply_preset(cfg: TrainConfig, explicit: set[str]) -> None:

@@ -34,3 +34,11 @@ class RankError(UserError):
     def __init__(self, rank: int, message: str) -> None:
         super().__init__(f"rank {rank}: {message}")
         self.rank = rank
+
+
+class InjectedFailure(RuntimeError):
+    """Raised by ``--fail-at`` to test what a failing rank does to a job.
+
+    A bug on purpose: the command line aborts the job as for any bug, but
+    prints no traceback for it.
+    """

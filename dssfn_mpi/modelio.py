@@ -4,12 +4,15 @@ A node's network is fully given by its ``O_0 .. O_L`` plus the run's seed,
 width and class count (the random blocks are regenerated from the seed), so a
 model file stores only those. Layout: root attributes ``dataset``,
 ``n_features``, ``n_classes``, ``hidden``, ``layers``, ``seed``, ``nodes``,
-``mode``; datasets ``/node_00003/O_07`` (Q x d).
+``mode``; datasets ``/node_00003/O_07`` (Q x d). Layers and nodes are read
+back by the number in their name, not by name order (``O_100`` sorts before
+``O_11`` as a string), so files of any depth load in layer order.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ import numpy as np
 from .datasets import Dataset
 from .errors import UserError, require
 from .fileio import atomic_write
-from .model import accuracy, hidden_rows, next_features, random_matrix
+from .model import accuracy, forward
 
 __all__ = ["Model", "evaluate_model", "load_model", "save_model"]
 
@@ -49,14 +52,29 @@ def save_model(path: str | os.PathLike, attrs: dict[str, Any],
     atomic_write(path, write)
 
 
+def _by_index(names: Any, prefix: str, source: Path) -> list[str]:
+    """``names`` of the form ``<prefix><digits>`` in numeric order (any zero padding)."""
+    pattern = re.compile(rf"{prefix}(\d+)")
+    indexed = []
+    for name in names:
+        match = pattern.fullmatch(name)
+        require(match is not None, f"{source}: unexpected entry {name!r} in a model file")
+        indexed.append((int(match.group(1)), name))
+    indexed.sort()
+    require([i for i, _ in indexed] == list(range(len(indexed))),
+            f"{source}: the model file's {prefix}* entries are not numbered 0, 1, 2, ...")
+    return [name for _, name in indexed]
+
+
 def load_model(path: str | os.PathLike) -> Model:
-    """Read a model written by :func:`save_model`."""
+    """Read a model written by :func:`save_model` (any version of it)."""
     p = Path(path)
     require(p.is_file(), f"{p}: no such model file (write one with train --save-model)")
     try:
         with h5py.File(p, "r") as f:
             attrs = {k: (v.item() if hasattr(v, "item") else v) for k, v in f.attrs.items()}
-            nodes = [[g[name][()] for name in sorted(g)] for _, g in sorted(f.items())]
+            nodes = [[f[g][name][()] for name in _by_index(f[g], "O_", p)]
+                     for g in _by_index(f, "node_", p)]
     except OSError as exc:
         raise UserError(f"{p}: not a readable model file ({exc})") from None
     require("n_classes" in attrs and nodes, f"{p}: not a dssfn-mpi model file")
@@ -75,13 +93,9 @@ def evaluate_model(model: Model, ds: Dataset) -> np.ndarray:
         f"Q={a['n_classes']}) but {ds.name} has P={ds.n_features}, Q={ds.n_classes}: "
         "evaluate it on a dataset of the same shape",
     )
-    Q, hidden, seed = int(a["n_classes"]), int(a["hidden"]), int(a["seed"])
+    hidden, seed = int(a["hidden"]), int(a["seed"])
     out = np.empty((len(model.nodes[0]), len(model.nodes)))
     for m, Os in enumerate(model.nodes):
-        Y = ds.X_test
-        for layer, O in enumerate(Os):
-            if layer > 0:
-                R = random_matrix(seed, layer, hidden_rows(hidden, Q), Y.shape[0])
-                Y = next_features(Y, Os[layer - 1], R)
-            out[layer, m] = accuracy(O, Y, ds.y_test)
+        for layer, Y in enumerate(forward(ds.X_test, Os, seed, hidden)):
+            out[layer, m] = accuracy(Os[layer], Y, ds.y_test)
     return out

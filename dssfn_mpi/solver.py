@@ -26,6 +26,7 @@ __all__ = [
     "AUTO_FLOOR",
     "AUTO_SCALE",
     "AUTO_SYNC",
+    "AUTHORS_ADMM_ITERS",
     "ExactSolution",
     "auto_penalty",
     "local_multiplier",
@@ -192,15 +193,26 @@ def exact_solve_data(Y: np.ndarray, T: np.ndarray, eps: float) -> ExactSolution:
     return _solve_spectral(C, s, U, eps)
 
 
+# Iterations of the SSFN authors' ADMM (their code's default).
+AUTHORS_ADMM_ITERS = 100
+
+
 def admm_solve(G: np.ndarray, B: np.ndarray, eps: float, mu: float, iters: int) -> np.ndarray:
     """The SSFN authors' ADMM for the layer problem (for reproducing the paper).
 
-    ``O = (B + rho (Zc + D)) (G + rho I)^-1; Zc = P_eps(O - D); D = D + Zc - O``
-    from zero, ``rho = 1 / mu``, returning the last ``O`` as their code does.
-    With few iterations and a large ``mu`` that ``O`` is not the constrained
-    optimum and need not be feasible (measured in BENCHMARKS.md: training cost
-    2 - 3x below the constrained minimum on letter, mnist and satimage): never
-    use it as the equivalence target.
+    Their ``optimize_O`` in the statistics of this module (``G = Y Y^T``,
+    ``B = T Y^T``, unscaled as in their code)::
+
+        O = (B + (Zc + D) / mu) (G + I / mu)^-1;  Zc = P_eps(O - D);  D = D + Zc - O
+
+    from ``Zc = D = 0``, returning the last ``O`` as their code does; ``P_eps``
+    projects onto ``||.||_F <= sqrt(eps)`` (their ``alpha sqrt(2Q)``). With
+    few iterations and a large ``mu`` that ``O`` is not the constrained
+    optimum and need not be feasible (BENCHMARKS.md: training cost 1.9 - 3.3x
+    below the constrained minimum on letter, mnist and satimage): never use
+    it as the equivalence target. This is the only implementation:
+    :func:`dssfn_mpi.central.solve_layer` calls it for the library and for
+    ``--mode central --central-solver admm``.
 
     Parameters
     ----------
@@ -211,7 +223,7 @@ def admm_solve(G: np.ndarray, B: np.ndarray, eps: float, mu: float, iters: int) 
     mu : float
         The authors' ``myu`` (> 0).
     iters : int
-        Iteration count (the authors use 100).
+        Iteration count (the authors use :data:`AUTHORS_ADMM_ITERS`).
 
     Returns
     -------

@@ -28,7 +28,7 @@ import numpy as np
 
 from .config import TrainConfig
 from .engines import Engine, LayerProblem, RunContext, make_engine
-from .errors import UserError, require
+from .errors import InjectedFailure, UserError, require
 from .fmt import number as _fmt
 from .model import accuracy, hidden_rows, next_features, one_hot, random_matrix
 from .solver import exact_solve, local_multiplier, objective
@@ -150,10 +150,6 @@ class _Equivalence:
 
 def _progress(msg: str) -> None:
     print(msg, file=sys.stdout, flush=True)
-
-
-class InjectedFailure(RuntimeError):
-    """Raised by ``--fail-at`` to test what a failing rank does to a job."""
 
 
 def _inject_failure(cfg: TrainConfig, rank: int, layer: int) -> None:

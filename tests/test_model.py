@@ -5,7 +5,15 @@ import pytest
 
 from dssfn_mpi.central import train_central
 from dssfn_mpi.datasets import load_dataset
-from dssfn_mpi.model import accuracy, next_features, one_hot, random_matrix
+from dssfn_mpi.model import (
+    accuracy,
+    forward,
+    hidden_rows,
+    layer_features,
+    next_features,
+    one_hot,
+    random_matrix,
+)
 
 
 def test_random_matrix_is_shared_and_layer_specific():
@@ -30,6 +38,26 @@ def test_next_features_structure():
     RY = R @ Y
     assert np.allclose(Z[6:], np.maximum(RY / np.linalg.norm(RY, axis=0), 0))
     assert np.all(np.linalg.norm(Z[6:], axis=0) <= 1 + 1e-12)
+
+
+def test_layer_features_and_forward_follow_the_layer_map():
+    rng = np.random.default_rng(1)
+    X, Xt = rng.normal(size=(5, 40)), rng.normal(size=(5, 9))
+    Os = [rng.normal(size=(3, 5)), rng.normal(size=(3, 16)), rng.normal(size=(3, 16))]
+    # By hand: Y_l = next_features(Y_{l-1}, O_{l-1}, R_l), R_l from (seed, l).
+    want = [X]
+    for layer in (1, 2):
+        R = random_matrix(11, layer, hidden_rows(16, 3), want[-1].shape[0])
+        want.append(next_features(want[-1], Os[layer - 1], R))
+    got = list(forward(X, Os, seed=11, hidden=16))
+    assert len(got) == 3
+    for a, b in zip(got, want):
+        assert np.array_equal(a, b)
+    # One R_l for every input: the test set's features use the training set's matrix.
+    Y1, Yt1 = layer_features(Os[0], 11, 1, 16, X, Xt)
+    assert np.array_equal(Y1, want[1])
+    R1 = random_matrix(11, 1, hidden_rows(16, 3), 5)
+    assert np.array_equal(Yt1, next_features(Xt, Os[0], R1))
 
 
 def test_one_hot_and_accuracy():

@@ -1,4 +1,4 @@
-"""The centralized reference: one process, the exact layer solution."""
+"""The centralized reference: one process, the central model's layer solve."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import time
 
 import numpy as np
 
-from ..solver import admm_solve, exact_solve_data
+from ..central import solve_layer
+from ..solver import AUTHORS_ADMM_ITERS
 from .base import Engine, LayerProblem, RunContext
 
-# Iterations of the SSFN authors' ADMM (their code's default).
-AUTHORS_ADMM_ITERS = 100
+__all__ = ["ExactEngine"]
 
 
 class ExactEngine(Engine):
@@ -18,6 +18,8 @@ class ExactEngine(Engine):
 
     ``--central-solver exact`` (default) is the ground truth; ``admm`` is the
     SSFN authors' early-stopped ADMM with ``--mu`` (for reproducing the paper).
+    Both go through :func:`dssfn_mpi.central.solve_layer`, so the run equals
+    :func:`dssfn_mpi.central.train_central` with the same settings.
     """
 
     def __init__(self, ctx: RunContext) -> None:
@@ -26,11 +28,8 @@ class ExactEngine(Engine):
     def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
         cfg = self.ctx.cfg
         t0 = time.perf_counter()
-        if cfg.central_solver == "admm":
-            mu = cfg.mu[min(prob.layer, len(cfg.mu) - 1)]
-            # The authors' form is written for the 1/2-scaled cost.
-            O = admm_solve(0.5 * prob.G, 0.5 * prob.B, prob.eps, mu, AUTHORS_ADMM_ITERS)
-            return O, {"solve_seconds": time.perf_counter() - t0,
-                       "activations": AUTHORS_ADMM_ITERS}
-        sol = exact_solve_data(prob.Y, prob.T, prob.eps)
-        return sol.O, {"solve_seconds": time.perf_counter() - t0, "activations": 1}
+        O, _ = solve_layer(prob.Y, prob.T, prob.eps, prob.layer, cfg.central_solver, cfg.mu,
+                           AUTHORS_ADMM_ITERS, G=prob.G, B=prob.B)
+        admm = cfg.central_solver == "admm"
+        return O, {"solve_seconds": time.perf_counter() - t0,
+                   "activations": AUTHORS_ADMM_ITERS if admm else 1}

@@ -1,0 +1,215 @@
+"""Settings declared once, as dataclass fields; the command line and config files derive from them.
+
+A setting is a field of a dataclass (:class:`dssfn_mpi.config.TrainConfig`)
+whose default is made by :func:`option`: the field gives the name, the type
+and the default, the option its help text, its help section and, where plain
+type checking is not enough, its parser. From that one declaration
+
+* :func:`add_arguments` builds the ``argparse`` flags (``--max-lead`` for
+  ``max_lead``; every flag defaults to ``None`` so "not given" is visible);
+* :func:`from_args` converts what was given on the command line;
+* :func:`from_mapping` checks and converts a config file's (or checkpoint's)
+  values, refusing unknown keys and wrong types.
+
+Adding a setting is one field, e.g.
+``log_every: int = option("output", "rewrite the log every N layers ({default})", 1)``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .errors import UserError, require
+
+__all__ = ["Option", "add_arguments", "from_args", "from_mapping", "option", "wrong_type"]
+
+# A parser turns a value from the command line (``source is None``) or from a
+# file (``source`` names it, for messages) into the setting; it raises UserError.
+Parser = Callable[[Any, "str | None"], Any]
+
+_SCALARS = {"int": int, "float": float, "str": str, "bool": bool}
+_EXPECTED = {"int": "an integer", "float": "a number", "str": "a string", "bool": "true/false"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """How one setting appears to users (the field itself holds name, type and default).
+
+    Attributes
+    ----------
+    group : str
+        Help section of the command line (``data``, ``method``, ``output``).
+    help : str or None
+        Help text; ``{default}`` is replaced by the field's default. ``None``:
+        config files only, no command-line flag.
+    flag : str or None
+        The flag, ``--`` + the name with dashes unless given. A ``bool``
+        setting whose default is true gets a flag that turns it off (``--no-check``).
+    parse : callable or None
+        ``parse(value, source)`` for settings that are not a plain ``int``,
+        ``float``, ``str`` or ``bool``; for plain ones it runs after the type check.
+    metavar : str or None
+        Placeholder in ``--help``.
+    repeatable : bool
+        The flag may be given several times; the setting gets the list.
+    """
+
+    group: str
+    help: str | None
+    flag: str | None = None
+    parse: Parser | None = None
+    metavar: str | None = None
+    repeatable: bool = False
+
+
+def option(group: str, help: str | None, default: Any = None, *,
+           default_factory: Callable[[], Any] | None = None, **how: Any) -> Any:
+    """A dataclass field declaring a setting (see :class:`Option` for ``how``).
+
+    Parameters
+    ----------
+    group : str
+        Help section.
+    help : str or None
+        Help text, may contain ``{default}``; ``None`` for config-file-only settings.
+    default : object
+        The default value (use ``default_factory`` for mutable ones).
+    default_factory : callable, optional
+        Builds the default.
+    **how
+        ``flag``, ``parse``, ``metavar``, ``repeatable`` of :class:`Option`.
+    """
+    meta = {"option": Option(group=group, help=help, **how)}
+    if default_factory is not None:
+        return dataclasses.field(default_factory=default_factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """One declared field: its name, option, plain type (or None) and default."""
+
+    name: str
+    opt: Option
+    scalar: str | None
+    default: Any
+
+    @property
+    def flag(self) -> str:
+        if self.opt.flag is not None:
+            return self.opt.flag
+        if self.scalar == "bool" and self.default is True:
+            return "--no-" + self.name.replace("_", "-")
+        return "--" + self.name.replace("_", "-")
+
+
+def _scalar(annotation: Any) -> str | None:
+    """``"int"`` for ``int`` or ``int | None`` (likewise float, str, bool); else None."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    parts = {p.strip() for p in text.split("|")} - {"None"}
+    return parts.pop() if len(parts) == 1 and next(iter(parts)) in _SCALARS else None
+
+
+def _settings(cls: type) -> list[_Setting]:
+    out = []
+    for f in dataclasses.fields(cls):
+        opt = f.metadata.get("option")
+        if opt is None:
+            raise TypeError(f"{cls.__name__}.{f.name} is not declared with option()")
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        scalar = _scalar(f.type)
+        if scalar is None and opt.parse is None:
+            raise TypeError(f"{cls.__name__}.{f.name}: a {f.type} setting needs parse=")
+        out.append(_Setting(f.name, opt, scalar, default))
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser, cls: type,
+                  groups: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Add a flag for every command-line setting of ``cls`` to ``parser``.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+    cls : type
+        Dataclass whose fields are declared with :func:`option`.
+    groups : dict, optional
+        Argument groups by name, created in order of first use when missing.
+
+    Returns
+    -------
+    dict
+        The argument groups by name (to add command-specific flags to them).
+    """
+    groups = {} if groups is None else groups
+    for s in _settings(cls):
+        if s.opt.help is None:
+            continue
+        if s.opt.group not in groups:
+            groups[s.opt.group] = parser.add_argument_group(s.opt.group)
+        kwargs: dict[str, Any] = {"dest": s.name, "default": None,
+                                  "help": s.opt.help.format(default=s.default)}
+        if s.scalar == "bool":
+            kwargs["action"] = "store_false" if s.default is True else "store_true"
+        else:
+            if s.scalar in ("int", "float"):
+                kwargs["type"] = _SCALARS[s.scalar]
+            if s.opt.repeatable:
+                kwargs["action"] = "append"
+            if s.opt.metavar is not None:
+                kwargs["metavar"] = s.opt.metavar
+        groups[s.opt.group].add_argument(s.flag, **kwargs)
+    return groups
+
+
+def from_args(args: argparse.Namespace, cls: type) -> dict[str, Any]:
+    """The settings given on the command line (absent flags are left out), converted."""
+    out: dict[str, Any] = {}
+    for s in _settings(cls):
+        value = getattr(args, s.name, None) if s.opt.help is not None else None
+        if value is None:
+            continue
+        out[s.name] = s.opt.parse(value, None) if s.opt.parse is not None else value
+    return out
+
+
+def wrong_type(source: str, key: str, value: Any, expected: str) -> UserError:
+    """The error for a config value of the wrong type."""
+    return UserError(f"{source}: {key} = {value!r} has the wrong type ({expected})")
+
+
+def _check_scalar(s: _Setting, value: Any, source: str) -> Any:
+    ok = {
+        "bool": isinstance(value, bool),
+        "int": isinstance(value, int) and not isinstance(value, bool),
+        "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+        "str": isinstance(value, str),
+    }[s.scalar]
+    if not ok:
+        raise wrong_type(source, s.name, value, f"expected {_EXPECTED[s.scalar]}")
+    return float(value) if s.scalar == "float" else value
+
+
+def from_mapping(data: dict[str, Any], cls: type, source: str) -> dict[str, Any]:
+    """Check and convert a mapping of settings of ``cls`` (config file, checkpoint).
+
+    Keys may use dashes or underscores. Unknown keys and wrong types are user
+    errors, so a typo never silently falls back to a default. ``None`` is
+    accepted for plain settings (their "not set").
+    """
+    known = {s.name: s for s in _settings(cls)}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        require(name in known, f"{source}: unknown key {key!r}; valid keys: {', '.join(known)}")
+        s = known[name]
+        if s.scalar is not None:
+            if value is None:
+                out[name] = None
+                continue
+            value = _check_scalar(s, value, source)
+        out[name] = s.opt.parse(value, source) if s.opt.parse is not None else value
+    return out
