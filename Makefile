@@ -38,14 +38,14 @@ demo: $(VENV)/.installed
 	$(PY) -m dssfn_mpi report runs/demo.h5
 
 test: $(VENV)/.installed
-	$(VENV)/bin/ruff check dssfn_mpi benchmarks tests
+	$(VENV)/bin/ruff check dssfn_mpi tests
 	$(PY) -m pytest -q tests
 	$(MPIRUN) -n 2 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 	$(MPIRUN) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 	$(MPIRUN) -n 5 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check dssfn_mpi benchmarks tests
+	$(VENV)/bin/ruff check dssfn_mpi tests
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

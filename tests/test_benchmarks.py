@@ -16,11 +16,11 @@ import h5py
 import numpy as np
 import pytest
 
-from benchmarks.collect import run_collect
-from benchmarks.plot import plot_file
-from benchmarks.presets import apply_overrides, get_preset
-from benchmarks.specs import slow_ranks
-from benchmarks.table2 import PAPER_TABLE2, table2_markdown
+from dssfn_mpi.bench.collect import run_collect
+from dssfn_mpi.bench.plot import plot_file
+from dssfn_mpi.bench.presets import apply_overrides, get_preset
+from dssfn_mpi.bench.specs import slow_ranks
+from dssfn_mpi.bench.table2 import PAPER_TABLE2, table2_markdown
 from dssfn_mpi.cli import main
 from dssfn_mpi.errors import UserError
 from dssfn_mpi.launch import mpirun_path
@@ -308,6 +308,30 @@ def test_table2_markdown_quotes_the_paper():
     assert "no table2 runs" in text
 
 
+def test_only_dssfn_mpi_is_installed():
+    # A top-level `benchmarks` package would collide with other projects' (issue 10).
+    tomllib = pytest.importorskip("tomllib")
+    from setuptools import find_packages
+
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())
+    include = meta["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = find_packages(str(REPO), include=include)
+    assert "dssfn_mpi.bench" in packages
+    assert all(p.split(".")[0] == "dssfn_mpi" for p in packages), packages
+    assert not list((REPO / "benchmarks").glob("*.py"))
+
+
+def test_benchmarks_readme_lists_every_benchmark():
+    from dssfn_mpi.bench.presets import PRESETS
+
+    text = (REPO / "benchmarks" / "README.md").read_text()
+    for name in [*PRESETS, "collect"]:
+        assert f"| `{name}` |" in text and f"dssfn-mpi bench {name} " in text, name
+    assert "dssfn-mpi plot " in text
+    for module in ("rma", "penalty"):
+        assert f"python -m dssfn_mpi.bench.{module} " in text, module
+
+
 def test_plot_rejects_non_hdf5(tmp_path):
     bad = tmp_path / "x.h5"
     bad.write_text("hello")
@@ -395,7 +419,7 @@ def test_table2_markdown_uses_each_settings_own_central(monkeypatch):
     # The paper setting's central model is the authors' ADMM, not the exact solve.
     import types
 
-    import benchmarks.table2 as t2
+    import dssfn_mpi.bench.table2 as t2
 
     def row(setting, mode, acc):
         return {"dataset": "vowel", "setting": setting, "mode": mode, "seeds": 1, "failed": 0,
@@ -416,7 +440,7 @@ def test_penalty_sweep_backs_the_auto_rho():
     # within 4x of the best of auto/8, auto, 8 auto, and close to O*.
     import io
 
-    from benchmarks.penalty import sweep
+    from dssfn_mpi.bench.penalty import sweep
 
     out = io.StringIO()
     rows = sweep("digits", 1, "sync", powers=(-3, 0, 3), out=out)

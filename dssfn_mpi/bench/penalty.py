@@ -3,8 +3,8 @@
 A serial study (no MPI), the evidence behind the ``auto`` constants in
 :mod:`dssfn_mpi.solver`::
 
-    python -m benchmarks.penalty --dataset digits --layers 20 --engine sync
-    python -m benchmarks.penalty --dataset vowel --layers 12 --engine async --degree 8
+    python -m dssfn_mpi.bench.penalty --dataset digits --layers 20 --engine sync
+    python -m dssfn_mpi.bench.penalty --dataset vowel --layers 12 --engine async --degree 8
 
 Along the *centralized* path (every layer's features built from the exact O*
 of the layer before), the training set is split uniformly over M nodes and
@@ -29,10 +29,10 @@ import sys
 
 import numpy as np
 
-from dssfn_mpi.datasets import load_dataset
-from dssfn_mpi.model import hidden_rows, next_features, one_hot, random_matrix
-from dssfn_mpi.partition import partition
-from dssfn_mpi.solver import (
+from ..datasets import load_dataset
+from ..model import hidden_rows, next_features, one_hot, random_matrix
+from ..partition import partition
+from ..solver import (
     LocalInverse,
     auto_penalty,
     exact_solve,
@@ -144,7 +144,7 @@ def sweep(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.penalty",
+    parser = argparse.ArgumentParser(prog="python -m dssfn_mpi.bench.penalty",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--layers", type=int, default=10)

@@ -10,7 +10,7 @@ What is drawn depends on the file:
   the per-activation overhead against the compute floor;
 * a single run log (``train --out``): accuracy, distance and time per layer.
 
-Only the file is read; numbers are defined in :mod:`benchmarks.summary`.
+Only the file is read; numbers are defined in :mod:`dssfn_mpi.bench.summary`.
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from dssfn_mpi.errors import UserError  # noqa: E402
-from dssfn_mpi.runlog import RunLog, read_runlog, read_sweep  # noqa: E402
-
+from ..errors import UserError  # noqa: E402
+from ..runlog import RunLog, read_runlog, read_sweep  # noqa: E402
 from .summary import RunSummary, summarize  # noqa: E402
 
 __all__ = ["plot_file"]

@@ -2,7 +2,7 @@
 
 Run as its own 2-rank job::
 
-    mpirun -n 2 python -m benchmarks.rma --out rma.h5 [--reps 50] [--label osc-sm]
+    mpirun -n 2 python -m dssfn_mpi.bench.rma --out rma.h5 [--reps 50] [--label osc-sm]
 
 (``dssfn-mpi bench rma`` does this for you, once per one-sided component).
 Rank 0 is the target, rank 1 the origin. Sizes: one Z = Q x n doubles with
@@ -148,8 +148,8 @@ def _put_tables(comm: Any, reps: int, compute_s: float, allocate: bool) -> dict[
 
 def _activation_tables(comm: Any, reps: int) -> dict[str, np.ndarray]:
     """Per-activation mailbox traffic (8 reads + 8 puts) vs the (Q x n)@(n x n) product."""
-    from dssfn_mpi.topology import make_topology
-    from dssfn_mpi.transport import ZMailbox
+    from ..topology import make_topology
+    from ..transport import ZMailbox
 
     graph = make_topology("ring", 2)  # one neighbour each: 8 reads/puts stand for 8 neighbours
     other = 1 - comm.Get_rank()
@@ -205,8 +205,8 @@ def measure(comm: Any, reps: int = 50, compute_ms: float = 20.0) -> dict[str, An
     """
     from mpi4py import MPI
 
-    from dssfn_mpi.errors import require
-    from dssfn_mpi.transport import passive_put_check
+    from ..errors import require
+    from ..transport import passive_put_check
 
     require(comm.Get_size() == 2, "the RMA benchmark runs on exactly 2 ranks: mpirun -n 2 ...")
     compute_s = compute_ms / 1000.0
@@ -237,7 +237,7 @@ def write_rma(path: str | os.PathLike, label: str, res: dict[str, Any]) -> None:
     """Write one measurement as ``/rma/<label>`` of a new HDF5 file, atomically."""
     import h5py
 
-    from dssfn_mpi.runlog import software_versions, utc_now
+    from ..runlog import software_versions, utc_now
 
     target = Path(path)
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
@@ -287,10 +287,10 @@ def write_rma(path: str | os.PathLike, label: str, res: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m benchmarks.rma`` (run on 2 ranks)."""
+    """Entry point of ``python -m dssfn_mpi.bench.rma`` (run on 2 ranks)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.rma", description=__doc__.split(
-        "\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m dssfn_mpi.bench.rma",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="HDF5 file to write (rank 0)")
     parser.add_argument("--reps", type=int, default=50, help="timed repetitions (50)")
     parser.add_argument("--compute-ms", type=float, default=20.0,
@@ -302,15 +302,15 @@ def main(argv: list[str] | None = None) -> int:
     from mpi4py import MPI
     from threadpoolctl import threadpool_limits
 
-    from dssfn_mpi.errors import UserError
-    from dssfn_mpi.runlog import check_output_path
+    from ..errors import UserError
+    from ..runlog import check_output_path
 
     comm = MPI.COMM_WORLD
     error = None
     try:
         if comm.Get_size() != 2:
             raise UserError("the RMA benchmark runs on exactly 2 ranks: mpirun -n 2 "
-                            "python -m benchmarks.rma --out FILE")
+                            "python -m dssfn_mpi.bench.rma --out FILE")
         if args.reps < 1:
             raise UserError(f"--reps must be >= 1, got {args.reps}")
         if comm.Get_rank() == 0:
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     error = comm.bcast(error, root=0)  # every rank leaves together, none waits alone
     if error is not None:
         if comm.Get_rank() == 0:
-            print(f"benchmarks.rma: error: {error}", file=sys.stderr, flush=True)
+            print(f"dssfn_mpi.bench.rma: error: {error}", file=sys.stderr, flush=True)
         return 2
     label = args.label or ("osc-" + (os.environ.get("OMPI_MCA_osc") or "default"))
     with threadpool_limits(limits=1):
