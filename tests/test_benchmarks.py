@@ -193,21 +193,37 @@ def test_rma_microbenchmark(tmp_path, capsys):
     code, stdout, _ = _bench(capsys, "rma", "--out", str(out), "--set", "reps=3")
     assert code == 0, stdout
     with h5py.File(out, "r") as f:
-        assert f.attrs["kind"] == "rma"
+        assert f.attrs["kind"] == "rma" and f.attrs["schema_version"] == 2
         g = f["rma/osc-sm"]
         assert list(g["Q"][()]) == [0, 6, 10, 11, 26, 102]
         assert list(g["n"][()][1:]) == [1012, 1020, 1022, 1052, 1204]
-        lat = g["put/allocate_in_mpi"][()]
-        assert lat.shape == (6, 3) and np.all(lat > 0) and np.all(lat < 0.1)
-        assert g["put/allocate_in_mpi"].attrs["units"] == "s"
+        # The mailbox's own path: ZMailbox.put and its seqlock reads, every size and rep.
+        for name in ("put/in_mpi", "put/computing", "put/sleeping", "read/read_new",
+                     "read/read_all_new", "read/read_all_unchanged",
+                     "contended/put_seconds", "contended/read_all_seconds"):
+            lat = g[name][()]
+            assert lat.shape == (6, 3) and np.all(lat > 0) and np.all(lat < 0.1), name
+            assert g[name].attrs["units"] == "s"
+        assert "ZMailbox.put" in g["put/in_mpi"].attrs["description"]
+        torn, fallbacks = g["contended/torn_retries"][()], g["contended/fallbacks"][()]
+        assert torn.shape == fallbacks.shape == (6,) and np.all(fallbacks <= torn)
         assert g["activation/overhead_seconds"].shape == (5, 2, 3)
         assert bool(g["passive_check/allocate"].attrs["passive"])
         # osc=sm refuses Win.Create: recorded, not fatal.
-        assert g["put"].attrs["create_error"]
-        assert np.all(np.isnan(g["put/create_in_mpi"][()]))
+        assert g["passive_check/create"].attrs["error"]
         assert "osc-rdma" in f["rma"]
     names = {p.name for p in plot_file(out, tmp_path)}
     assert {"rma_latency.png", "rma_activation.pdf"} <= names
+
+
+def test_plot_refuses_an_rma_file_of_another_schema(tmp_path):
+    path = tmp_path / "old.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["kind"] = "rma"
+        f.attrs["schema_version"] = 1
+        f.create_group("rma/osc-sm/put")
+    with pytest.raises(UserError, match="schema 1.*re-run dssfn-mpi bench rma"):
+        plot_file(path, tmp_path / "fig")
 
 
 @pytest.mark.mpirun

@@ -1,28 +1,35 @@
-"""RMA micro-benchmark: what one-sided puts cost for the Z sizes of this workload.
+"""Mailbox micro-benchmark: what the async engine's one-sided path costs per Z.
 
 Run as its own 2-rank job::
 
     mpirun -n 2 python -m dssfn_mpi.bench.rma --out rma.h5 [--reps 50] [--label osc-sm]
 
 (``dssfn-mpi bench rma`` does this for you, once per one-sided component).
-Rank 0 is the target, rank 1 the origin. Sizes: one Z = Q x n doubles with
-n = 2Q + 1000 for Q in {6, 10, 11, 26, 102} (vowel... caltech101), plus an
-8-byte put for the latency floor. Measured:
+Everything goes through :class:`dssfn_mpi.transport.ZMailbox` on the 2-node
+graph, as the async engine uses it: rank 1 writes into rank 0's window.
+Sizes: one Z = Q x n doubles with n = 2Q + 1000 for Q in {6, 10, 11, 26, 102}
+(satimage ... caltech101), plus a one-element Z for the latency floor. Measured:
 
-* ``put``: ``Lock(EXCLUSIVE)`` / ``Put`` / ``Unlock`` (what
-  :class:`dssfn_mpi.transport.ZMailbox` does per Z), for an MPI-allocated
-  window (``Win.Allocate``) and a window over user memory (``Win.Create``),
-  each with the target **waiting inside MPI** (in ``MPI_Barrier``), the
-  target **computing outside MPI** (a BLAS loop of ``--compute-ms``) and the
-  target **sleeping outside MPI** (same time; separates "outside MPI" from
-  "sharing the CPU"). A put that needs the target's help takes about as long
-  as the target stays outside MPI: it is not one-sided in practice.
-* ``activation``: the async engine's per-activation communication on a
-  2-node graph (8 ``ZMailbox.read`` + 8 ``ZMailbox.put`` of one Z, both
-  ranks at once, as in an activation with 8 neighbours) against the compute
-  floor of an activation, the bare ``(Q x n) @ (n x n)`` product.
-* ``passive_check``: :func:`dssfn_mpi.transport.passive_put_check` for both
-  window kinds (a 1 s sleep on the target).
+* ``put``: ``ZMailbox.put``, the seqlock write (begin counter, flush; header
+  and Z, flush; end counter, flush), with the target **waiting inside MPI**
+  (in ``MPI_Barrier``), **computing outside MPI** (a BLAS loop of
+  ``--compute-ms``) and **sleeping outside MPI** (same time; separates
+  "outside MPI" from "sharing the CPU"). If the put is one-sided in practice,
+  the last two cost what the first does.
+* ``read``: rank 0 reading its own window while rank 1 waits: ``ZMailbox.read``
+  (into a new array) and ``ZMailbox.read_all`` (into the engine's preallocated
+  buffer) of a slot written since the last read (the seqlock copy: end
+  counter, header and data, begin counter), and ``read_all`` when nothing new
+  was written (the kept copy; only the end counter is read from the window).
+* ``contended``: rank 1 puts back to back while rank 0 calls ``read_all``: both
+  latencies, and the copies the seqlock rejected (``torn_retries``) or gave up
+  on (``fallbacks``, answered by the last consistent copy).
+* ``activation``: an activation's traffic with 8 neighbours (8 ``read_all`` +
+  8 ``put`` of one Z, both ranks at once) against its compute floor, the bare
+  ``(Q x n) @ (n x n)`` product.
+* ``passive_check``: :func:`dssfn_mpi.transport.passive_put_check` for the
+  mailbox's ``Win.Allocate`` window and for ``Win.Create`` (a 0.5 s sleep on
+  the target).
 
 The layout of the HDF5 file is documented in BENCHMARKS.md ("The /rma group").
 """
@@ -38,20 +45,41 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Q_VALUES", "SCENARIOS", "main", "measure", "write_rma", "z_shapes"]
+__all__ = ["Q_VALUES", "READS", "RMA_SCHEMA_VERSION", "SCENARIOS", "main", "measure",
+           "write_rma", "z_shapes"]
 
 #: Output classes Q of vowel (11), satimage (6), mnist/digits (10), letter (26), caltech101 (102).
 Q_VALUES = (6, 10, 11, 26, 102)
+#: 2: the mailbox's put and reads (1: Lock/Put/Unlock on bare windows, before issue 10).
+RMA_SCHEMA_VERSION = 2
 _WORD = 8
+_LAYER = 0  # every write and read of the benchmark is of one layer
+
+#: Put scenarios: what the target does while the origin puts.
+SCENARIOS = {
+    "in_mpi": "target waiting inside MPI (MPI_Barrier)",
+    "computing": "target computing outside MPI (BLAS loop, no MPI call)",
+    "sleeping": "target sleeping outside MPI (time.sleep, no MPI call)",
+}
+
+#: Reads of rank 0's window, the writer waiting in MPI_Barrier.
+READS = {
+    "read_new": "ZMailbox.read (into a new array) of a slot written since the last read",
+    "read_all_new": "ZMailbox.read_all (into a preallocated buffer) of a slot written since "
+                    "the last read",
+    "read_all_unchanged": "ZMailbox.read_all with nothing written since the last read "
+                          "(answered by the kept copy)",
+}
 
 
 def z_shapes() -> list[tuple[int, int]]:
-    """(Q, n) of each measured size: the 8-byte floor (0, 1), then Q x (2Q + 1000)."""
+    """(Q, n) of each measured size: the one-double floor (0, 1), then Q x (2Q + 1000)."""
     return [(0, 1)] + [(q, 2 * q + 1000) for q in Q_VALUES]
 
 
-def _elems(q: int, n: int) -> int:
-    return q * n if q else 1
+def _z(q: int, n: int) -> np.ndarray:
+    """The Z put at size (q, n), the same on both ranks (the reader checks what it got)."""
+    return np.random.default_rng(q).random((q, n) if q else (1, 1))
 
 
 def _busy(seconds: float, a: np.ndarray) -> None:
@@ -67,87 +95,107 @@ def _spin(seconds: float) -> None:
         pass
 
 
-def _make_window(comm: Any, words: int, allocate: bool) -> tuple[Any, Any, str | None]:
-    """A window of ``words`` doubles on rank 0 (1 elsewhere); agree on failure."""
-    from mpi4py import MPI
-
-    mine = words if comm.Get_rank() == 0 else 1
-    win, local, error = None, None, None
-    try:
-        if allocate:
-            win = MPI.Win.Allocate(mine * _WORD, _WORD, comm=comm)
-        else:
-            local = np.zeros(mine)
-            win = MPI.Win.Create(local, _WORD, comm=comm)
-    except MPI.Exception as exc:
-        error = str(exc).strip() or "window creation failed"
-    errors = comm.allgather(error)
-    error = next((e for e in errors if e), None)
-    if error is not None:
-        return None, None, error  # a window made on one rank only cannot be freed collectively
-    return win, local, None
-
-
-def _put_once(win: Any, buf: np.ndarray) -> float:
-    from mpi4py import MPI
-
+def _timed(call: Any, *args: Any) -> float:
     t0 = time.perf_counter()
-    win.Lock(0, MPI.LOCK_EXCLUSIVE)
-    win.Put(buf, 0, 0)
-    win.Unlock(0)
+    call(*args)
     return time.perf_counter() - t0
 
 
-#: Put scenarios: what the target does while the origin puts.
-SCENARIOS = {
-    "in_mpi": "target waiting inside MPI (MPI_Barrier)",
-    "computing": "target computing outside MPI (BLAS loop, no MPI call)",
-    "sleeping": "target sleeping outside MPI (time.sleep, no MPI call)",
-}
-
-
-def _put_tables(comm: Any, reps: int, compute_s: float, allocate: bool) -> dict[str, Any]:
-    """Put latencies (sizes x reps) for every scenario of :data:`SCENARIOS`."""
-    shapes = z_shapes()
+def _put_times(comm: Any, mb: Any, Z: np.ndarray, reps: int, compute_s: float) -> dict:
+    """``ZMailbox.put`` latencies from rank 1 into rank 0 for every scenario (rank 1's)."""
     rank = comm.Get_rank()
-    biggest = max(_elems(q, n) for q, n in shapes)
-    tables = {name: np.full((len(shapes), reps), np.nan) for name in SCENARIOS}
-    win, local, error = _make_window(comm, biggest, allocate)
-    if error is not None:
-        return {**tables, "error": error}
-    payload = np.random.default_rng(1).random(biggest)
+    times = {name: np.full(reps, np.nan) for name in SCENARIOS}
     work = np.random.default_rng(2).random((96, 96))
-    for i, (q, n) in enumerate(shapes):
-        buf = payload[: _elems(q, n)]
-        comm.Barrier()
+    comm.Barrier()
+    if rank == 1:
+        for _ in range(2):  # warm-up: first touch of the target's slot
+            mb.put(0, Z, _LAYER)
+        for r in range(reps):
+            times["in_mpi"][r] = _timed(mb.put, 0, Z, _LAYER)
+    comm.Barrier()  # rank 0 waits in here, inside MPI, during the puts
+    for name in ("computing", "sleeping"):
+        for r in range(reps):
+            comm.Barrier()
+            if rank == 0:
+                if name == "computing":
+                    _busy(compute_s, work)
+                else:
+                    time.sleep(compute_s)
+            elif rank == 1:
+                # Spin (not sleep) until the target is surely outside MPI: a put
+                # made straight after waking up would also time the wake-up.
+                _spin(0.25 * compute_s)
+                times[name][r] = _timed(mb.put, 0, Z, _LAYER)
+            comm.Barrier()
+    return times
+
+
+def _read_times(comm: Any, mb: Any, Z: np.ndarray, reps: int) -> dict:
+    """Rank 0's read latencies of its window (rank 0's), each after a completed put."""
+    rank = comm.Get_rank()
+    times = {name: np.full(reps, np.nan) for name in READS}
+    out = np.empty((1, *Z.shape))
+    versions = np.zeros(1, dtype=np.int64)
+    for r in range(reps):
+        for name in ("read_new", "read_all_new"):
+            comm.Barrier()
+            if rank == 1:
+                mb.put(0, Z, _LAYER)
+            comm.Barrier()  # the put is flushed: rank 0 reads a complete write
+            if rank != 0:
+                continue
+            if name == "read_new":
+                times[name][r] = _timed(mb.read, 1, _LAYER)
+            else:
+                times[name][r] = _timed(mb.read_all, _LAYER, out, versions)
+                times["read_all_unchanged"][r] = _timed(mb.read_all, _LAYER, out, versions)
+    if rank == 0 and not np.array_equal(out[0], Z):
+        raise RuntimeError("the mailbox read back something else than was put")
+    return times
+
+
+def _contended(comm: Any, mb: Any, Z: np.ndarray, reps: int) -> dict:
+    """Rank 1 puts ``reps`` times back to back while rank 0 calls ``read_all`` ``reps`` times."""
+    rank = comm.Get_rank()
+    seconds = np.full(reps, np.nan)
+    out = np.empty((1, *Z.shape))
+    versions = np.zeros(1, dtype=np.int64)
+    mb.reset_counters()
+    comm.Barrier()
+    for r in range(reps):
         if rank == 1:
-            for _ in range(2):  # warm-up: first-touch and lock set-up
-                _put_once(win, buf)
-            for r in range(reps):
-                tables["in_mpi"][i, r] = _put_once(win, buf)
-        comm.Barrier()  # rank 0 waits in here, inside MPI, during the puts
-        for name in ("computing", "sleeping"):
-            for r in range(reps):
-                comm.Barrier()
-                if rank == 0:
-                    if name == "computing":
-                        _busy(compute_s, work)
-                    else:
-                        time.sleep(compute_s)
-                elif rank == 1:
-                    # Spin (not sleep) until the target is surely outside MPI: a put
-                    # made straight after waking up would also time the wake-up.
-                    _spin(0.25 * compute_s)
-                    tables[name][i, r] = _put_once(win, buf)
-                comm.Barrier()
-    win.Free()
-    del local
-    tables = {name: comm.bcast(tab, root=1) for name, tab in tables.items()}
-    return {**tables, "error": ""}
+            seconds[r] = _timed(mb.put, 0, Z, _LAYER)
+        elif rank == 0:
+            seconds[r] = _timed(mb.read_all, _LAYER, out, versions)
+    comm.Barrier()
+    return {"put_seconds": comm.bcast(seconds, root=1),
+            "read_all_seconds": comm.bcast(seconds, root=0),
+            "torn_retries": comm.bcast(mb.torn_retries, root=0),
+            "fallbacks": comm.bcast(mb.fallbacks, root=0)}
+
+
+def _size_tables(comm: Any, reps: int, compute_s: float) -> dict[str, dict[str, np.ndarray]]:
+    """put, read and contended tables, one row per size of :func:`z_shapes`."""
+    from ..topology import make_topology
+    from ..transport import ZMailbox
+
+    graph = make_topology("ring", 2)  # one edge
+    rows: dict[str, dict[str, list]] = {"put": {}, "read": {}, "contended": {}}
+    for q, n in z_shapes():
+        Z = _z(q, n)
+        with ZMailbox(comm, graph, Z.size) as mb:  # a window sized for this Z, as in a run
+            puts = _put_times(comm, mb, Z, reps, compute_s)
+            reads = _read_times(comm, mb, Z, reps)
+            cont = _contended(comm, mb, Z, reps)
+        for group, tab in (("put", comm.bcast(puts, root=1)), ("read", comm.bcast(reads, root=0)),
+                           ("contended", cont)):
+            for name, value in tab.items():
+                rows[group].setdefault(name, []).append(value)
+    return {group: {name: np.array(v) for name, v in tab.items()} for group, tab in rows.items()}
 
 
 def _activation_tables(comm: Any, reps: int) -> dict[str, np.ndarray]:
-    """Per-activation mailbox traffic (8 reads + 8 puts) vs the (Q x n)@(n x n) product."""
+    """Per-activation mailbox traffic (8 read_all + 8 puts) vs the (Q x n)@(n x n) product."""
     from ..topology import make_topology
     from ..transport import ZMailbox
 
@@ -159,18 +207,20 @@ def _activation_tables(comm: Any, reps: int) -> dict[str, np.ndarray]:
     for i, q in enumerate(Q_VALUES):
         n = 2 * q + 1000
         Z = rng.random((q, n))
+        Zr = np.empty((1, q, n))
+        versions = np.zeros(1, dtype=np.int64)
         A, H = rng.random((q, n)), rng.random((n, n))
         with ZMailbox(comm, graph, q * n) as mb:
             for _ in range(3):
-                mb.put(other, Z, 0)
-                mb.read(other, 0)
+                mb.put(other, Z, _LAYER)
+                mb.read_all(_LAYER, Zr, versions)
             comm.Barrier()
             for r in range(reps):
                 t0 = time.perf_counter()
                 for _ in range(8):
-                    mb.read(other, 0)
+                    mb.read_all(_LAYER, Zr, versions)
                 for _ in range(8):
-                    mb.put(other, Z, 0)
+                    mb.put(other, Z, _LAYER)
                 overhead[i, r] = time.perf_counter() - t0
             comm.Barrier()
         A @ H  # warm-up
@@ -200,8 +250,9 @@ def measure(comm: Any, reps: int = 50, compute_ms: float = 20.0) -> dict[str, An
     Returns
     -------
     dict
-        ``put`` (window kind -> tables), ``activation``, ``passive_check``
-        and ``info`` (library, component, hosts).
+        ``put``, ``read`` and ``contended`` (name -> table, one row per size),
+        ``activation``, ``passive_check`` (window kind -> result) and ``info``
+        (library, component, hosts).
     """
     from mpi4py import MPI
 
@@ -209,9 +260,7 @@ def measure(comm: Any, reps: int = 50, compute_ms: float = 20.0) -> dict[str, An
     from ..transport import passive_put_check
 
     require(comm.Get_size() == 2, "the RMA benchmark runs on exactly 2 ranks: mpirun -n 2 ...")
-    compute_s = compute_ms / 1000.0
-    put = {kind: _put_tables(comm, reps, compute_s, kind == "allocate")
-           for kind in ("allocate", "create")}
+    tables = _size_tables(comm, reps, compute_ms / 1000.0)
     activation = _activation_tables(comm, reps)
     passive = {kind: passive_put_check(comm, sleep=0.5, allocate=kind == "allocate",
                                        nbytes=_WORD * 10 * 1020)
@@ -224,13 +273,53 @@ def measure(comm: Any, reps: int = 50, compute_ms: float = 20.0) -> dict[str, An
         "reps": reps,
         "compute_ms": compute_ms,
     }
-    return {"put": put, "activation": activation, "passive_check": passive, "info": info}
+    return {**tables, "activation": activation, "passive_check": passive, "info": info}
 
 
 def _dataset(group: Any, name: str, data: np.ndarray, units: str, description: str) -> None:
     ds = group.create_dataset(name, data=data)
     ds.attrs["units"] = units
     ds.attrs["description"] = description
+
+
+def _write_tables(g: Any, res: dict[str, Any]) -> None:
+    """The datasets of one ``/rma/<label>`` group (layout in BENCHMARKS.md)."""
+    shapes = z_shapes()
+    _dataset(g, "Q", np.array([q for q, _ in shapes]), "1",
+             "classes Q of each size (0: a one-element Z, the latency floor)")
+    _dataset(g, "n", np.array([n for _, n in shapes]), "1", "hidden width n = 2Q + 1000")
+    _dataset(g, "bytes", np.array([_WORD * (q * n if q else 1) for q, n in shapes]), "bytes",
+             "payload of one Z = Q x n doubles (a put adds 56 bytes of counters and header)")
+    pg = g.create_group("put")
+    for where, text in SCENARIOS.items():
+        _dataset(pg, where, res["put"][where], "s",
+                 f"ZMailbox.put latency from rank 1 into rank 0, {text}; shape (sizes, reps)")
+    rg = g.create_group("read")
+    for name, text in READS.items():
+        _dataset(rg, name, res["read"][name], "s", f"{text}; shape (sizes, reps)")
+    cg = g.create_group("contended")
+    cont = res["contended"]
+    _dataset(cg, "put_seconds", cont["put_seconds"], "s",
+             "rank 1's back-to-back ZMailbox.put during rank 0's reads; shape (sizes, reps)")
+    _dataset(cg, "read_all_seconds", cont["read_all_seconds"], "s",
+             "rank 0's ZMailbox.read_all during rank 1's puts; shape (sizes, reps)")
+    _dataset(cg, "torn_retries", cont["torn_retries"], "1",
+             "copies the seqlock rejected (a write in flight) in those reads; shape (sizes,)")
+    _dataset(cg, "fallbacks", cont["fallbacks"], "1",
+             "reads answered by the last consistent copy after every retry was torn; "
+             "shape (sizes,)")
+    ag = g.create_group("activation")
+    _dataset(ag, "Q", np.array(Q_VALUES), "1", "classes Q (n = 2Q + 1000)")
+    _dataset(ag, "overhead_seconds", res["activation"]["overhead_seconds"], "s",
+             "8 ZMailbox.read_all + 8 ZMailbox.put of one Q x n Z; shape (Q, rank, reps)")
+    _dataset(ag, "compute_seconds", res["activation"]["compute_seconds"], "s",
+             "bare (Q x n) @ (n x n) product, the activation's compute floor; "
+             "shape (Q, rank, reps)")
+    pcg = g.create_group("passive_check")
+    for kind, chk in res["passive_check"].items():
+        sub = pcg.create_group(kind)
+        for key, value in chk.items():
+            sub.attrs[key] = "" if value is None else value
 
 
 def write_rma(path: str | os.PathLike, label: str, res: dict[str, Any]) -> None:
@@ -241,10 +330,9 @@ def write_rma(path: str | os.PathLike, label: str, res: dict[str, Any]) -> None:
 
     target = Path(path)
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
-    shapes = z_shapes()
     try:
         with h5py.File(tmp, "w") as f:
-            f.attrs["schema_version"] = 1
+            f.attrs["schema_version"] = RMA_SCHEMA_VERSION
             f.attrs["kind"] = "rma"
             f.attrs["write_time"] = utc_now()
             g = f.create_group("rma").create_group(label)
@@ -255,30 +343,7 @@ def write_rma(path: str | os.PathLike, label: str, res: dict[str, Any]) -> None:
             g.attrs["hostnames"] = ",".join(info["hostnames"])
             for key, value in software_versions().items():
                 g.attrs[key] = value
-            _dataset(g, "Q", np.array([q for q, _ in shapes]), "1",
-                     "classes Q of each size (0: the 8-byte latency floor)")
-            _dataset(g, "n", np.array([n for _, n in shapes]), "1", "hidden width n = 2Q + 1000")
-            _dataset(g, "bytes", np.array([_WORD * _elems(q, n) for q, n in shapes]), "bytes",
-                     "payload of one put (one Z = Q x n doubles)")
-            pg = g.create_group("put")
-            for kind, tab in res["put"].items():
-                for where, text in SCENARIOS.items():
-                    _dataset(pg, f"{kind}_{where}", tab[where], "s",
-                             f"Lock/Put/Unlock latency, Win.{kind.capitalize()} window, {text}; "
-                             "shape (sizes, reps)")
-                pg.attrs[f"{kind}_error"] = tab["error"]
-            ag = g.create_group("activation")
-            _dataset(ag, "Q", np.array(Q_VALUES), "1", "classes Q (n = 2Q + 1000)")
-            _dataset(ag, "overhead_seconds", res["activation"]["overhead_seconds"], "s",
-                     "8 ZMailbox.read + 8 ZMailbox.put of one Q x n Z; shape (Q, rank, reps)")
-            _dataset(ag, "compute_seconds", res["activation"]["compute_seconds"], "s",
-                     "bare (Q x n) @ (n x n) product, the activation's compute floor; "
-                     "shape (Q, rank, reps)")
-            cg = g.create_group("passive_check")
-            for kind, chk in res["passive_check"].items():
-                sub = cg.create_group(kind)
-                for key, value in chk.items():
-                    sub.attrs[key] = "" if value is None else value
+            _write_tables(g, res)
             f.flush()
         os.replace(tmp, target)
     except BaseException:

@@ -21,6 +21,7 @@ import h5py
 from ..launch import mpirun_path
 from .driver import error_line, job_env, run_job
 from .presets import Preset
+from .rma import RMA_SCHEMA_VERSION
 
 __all__ = ["rma_command", "run_rma_bench"]
 
@@ -44,7 +45,7 @@ def _merge(parts: list[tuple[str, Path | None, str]], out: Path) -> None:
     tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
     try:
         with h5py.File(tmp, "w") as f:
-            f.attrs["schema_version"] = 1
+            f.attrs["schema_version"] = RMA_SCHEMA_VERSION
             f.attrs["kind"] = "rma"
             f.attrs["write_time"] = utc_now()
             root = f.create_group("rma")
