@@ -49,7 +49,7 @@ demo: $(VENV)/.installed
 # The last line runs the RMA tests once more under another one-sided component
 # (osc/rdma over TCP): the seqlock must not depend on osc/sm.
 test: $(VENV)/.installed
-	$(VENV)/bin/ruff check dssfn_mpi benchmarks tests
+	$(VENV)/bin/ruff check dssfn_mpi tests
 	$(PY) -m pytest -q tests
 	$(MPIRUN) -n 2 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 	$(MPIRUN) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
@@ -57,7 +57,7 @@ test: $(VENV)/.installed
 	OMPI_MCA_osc=rdma OMPI_MCA_btl=self,tcp $(MPIRUN) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check dssfn_mpi benchmarks tests
+	$(VENV)/bin/ruff check dssfn_mpi tests
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("doctor", help="check the MPI set-up (run under mpirun -n 2)")
 
-    # --- benchmarks (implemented in the top-level `benchmarks` package) ---
+    # --- benchmarks (implemented in dssfn_mpi.bench) ---
     p = sub.add_parser("bench", help="run a benchmark sweep into one HDF5 file",
                        description="Run one benchmark; each configuration is a separate "
                        "mpirun (or --launcher) job whose run log is appended to --out. "
@@ -289,11 +289,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "data":
             return _cmd_data(args)
         if args.command == "bench":
-            from benchmarks import run_bench
+            from .bench import run_bench
 
             return run_bench(args)
         if args.command == "plot":
-            from benchmarks.plot import plot_file
+            from .bench.plot import plot_file
 
             for path in plot_file(args.file, args.out):
                 print(path)

@@ -293,7 +293,7 @@ class LocalInverse:
 # high end (the mean nonzero eigenvalue of G_m), as in the classic sqrt(lambda_min
 # lambda_max) choice for ADMM. 1.4 is the fit of a serial sweep (rho x 2^k, K = 200,
 # M = 20, uniform shards, exact O* per layer; digits L = 20, vowel L = 12, satimage
-# L = 10; benchmarks/penalty.py): within 2x of the best rho in every layer >= 1. Under
+# L = 10; dssfn_mpi/bench/penalty.py): within 2x of the best rho in every layer >= 1. Under
 # MPI (M = 20, d = 8, L = 20) 100 - 1000x closer to O* than the linear rule below at
 # layers 1 - 5 and 1.3 - 15x at layers 10 and 20.
 AUTO_SYNC = 1.4

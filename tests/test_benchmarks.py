@@ -16,11 +16,11 @@ import h5py
 import numpy as np
 import pytest
 
-from benchmarks.collect import run_collect
-from benchmarks.plot import plot_file
-from benchmarks.presets import apply_overrides, get_preset
-from benchmarks.specs import slow_ranks
-from benchmarks.table2 import PAPER_TABLE2, table2_markdown
+from dssfn_mpi.bench.collect import run_collect
+from dssfn_mpi.bench.plot import plot_file
+from dssfn_mpi.bench.presets import apply_overrides, get_preset
+from dssfn_mpi.bench.specs import slow_ranks
+from dssfn_mpi.bench.table2 import PAPER_TABLE2, table2_markdown
 from dssfn_mpi.cli import main
 from dssfn_mpi.errors import UserError
 from dssfn_mpi.launch import mpirun_path
@@ -193,21 +193,37 @@ def test_rma_microbenchmark(tmp_path, capsys):
     code, stdout, _ = _bench(capsys, "rma", "--out", str(out), "--set", "reps=3")
     assert code == 0, stdout
     with h5py.File(out, "r") as f:
-        assert f.attrs["kind"] == "rma"
+        assert f.attrs["kind"] == "rma" and f.attrs["schema_version"] == 2
         g = f["rma/osc-sm"]
         assert list(g["Q"][()]) == [0, 6, 10, 11, 26, 102]
         assert list(g["n"][()][1:]) == [1012, 1020, 1022, 1052, 1204]
-        lat = g["put/allocate_in_mpi"][()]
-        assert lat.shape == (6, 3) and np.all(lat > 0) and np.all(lat < 0.1)
-        assert g["put/allocate_in_mpi"].attrs["units"] == "s"
+        # The mailbox's own path: ZMailbox.put and its seqlock reads, every size and rep.
+        for name in ("put/in_mpi", "put/computing", "put/sleeping", "read/read_new",
+                     "read/read_all_new", "read/read_all_unchanged",
+                     "contended/put_seconds", "contended/read_all_seconds"):
+            lat = g[name][()]
+            assert lat.shape == (6, 3) and np.all(lat > 0) and np.all(lat < 0.1), name
+            assert g[name].attrs["units"] == "s"
+        assert "ZMailbox.put" in g["put/in_mpi"].attrs["description"]
+        torn, fallbacks = g["contended/torn_retries"][()], g["contended/fallbacks"][()]
+        assert torn.shape == fallbacks.shape == (6,) and np.all(fallbacks <= torn)
         assert g["activation/overhead_seconds"].shape == (5, 2, 3)
         assert bool(g["passive_check/allocate"].attrs["passive"])
         # osc=sm refuses Win.Create: recorded, not fatal.
-        assert g["put"].attrs["create_error"]
-        assert np.all(np.isnan(g["put/create_in_mpi"][()]))
+        assert g["passive_check/create"].attrs["error"]
         assert "osc-rdma" in f["rma"]
     names = {p.name for p in plot_file(out, tmp_path)}
     assert {"rma_latency.png", "rma_activation.pdf"} <= names
+
+
+def test_plot_refuses_an_rma_file_of_another_schema(tmp_path):
+    path = tmp_path / "old.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["kind"] = "rma"
+        f.attrs["schema_version"] = 1
+        f.create_group("rma/osc-sm/put")
+    with pytest.raises(UserError, match="schema 1.*re-run dssfn-mpi bench rma"):
+        plot_file(path, tmp_path / "fig")
 
 
 @pytest.mark.mpirun
@@ -306,6 +322,30 @@ def test_table2_markdown_quotes_the_paper():
     assert PAPER_TABLE2["mnist"][0] == (95.8, 0.2) and PAPER_TABLE2["vowel"][4] == 7.8
     text = table2_markdown({})
     assert "no table2 runs" in text
+
+
+def test_only_dssfn_mpi_is_installed():
+    # A top-level `benchmarks` package would collide with other projects' (issue 10).
+    tomllib = pytest.importorskip("tomllib")
+    from setuptools import find_packages
+
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())
+    include = meta["tool"]["setuptools"]["packages"]["find"]["include"]
+    packages = find_packages(str(REPO), include=include)
+    assert "dssfn_mpi.bench" in packages
+    assert all(p.split(".")[0] == "dssfn_mpi" for p in packages), packages
+    assert not list((REPO / "benchmarks").glob("*.py"))
+
+
+def test_benchmarks_readme_lists_every_benchmark():
+    from dssfn_mpi.bench.presets import PRESETS
+
+    text = (REPO / "benchmarks" / "README.md").read_text()
+    for name in [*PRESETS, "collect"]:
+        assert f"| `{name}` |" in text and f"dssfn-mpi bench {name} " in text, name
+    assert "dssfn-mpi plot " in text
+    for module in ("rma", "penalty"):
+        assert f"python -m dssfn_mpi.bench.{module} " in text, module
 
 
 def test_plot_rejects_non_hdf5(tmp_path):
@@ -444,7 +484,7 @@ def test_table2_markdown_uses_each_settings_own_central(monkeypatch):
     # The paper setting's central model is the authors' ADMM, not the exact solve.
     import types
 
-    import benchmarks.table2 as t2
+    import dssfn_mpi.bench.table2 as t2
 
     def row(setting, mode, acc):
         return {"dataset": "vowel", "setting": setting, "mode": mode, "seeds": 1, "failed": 0,
@@ -465,7 +505,7 @@ def test_penalty_sweep_backs_the_auto_rho():
     # within 4x of the best of auto/8, auto, 8 auto, and close to O*.
     import io
 
-    from benchmarks.penalty import sweep
+    from dssfn_mpi.bench.penalty import sweep
 
     out = io.StringIO()
     rows = sweep("digits", 1, "sync", powers=(-3, 0, 3), out=out)

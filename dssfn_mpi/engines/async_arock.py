@@ -33,10 +33,11 @@ from functools import partial
 import numpy as np
 
 from ..errors import RankError
-from ..solver import LocalInverse, auto_penalty, project_frobenius
+from ..solver import LocalInverse, auto_penalty
 from ..transport import NeighborTimeout, ZMailbox
 from ..waiting import sleep_until
 from .base import Engine, LayerProblem, RunContext, Throttle
+from .updates import edge_activation, paper_activation
 
 
 class AsyncEngine(Engine):
@@ -87,7 +88,6 @@ class AsyncEngine(Engine):
         eta, eps = cfg.eta, prob.eps
         dm = len(self.neighbors)
         gamma = np.broadcast_to(np.asarray(prob.penalty, dtype=float), (dm,))
-        g3 = gamma[:, None, None]
         inv = LocalInverse(prob.Y, float(gamma.sum()), prob.G)
         t2 = time.perf_counter()
 
@@ -102,7 +102,6 @@ class AsyncEngine(Engine):
         O = np.zeros((Q, d))
         versions = np.zeros(dm, dtype=np.int64)
         lead_wait = 0.0
-        radius = np.sqrt(eps)
         for k in range(cfg.iters):
             # Short sleeps (<= 2 ms): a neighbour's next put is usually well under 1 ms away.
             ready, waited = sleep_until(partial(self._caught_up, layer, k, Zr, versions),
@@ -123,20 +122,9 @@ class AsyncEngine(Engine):
                 last_version[new] = versions[new]
             reads += dm
             if cfg.update == "edge":
-                # Lam_mn = P_eps(-(Z_mn + Zr_nm) / (2 gamma)) for all neighbours at once.
-                # In place on preallocated buffers: these arrays are d x Q x n.
-                np.add(Z, Zr, out=lam)
-                norms = np.sqrt(np.einsum("kqd,kqd->k", lam, lam)) * (0.5 / gamma)
-                lam *= ((-0.5 / gamma) * np.minimum(1.0, radius / np.maximum(norms, 1e-300)))[
-                    :, None, None
-                ]
-                O = inv.apply(B2 + Z.sum(axis=0) + 2.0 * np.tensordot(gamma, lam, axes=1))
-                lam -= O
-                lam *= eta * g3
-                Z += lam
+                O = edge_activation(Z, Zr, B2, gamma, eta, eps, inv, lam)
             else:
-                O = project_frobenius(inv.apply(B2 - Zr.sum(axis=0)), eps)
-                Z -= eta * ((Z + Zr) / 2.0 + g3 * O)
+                O = paper_activation(Z, Zr, B2, gamma, eta, eps, inv)
             # A slow node computes slowly, then sends (as in the sync engines).
             self.throttle.after(started)
             for i, n in enumerate(self.neighbors):

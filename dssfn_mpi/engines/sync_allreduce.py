@@ -11,8 +11,9 @@ import time
 
 import numpy as np
 
-from ..solver import LocalInverse, auto_penalty, project_frobenius
+from ..solver import LocalInverse, auto_penalty
 from .base import Engine, LayerProblem, RunContext, Throttle
+from .updates import consensus_dual, consensus_primal
 
 
 class SyncAllreduceEngine(Engine):
@@ -48,13 +49,12 @@ class SyncAllreduceEngine(Engine):
         comm_seconds = 0.0
         for _ in range(cfg.iters):
             started = time.perf_counter()
-            O = inv.apply(B2 + rho * (Zbar - U))
+            O = consensus_primal(inv, B2, rho, Zbar, U)
             self.throttle.after(started)
             tc = time.perf_counter()
             self.average(O + U, mean)
             comm_seconds += time.perf_counter() - tc
-            Zbar = project_frobenius(mean, prob.eps)
-            U += O - Zbar
+            Zbar = consensus_dual(mean, prob.eps, O, U)
         t3 = time.perf_counter()
         return Zbar, {
             "factor_seconds": t2 - t1,

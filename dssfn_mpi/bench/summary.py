@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dssfn_mpi.runlog import RunLog
+from ..runlog import RunLog
 
 __all__ = ["RunSummary", "summarize"]
 

@@ -2,12 +2,16 @@
 
 Each benchmark is a list of training configurations; every configuration
 runs as its own MPI job and its run log is appended to one HDF5 sweep file,
-from which ``plot`` draws the figures. See BENCHMARKS.md.
+from which ``plot`` draws the figures. See BENCHMARKS.md; the repository's
+``benchmarks/README.md`` lists every benchmark with its command.
 
-Modules: ``presets`` (sizes), ``specs`` (configurations), ``driver`` (jobs
-and the sweep file), ``summary`` (numbers per run), ``table2`` (the paper
-comparison), ``collect`` (Slurm array results into one sweep), ``rma`` (the
-RMA micro-benchmark, an MPI program), ``rma_bench`` (its launcher), ``plot``.
+Modules: ``command`` (the ``bench`` subcommand), ``presets`` (sizes),
+``specs`` (configurations), ``driver`` (jobs and the sweep file), ``summary``
+(numbers per run), ``table2`` (the paper comparison), ``tables`` (Markdown
+summaries), ``collect`` (Slurm array results into one sweep), ``rma`` (the
+mailbox micro-benchmark, an MPI program), ``rma_bench`` (its launcher),
+``plot``, and ``penalty`` (the serial ADMM penalty study behind the ``auto``
+constants, run by hand).
 """
 
 from __future__ import annotations
@@ -39,6 +43,6 @@ def run_bench(args: argparse.Namespace) -> int:
     dssfn_mpi.errors.UserError
         Bad ``--out``, preset, override or dataset, before any job starts.
     """
-    from .bench import run
+    from .command import run
 
     return run(args)

@@ -6,8 +6,7 @@ import argparse
 import sys
 from typing import TextIO
 
-from dssfn_mpi.errors import UserError, require
-
+from ..errors import UserError, require
 from . import specs as S
 from .driver import prepare_output, run_specs
 from .presets import Preset, apply_overrides, as_dict, get_preset
@@ -42,7 +41,7 @@ def available_datasets(p: Preset, data_dir: str | None, explicit: bool,
                        stream: TextIO | None = None) -> list[str]:
     """Datasets of ``p`` whose files load; a missing one is skipped (said so) unless
     it was asked for explicitly, which is a user error."""
-    from dssfn_mpi.datasets import load_dataset
+    from ..datasets import load_dataset
 
     found = []
     for ds in p.datasets:
@@ -83,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.name == "nodes":
         specs = S.nodes_specs(p, data_dir)
     elif args.name == "table2":
-        from dssfn_mpi.config import PAPER_TABLE3
+        from ..config import PAPER_TABLE3
 
         datasets = available_datasets(p, data_dir, bool(getattr(args, "datasets", None)))
         specs = S.table2_specs(p, datasets, data_dir, {d: d in PAPER_TABLE3 for d in datasets})
@@ -104,8 +103,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return 0
     if args.name == "table2":
-        from dssfn_mpi.runlog import read_sweep
-
+        from ..runlog import read_sweep
         from .table2 import table2_markdown
 
         print()

@@ -3,7 +3,7 @@
 Reads a table2 sweep file only. For every dataset, setting and mode it
 reports the test accuracy at the last layer as mean ± std over seeds of the
 node-mean accuracy, the min / max over nodes (over all seeds), the
-training time (mean over seeds; definition in :mod:`benchmarks.summary`) and
+training time (mean over seeds; definition in :mod:`dssfn_mpi.bench.summary`) and
 the largest relative distance to the exact layer solution at the last layer.
 """
 
@@ -15,9 +15,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from dssfn_mpi.fmt import MISSING, number
-from dssfn_mpi.runlog import RunLog
-
+from ..fmt import MISSING, number
+from ..runlog import RunLog
 from .summary import summarize
 
 __all__ = ["PAPER_TABLE2", "PAPER_SOURCE", "table2_rows", "table2_markdown"]

@@ -15,9 +15,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dssfn_mpi.errors import require
-from dssfn_mpi.runlog import RunLog, append_run, read_runlog
-
+from ..errors import require
+from ..runlog import RunLog, append_run, read_runlog
 from .driver import prepare_output
 from .specs import slow_ranks
 

@@ -1,4 +1,4 @@
-"""``dssfn-mpi bench rma``: run :mod:`benchmarks.rma` as 2-rank jobs, one file out.
+"""``dssfn-mpi bench rma``: run :mod:`dssfn_mpi.bench.rma` as 2-rank jobs, one file out.
 
 Without ``--launcher`` it runs twice on this machine, once per one-sided
 component of the Open MPI wheel: ``osc=sm`` (shared memory, what the
@@ -17,17 +17,17 @@ from pathlib import Path
 
 import h5py
 
-from dssfn_mpi.launch import mpirun_path
-
+from ..launch import mpirun_path
 from .driver import error_line, job_env, run_job
 from .presets import Preset
+from .rma import RMA_SCHEMA_VERSION
 
 __all__ = ["rma_command", "run_rma_bench"]
 
 
 def rma_command(out: Path, reps: int, label: str, launcher: str | None) -> list[str]:
     """The 2-rank command line of one RMA measurement."""
-    prog = [sys.executable, "-m", "benchmarks.rma", "--out", str(out), "--reps", str(reps),
+    prog = [sys.executable, "-m", "dssfn_mpi.bench.rma", "--out", str(out), "--reps", str(reps),
             "--label", label, "--overwrite"]
     if launcher:
         return [*shlex.split(launcher), "-n", "2", *prog]
@@ -39,12 +39,12 @@ def rma_command(out: Path, reps: int, label: str, launcher: str | None) -> list[
 
 def _merge(parts: list[tuple[str, Path | None, str]], out: Path) -> None:
     """Copy each part's ``/rma/<label>`` into a new ``out`` (atomic replace)."""
-    from dssfn_mpi.fileio import atomic_write
-    from dssfn_mpi.runlog import utc_now
+    from ..fileio import atomic_write
+    from ..runlog import utc_now
 
     def write(tmp: Path) -> None:
         with h5py.File(tmp, "w") as f:
-            f.attrs["schema_version"] = 1
+            f.attrs["schema_version"] = RMA_SCHEMA_VERSION
             f.attrs["kind"] = "rma"
             f.attrs["write_time"] = utc_now()
             root = f.create_group("rma")

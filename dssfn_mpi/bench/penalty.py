@@ -3,23 +3,25 @@
 A serial study (no MPI), the evidence behind the ``auto`` constants in
 :mod:`dssfn_mpi.solver`::
 
-    python -m benchmarks.penalty --dataset digits --layers 20 --engine sync
-    python -m benchmarks.penalty --dataset vowel --layers 12 --engine async --degree 8
+    python -m dssfn_mpi.bench.penalty --dataset digits --layers 20 --engine sync
+    python -m dssfn_mpi.bench.penalty --dataset vowel --layers 12 --engine async --degree 8
 
 Along the *centralized* path (every layer's features built from the exact O*
 of the layer before), the training set is split uniformly over M nodes and
 each layer problem is solved by
 
 * ``sync``: consensus ADMM, ``O_m = (2 B_m + rho (Zbar - U_m)) (2 G_m + rho
-  I)^-1``, ``Zbar = P_eps(mean(O_m + U_m))`` (the sync engine's iteration), or
-* ``async``: the edge-form ARock update of the async engine on a circular graph
-  of degree d, nodes activated in random order with fresh reads (no
-  staleness: the MPI engine's runs are noisier),
+  I)^-1``, ``Zbar = P_eps(mean(O_m + U_m))``, or
+* ``async``: the edge-form ARock update on the circular graph of degree d
+  (:func:`dssfn_mpi.topology.make_topology`), nodes activated in random order
+  with fresh reads (no staleness: the MPI engine's runs are noisier) and one
+  penalty on every edge,
 
-for K iterations per node with penalty ``auto x 2^k``. One line per layer
-gives lam*, the condition number ``cond(G + lam* I)`` of the stacked layer
-problem, the ``auto`` penalty, the best multiplier and every multiplier's max
-relative distance to O*.
+each step being the engines' own (:mod:`dssfn_mpi.engines.updates`), for K
+iterations per node with penalty ``auto x 2^k``. One line per layer gives
+lam*, the condition number ``cond(G + lam* I)`` of the stacked layer problem,
+the ``auto`` penalty, the best multiplier and every multiplier's max relative
+distance to O*.
 """
 
 from __future__ import annotations
@@ -29,16 +31,13 @@ import sys
 
 import numpy as np
 
-from dssfn_mpi.datasets import load_dataset
-from dssfn_mpi.model import hidden_rows, next_features, one_hot, random_matrix
-from dssfn_mpi.partition import partition
-from dssfn_mpi.solver import (
-    LocalInverse,
-    auto_penalty,
-    exact_solve,
-    local_multiplier,
-    project_frobenius,
-)
+from ..datasets import load_dataset
+from ..engines.updates import consensus_dual, consensus_primal, edge_activation
+from ..errors import UserError
+from ..model import layer_features, one_hot
+from ..partition import partition
+from ..solver import LocalInverse, auto_penalty, exact_solve, local_multiplier
+from ..topology import Graph, make_topology
 
 __all__ = ["consensus_admm", "edge_arock", "sweep"]
 
@@ -49,48 +48,39 @@ def consensus_admm(
 ) -> list[np.ndarray]:
     """Every node's O after ``iters`` iterations of consensus ADMM (all equal: Zbar)."""
     invs = [LocalInverse(Y, rho, G) for Y, G in zip(Ys, Gs)]
+    B2s = [2.0 * B for B in Bs]
     Zbar = np.zeros_like(Bs[0])
     U = [np.zeros_like(Zbar) for _ in Ys]
     for _ in range(iters):
-        Os = [inv.apply(2.0 * B + rho * (Zbar - u)) for inv, B, u in zip(invs, Bs, U)]
-        Zbar = project_frobenius(sum(o + u for o, u in zip(Os, U)) / len(Os), eps)
-        for u, o in zip(U, Os):
-            u += o - Zbar
+        Os = [consensus_primal(inv, B2, rho, Zbar, u) for inv, B2, u in zip(invs, B2s, U)]
+        mean = sum(o + u for o, u in zip(Os, U)) / len(Os)  # the allreduce
+        for o, u in zip(Os, U):
+            Zbar = consensus_dual(mean, eps, o, u)
     return [Zbar] * len(Ys)
 
 
 def edge_arock(
     Ys: list[np.ndarray], Gs: list[np.ndarray], Bs: list[np.ndarray], eps: float, gamma: float,
-    iters: int, neighbors: list[list[int]], seed: int = 0,
+    iters: int, graph: Graph, seed: int = 0,
 ) -> list[np.ndarray]:
     """Every node's O after ``iters`` activations each of the edge-form update (eta = 1)."""
-    M = len(Ys)
-    invs = [LocalInverse(Ys[m], gamma * len(neighbors[m]), Gs[m]) for m in range(M)]
-    Z = {(m, n): np.zeros_like(Bs[0]) for m in range(M) for n in neighbors[m]}
+    M = graph.n_nodes
+    nbrs = [graph.neighbors(m) for m in range(M)]
+    # Where Z_{n,m} sits among neighbour n's edges: what node m reads from n.
+    back = [[nbrs[n].index(m) for n in nbrs[m]] for m in range(M)]
+    gammas = [np.full(len(nbrs[m]), gamma) for m in range(M)]
+    invs = [LocalInverse(Ys[m], float(gammas[m].sum()), Gs[m]) for m in range(M)]
+    B2s = [2.0 * B for B in Bs]
+    Z = [np.zeros((len(nbrs[m]),) + Bs[0].shape) for m in range(M)]
+    Zr = [np.empty_like(z) for z in Z]
+    work = [np.empty_like(z) for z in Z]
     Os = [np.zeros_like(Bs[0]) for _ in range(M)]
-    radius = np.sqrt(eps)
     rng = np.random.default_rng(seed)
     for m in np.concatenate([rng.permutation(M) for _ in range(iters)]):
-        acc = 2.0 * Bs[m]
-        lams = []
-        for n in neighbors[m]:
-            lam = -(Z[m, n] + Z[n, m]) / (2.0 * gamma)
-            norm = np.linalg.norm(lam)
-            if norm > radius:
-                lam *= radius / norm
-            lams.append(lam)
-            acc = acc + Z[m, n] + 2.0 * gamma * lam
-        Os[m] = invs[m].apply(acc)
-        for n, lam in zip(neighbors[m], lams):
-            Z[m, n] += gamma * (lam - Os[m])
+        for i, n in enumerate(nbrs[m]):
+            Zr[m][i] = Z[n][back[m][i]]  # a fresh read of the neighbour's latest Z
+        Os[m] = edge_activation(Z[m], Zr[m], B2s[m], gammas[m], 1.0, eps, invs[m], work[m])
     return Os
-
-
-def circular(M: int, d: int) -> list[list[int]]:
-    """Neighbours on the circular graph: d/2 on each side (d = M - 1: complete)."""
-    if d >= M - 1:
-        return [[n for n in range(M) if n != m] for m in range(M)]
-    return [sorted({(m + k) % M for k in range(-(d // 2), d // 2 + 1) if k}) for m in range(M)]
 
 
 def sweep(
@@ -104,12 +94,12 @@ def sweep(
     n, eps = 2 * Q + 1000, 2.0 * Q
     T = one_hot(y, Q)
     shards = partition(y, nodes, "uniform", seed)
-    neighbors = circular(nodes, degree)
+    graph = make_topology("circular", nodes, degree) if engine == "async" else None
     mults = [2.0**k for k in powers]
     rows, Y, O_prev = [], X, None
     for layer in range(layers + 1):
         if layer > 0:
-            Y = next_features(Y, O_prev, random_matrix(seed, layer, hidden_rows(n, Q), Y.shape[0]))
+            (Y,) = layer_features(O_prev, seed, layer, n, Y)
         G = Y @ Y.T
         star = exact_solve(G, T @ Y.T, eps)
         # Condition number of the layer's Hessian: ADMM's iteration count grows with it.
@@ -128,7 +118,7 @@ def sweep(
             if engine == "sync":
                 Os = consensus_admm(Ys, Gs, Bs, eps, auto * mult, iters)
             else:
-                Os = edge_arock(Ys, Gs, Bs, eps, auto * mult, iters, neighbors, seed)
+                Os = edge_arock(Ys, Gs, Bs, eps, auto * mult, iters, graph, seed)
             dist.append(max(float(np.linalg.norm(o - star.O)) for o in Os) / norm)
         best = int(np.argmin(dist))
         row = {"layer": layer, "lam_star": star.lam, "cond": cond, "auto": auto,
@@ -144,7 +134,7 @@ def sweep(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.penalty",
+    parser = argparse.ArgumentParser(prog="python -m dssfn_mpi.bench.penalty",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="digits")
     parser.add_argument("--layers", type=int, default=10)
@@ -155,8 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--powers", default="-2,-1,0,1,2,3",
                         help="penalty = auto x 2^k for these k")
     args = parser.parse_args(argv)
-    powers = tuple(int(k) for k in args.powers.split(","))
-    sweep(args.dataset, args.layers, args.engine, args.nodes, args.degree, args.iters, powers)
+    try:
+        powers = tuple(int(k) for k in args.powers.split(","))
+        sweep(args.dataset, args.layers, args.engine, args.nodes, args.degree, args.iters, powers)
+    except (UserError, ValueError) as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from dssfn_mpi.errors import UserError, require
+from ..errors import UserError, require
 
 __all__ = ["PRESETS", "Preset", "apply_overrides", "as_dict", "get_preset"]
 

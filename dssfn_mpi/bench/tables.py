@@ -1,13 +1,12 @@
 """Markdown summary tables of degree, nodes and straggler sweeps (``plot`` writes them
-next to the figures as ``<bench>.md``). Definitions in :mod:`benchmarks.summary`."""
+next to the figures as ``<bench>.md``). Definitions in :mod:`dssfn_mpi.bench.summary`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dssfn_mpi.fmt import number, percent
-from dssfn_mpi.runlog import RunLog
-
+from ..fmt import number, percent
+from ..runlog import RunLog
 from .summary import RunSummary, summarize
 
 __all__ = ["straggler_markdown", "sweep_markdown"]

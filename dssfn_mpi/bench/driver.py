@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from dssfn_mpi.errors import UserError
-from dssfn_mpi.fmt import percent
-from dssfn_mpi.launch import mpi_env, train_command
-from dssfn_mpi.runlog import append_run, check_output_path, read_runlog
-
+from ..errors import UserError
+from ..fmt import percent
+from ..launch import mpi_env, train_command
+from ..runlog import append_run, check_output_path, read_runlog
 from .specs import RunSpec
 from .summary import summarize
 

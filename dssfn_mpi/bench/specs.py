@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dssfn_mpi.errors import require
-
+from ..errors import require
 from .presets import Preset
 
 __all__ = ["RunSpec", "degree_specs", "nodes_specs", "slow_ranks", "straggler_specs",
