@@ -19,13 +19,14 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from . import schema
 from .config import TrainConfig
 from .engines import Engine, LayerProblem, RunContext, make_engine
 from .errors import UserError, require
@@ -65,12 +66,8 @@ class RunResult:
     out: str | None
 
 
-STAT_FIELDS = (
-    "total_seconds", "cpu_seconds", "features_seconds", "factor_seconds", "solve_seconds",
-    "wait_seconds", "eval_seconds", "activations", "puts", "bytes_sent", "staleness_mean",
-    "staleness_max", "train_accuracy", "train_cost", "test_accuracy", "gamma",
-)
-CHECK_FIELDS = ("rel_distance", "objective_gap", "consensus_spread", "lambda_star")
+STAT_FIELDS = schema.names(schema.ENGINE, schema.LOOP)
+CHECK_FIELDS = schema.names(schema.CHECK)
 
 
 def _git_revision() -> str:
@@ -320,18 +317,12 @@ def run_training(
                     checks[k].append(res[k])
         t3 = time.perf_counter()
         row = {
+            **asdict(st),
             "features_seconds": t1 - t0,
-            "factor_seconds": st.get("factor_seconds", 0.0) + tp,
-            "solve_seconds": st.get("solve_seconds", t2 - t1),
-            "wait_seconds": st.get("wait_seconds", 0.0),
+            "factor_seconds": st.factor_seconds + tp,
             "total_seconds": t2 - t0,
             "cpu_seconds": cpu,
             "eval_seconds": t3 - t2,
-            "activations": st.get("activations", 0),
-            "puts": st.get("puts", 0),
-            "bytes_sent": st.get("bytes_sent", 0),
-            "staleness_mean": st.get("staleness_mean", float("nan")),
-            "staleness_max": st.get("staleness_max", float("nan")),
             "train_accuracy": tr_acc,
             "train_cost": cost,
             "test_accuracy": te_acc,
