@@ -122,6 +122,8 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", help="HDF5 run log to write (atomically)")
     g.add_argument("--overwrite", action="store_true", default=None,
                    help="replace an existing --out file")
+    g.add_argument("--log-every", type=int, metavar="N", help="rewrite --out after every N "
+                   "layers, so a run that dies leaves a valid log (1; 0 = only at the end)")
     g.add_argument("--no-check", dest="check", action="store_false", default=None,
                    help="skip the per-layer centralized-equivalence measurement")
     g.add_argument("--no-eval", dest="evaluate", action="store_false", default=None,
@@ -246,7 +248,7 @@ def _train_config(args: argparse.Namespace):
     for key in ("dataset", "data_dir", "partition", "mode", "update", "topology", "degree",
                 "edges", "layers", "hidden", "iters", "eta", "eps", "mix_rounds", "max_lead",
                 "seed", "preset", "out", "overwrite", "check", "evaluate", "timeout",
-                "save_model", "central_solver"):
+                "save_model", "central_solver", "log_every"):
         value = getattr(args, key)
         if value is not None:
             values[key] = value

@@ -138,6 +138,7 @@ class TrainConfig:
     check: bool = True
     evaluate: bool = True
     out: str | None = None
+    log_every: int = 1  # rewrite the run log every N layers; 0 = only at the end
     overwrite: bool = False
     timeout: float = 600.0
     preset: str | None = None
@@ -197,6 +198,10 @@ class TrainConfig:
             require(self.max_lead >= 0, f"--max-lead must be >= 0, got {self.max_lead}")
         if self.mix_rounds is not None:
             require(self.mix_rounds >= 1, f"--mix-rounds must be >= 1, got {self.mix_rounds}")
+        require(
+            isinstance(self.log_every, int) and self.log_every >= 0,
+            f"--log-every must be an integer >= 0 (0: only at the end), got {self.log_every!r}",
+        )
         require(
             math.isfinite(self.timeout) and self.timeout > 0,
             f"--timeout must be positive seconds, got {self.timeout}",
@@ -263,7 +268,8 @@ def config_from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:
     return out
 
 
-_INT_KEYS = {"degree", "layers", "hidden", "iters", "mix_rounds", "max_lead", "seed"}
+_INT_KEYS = {"degree", "layers", "hidden", "iters", "mix_rounds", "max_lead", "seed",
+             "log_every"}
 _FLOAT_KEYS = {"eta", "eps", "timeout"}
 _BOOL_KEYS = {"check", "evaluate", "overwrite"}
 _STR_KEYS = {"dataset", "data_dir", "mode", "update", "topology", "edges", "partition", "out",

@@ -1,13 +1,15 @@
 """The HDF5 run log: a stable, documented record of one training run.
 
-Rank 0 gathers the per-(layer, rank) numbers and calls :func:`write_runlog`
-after every completed layer and once more at the end. Every write replaces the
+During training, rank 0 gathers the per-(layer, rank) numbers and calls
+:func:`write_runlog` after every ``log_every``-th completed layer (``--log-every
+N``, default 1: after every layer; 0: only at the end), whether or not the
+equivalence check runs, and once more at the end. Every write replaces the
 target atomically, so the file on disk is always a complete, valid log of the
 layers done so far (``complete = False`` until the last write).
 
 The schema is public and versioned; ``docs/RUNLOG.md`` describes it and
-:mod:`dssfn_mpi.schema` defines the per-layer fields. Additive
-changes keep :data:`SCHEMA_VERSION`; renames and removals bump it.
+:mod:`dssfn_mpi.schema` defines the per-layer fields. Additive changes keep
+:data:`SCHEMA_VERSION`; renames and removals bump it.
 
 The run log observes and never steers: nothing here talks to MPI, and
 ``mpi4py`` is only consulted (never imported) for its version strings.
