@@ -2,7 +2,9 @@
 
 Each rank writes its own file after every layer (no communication, so the
 asynchronous engine gains no synchronisation from it): its output matrices
-``O_0 .. O_l``, its per-layer log rows and, on rank 0, the equivalence rows.
+``O_0 .. O_l``, its per-layer log rows (the ``engine`` and ``loop`` fields of
+:mod:`dssfn_mpi.schema`, each stored with its dtype) and, on rank 0, the
+equivalence rows (the ``check`` fields).
 Features are recomputed from the data and the saved ``O``'s on resume (cheap,
 deterministic), and the random blocks come from the shared seed, so nothing
 else is needed. Writes are atomic (:func:`dssfn_mpi.fileio.atomic_write`).
@@ -21,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from . import schema
 from .errors import UserError
 from .fileio import atomic_write
 from .fileio import remove_stale_temporaries as remove_stale_temporaries  # re-export
@@ -82,20 +85,35 @@ class RankCheckpoint:
 
     def save(self, Os: list[np.ndarray], stats: dict[str, list],
              checks: dict[str, list]) -> None:
-        """Atomically store everything up to and including layer ``len(Os) - 1``."""
+        """Atomically store everything up to and including layer ``len(Os) - 1``.
+
+        ``stats`` holds one list per ``engine``/``loop`` field, ``checks`` one
+        per ``check`` field (empty lists on ranks other than 0).
+        """
         arrays: dict[str, np.ndarray] = {f"O_{i}": O for i, O in enumerate(Os)}
-        arrays.update({f"stat_{k}": np.asarray(v, dtype=float) for k, v in stats.items()})
-        arrays.update({f"check_{k}": np.asarray(v) for k, v in checks.items() if v})
+        for name in schema.names(schema.ENGINE, schema.LOOP):
+            arrays[f"stat_{name}"] = np.asarray(stats[name], dtype=schema.layer_field(name).dtype)
+        arrays.update({f"check_{k}": np.asarray(checks[k])
+                       for k in schema.names(schema.CHECK) if checks.get(k)})
         self.path.parent.mkdir(exist_ok=True)
         atomic_write(self.path, lambda tmp: _savez(tmp, arrays))
 
     def load(self) -> tuple[list[np.ndarray], dict[str, list], dict[str, list]]:
-        """Saved ``O``'s, stats rows and (rank 0) equivalence rows; empty if none."""
+        """Saved ``O``'s, stats rows and (rank 0) equivalence rows; empty if none.
+
+        A field the checkpoint lacks (written before the field existed) reads
+        as "not measured" in every saved layer.
+        """
         if not self.path.is_file():
             return [], {}, {}
         with np.load(self.path) as z:
             n = sum(1 for k in z.files if k.startswith("O_"))
             Os = [z[f"O_{i}"] for i in range(n)]
-            stats = {k[5:]: list(z[k]) for k in z.files if k.startswith("stat_")}
-            checks = {k[6:]: list(z[k]) for k in z.files if k.startswith("check_")}
+            stats = {
+                name: list(z[f"stat_{name}"]) if f"stat_{name}" in z.files
+                else [schema.layer_field(name).missing] * n
+                for name in schema.names(schema.ENGINE, schema.LOOP)
+            }
+            checks = {k: list(z[f"check_{k}"])
+                      for k in schema.names(schema.CHECK) if f"check_{k}" in z.files}
         return Os, stats, checks

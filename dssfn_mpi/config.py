@@ -207,6 +207,9 @@ class TrainConfig:
     preset: str | None = option("method",
                                 "'paper': the paper's Table 3 settings for the dataset")
     out: str | None = option("output", "HDF5 run log to write (atomically)")
+    log_every: int = option(
+        "output", "rewrite --out after every N layers, so a run that dies leaves a valid log "
+        "({default}; 0 = only at the end)", 1, metavar="N")
     overwrite: bool = option("output", "replace an existing --out file", False)
     check: bool = option("output", "skip the per-layer centralized-equivalence measurement",
                          True)
@@ -277,6 +280,10 @@ class TrainConfig:
             require(self.max_lead >= 0, f"--max-lead must be >= 0, got {self.max_lead}")
         if self.mix_rounds is not None:
             require(self.mix_rounds >= 1, f"--mix-rounds must be >= 1, got {self.mix_rounds}")
+        require(
+            isinstance(self.log_every, int) and self.log_every >= 0,
+            f"--log-every must be an integer >= 0 (0: only at the end), got {self.log_every!r}",
+        )
         require(
             math.isfinite(self.timeout) and self.timeout > 0,
             f"--timeout must be positive seconds, got {self.timeout}",

@@ -1,12 +1,15 @@
 """The HDF5 run log: a stable, documented record of one training run.
 
-Rank 0 gathers the per-(layer, rank) numbers and calls :func:`write_runlog`
-after every completed layer and once more at the end. Every write replaces the
+During training, rank 0 gathers the per-(layer, rank) numbers and calls
+:func:`write_runlog` after every ``log_every``-th completed layer (``--log-every
+N``, default 1: after every layer; 0: only at the end), whether or not the
+equivalence check runs, and once more at the end. Every write replaces the
 target atomically, so the file on disk is always a complete, valid log of the
 layers done so far (``complete = False`` until the last write).
 
-The schema is public and versioned; ``docs/RUNLOG.md`` describes it. Additive
-changes keep :data:`SCHEMA_VERSION`; renames and removals bump it.
+The schema is public and versioned; ``docs/RUNLOG.md`` describes it and
+:mod:`dssfn_mpi.schema` defines the per-layer fields. Additive changes keep
+:data:`SCHEMA_VERSION`; renames and removals bump it.
 
 The summary table printed by ``dssfn-mpi report`` is :mod:`dssfn_mpi.report`.
 
@@ -33,6 +36,7 @@ import numpy as np
 
 from .errors import UserError
 from .fileio import atomic_write
+from .schema import LAYER_FIELDS, LAYER_UNITS
 
 __all__ = [
     "ATTRIBUTES",
@@ -58,62 +62,10 @@ SCHEMA_VERSION = 1
 _F8 = np.dtype(np.float64)
 _I8 = np.dtype(np.int64)
 
-#: Per-(layer, rank) datasets in ``/layers``: name -> (dtype, description).
-#: Each is stored with shape ``(layers_done, M)``; row ``l`` is layer ``l``,
-#: column ``m`` is rank (graph node) ``m``.
-LAYER_FIELDS: dict[str, tuple[np.dtype, str]] = {
-    "total_seconds": (_F8, "wall time of the whole layer on this rank"),
-    "cpu_seconds": (
-        _F8,
-        "CPU time this rank's process used in the layer (with more ranks than cores, the "
-        "work done rather than the time waited for a core; includes MPI's spinning)",
-    ),
-    "features_seconds": (_F8, "computing Y_l and the local statistics G_m = Y Y^T, B_m = T Y^T"),
-    "factor_seconds": (_F8, "factorising the local inverse used by the solver"),
-    "solve_seconds": (_F8, "the decentralized solver iterations (compute and communication)"),
-    "wait_seconds": (_F8, "time blocked waiting for neighbours or collectives"),
-    "eval_seconds": (_F8, "untimed observation: accuracy, cost and the equivalence check"),
-    "activations": (_I8, "local updates performed by this rank"),
-    "puts": (_I8, "messages (RMA puts or sends) issued by this rank"),
-    "bytes_sent": (_I8, "payload bytes sent by this rank"),
-    "staleness_mean": (_F8, "mean neighbour versions skipped per read"),
-    "staleness_max": (_F8, "largest number of neighbour versions skipped in one read"),
-    "rel_distance": (_F8, "||O_m - O*||_F / ||O*||_F against the exact layer solution O*"),
-    "objective_gap": (_F8, "(f(O_m) - f(O*)) / f(O*) on the stacked (all-node) problem"),
-    "consensus_spread": (
-        _F8,
-        "max_m ||O_m - mean O||_F / ||mean O||_F; one value per layer, repeated in each column",
-    ),
-    "train_accuracy": (_F8, "accuracy of this rank's model on its own training shard"),
-    "train_cost": (_F8, "||T_m - O_m Y_m||_F^2 of this rank's model on its own shard"),
-    "test_accuracy": (_F8, "accuracy of this rank's model on the test set"),
-    "lambda_star": (_F8, "Lagrange multiplier of the exact layer solution's norm constraint"),
-    "gamma": (_F8, "the ADMM penalty of this layer (async auto: mean of the rank's edge gammas)"),
-}
-
-#: Units of each layer field, stored as the dataset attribute ``units``.
-LAYER_UNITS: dict[str, str] = {
-    "total_seconds": "s",
-    "cpu_seconds": "s",
-    "features_seconds": "s",
-    "factor_seconds": "s",
-    "solve_seconds": "s",
-    "wait_seconds": "s",
-    "eval_seconds": "s",
-    "activations": "count",
-    "puts": "count",
-    "bytes_sent": "bytes",
-    "staleness_mean": "versions",
-    "staleness_max": "versions",
-    "rel_distance": "1",
-    "objective_gap": "1",
-    "consensus_spread": "1",
-    "train_accuracy": "fraction",
-    "train_cost": "1",
-    "test_accuracy": "fraction",
-    "lambda_star": "1",
-    "gamma": "1",
-}
+# The /layers fields (name, dtype, unit, description, who fills them) are
+# defined once, in dssfn_mpi.schema; these are its derived tables:
+# LAYER_FIELDS is name -> (dtype, description), LAYER_UNITS name -> unit. Each
+# dataset has shape (layers_done, M); row l is layer l, column m is rank m.
 
 #: Documented per-rank datasets in ``/ranks``: name -> (dtype, description).
 #: ``hostname`` is a variable-length UTF-8 string; ``neighbors`` is 2-D.

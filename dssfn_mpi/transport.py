@@ -193,8 +193,6 @@ class ZMailbox:
         Number of Z puts since creation or :meth:`reset_counters`.
     bytes_sent : int
         Bytes moved by those puts, header and counters included.
-    signals : int
-        Number of "finished layer" announcements sent (one per neighbour).
     torn_retries : int
         Copies of a slot rejected because a write was in flight.
     fallbacks : int
@@ -274,7 +272,6 @@ class ZMailbox:
         self._kept_data: list[np.ndarray | None] = [None] * deg
         self.puts = 0
         self.bytes_sent = 0
-        self.signals = 0
         self.torn_retries = 0
         self.fallbacks = 0
 
@@ -497,7 +494,6 @@ class ZMailbox:
         self._one[0] = layer
         for n in self.neighbors:
             win.Put(self._one, n, self._out_finished[n])
-            self.signals += 1
         win.Flush_all()
 
     def finished_layers(self) -> dict[int, int]:
@@ -543,11 +539,9 @@ class ZMailbox:
     # -- bookkeeping ------------------------------------------------------------
 
     def reset_counters(self) -> None:
-        """Zero :attr:`puts`, :attr:`bytes_sent`, :attr:`signals`, :attr:`torn_retries`
-        and :attr:`fallbacks`."""
+        """Zero :attr:`puts`, :attr:`bytes_sent`, :attr:`torn_retries` and :attr:`fallbacks`."""
         self.puts = 0
         self.bytes_sent = 0
-        self.signals = 0
         self.torn_retries = 0
         self.fallbacks = 0
 

@@ -62,6 +62,7 @@ def test_paper_preset_fills_only_what_was_not_given():
         ({"max_lead": -2}, "--max-lead"),
         ({"topology": "file"}, "--edges"),
         ({"central_solver": "lu"}, "central-solver"),
+        ({"log_every": -1}, "--log-every"),
     ],
 )
 def test_validation(kwargs, fragment):

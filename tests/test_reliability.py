@@ -65,6 +65,45 @@ def test_resume_async_continues_to_a_complete_log(tmp_path):
     assert np.isfinite(log.layers["rel_distance"]).all()
 
 
+def test_killed_no_check_run_leaves_a_valid_incomplete_log_and_resumes(tmp_path):
+    # Without the equivalence check the log is still rewritten after every layer
+    # (--log-every 1, the default). Rank 0 dies at the start of layer 2, after
+    # writing the log of layers 0 and 1: the file says exactly that.
+    out = tmp_path / "run.h5"
+    res = run_cli(3, "train", *SMALL, "--mode", "async", "--no-check", "--out", str(out),
+                  "--fail-at", "0:2:kill")
+    assert res.returncode != 0
+    log = read_runlog(out)
+    assert not log.complete and log.layers_done == 2
+    assert np.all(log.layers["activations"] == 60)
+    assert np.isnan(log.layers["rel_distance"]).all()  # no check, no distances
+    res = run_cli(3, "train", "--resume", str(out), "--quiet")
+    assert res.returncode == 0, res.stderr[-2000:]
+    log = read_runlog(out)
+    assert log.complete and log.layers_done == 5 and log.attrs["resumed_at_layer"] == 2
+    assert np.all(log.layers["activations"] == 60)
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_log_every_sets_how_often_the_log_is_rewritten(tmp_path, check):
+    # Every second layer, with or without the check: killed at the start of layer
+    # 3, the last write was after layer 1.
+    flags = () if check else ("--no-check",)
+    out = tmp_path / "run.h5"
+    res = run_cli(3, "train", *SMALL, "--mode", "sync", *flags, "--log-every", "2",
+                  "--out", str(out), "--fail-at", "0:3:kill")
+    assert res.returncode != 0
+    log = read_runlog(out)
+    assert not log.complete and log.layers_done == 2
+    assert np.isfinite(log.layers["rel_distance"]).all() == check
+    # 0: only the final write, so a killed run leaves no log (but its checkpoints).
+    out0 = tmp_path / "end-only.h5"
+    res = run_cli(3, "train", *SMALL, "--mode", "sync", *flags, "--log-every", "0",
+                  "--out", str(out0), "--fail-at", "0:3:kill")
+    assert res.returncode != 0
+    assert not out0.exists() and checkpoint_dir(out0).is_dir()
+
+
 def test_resume_without_checkpoint_is_a_user_error(tmp_path):
     res = run_cli(2, "train", "--resume", str(tmp_path / "none.h5"))
     assert res.returncode == 2 and "no checkpoint" in res.stderr

@@ -2,13 +2,14 @@
 
 Every run measures the distance of each rank's O to the exact solution of the
 stacked problem the nodes are solving, computed independently from the
-reduced statistics (``train._Equivalence``), so these tests compare the
+reduced statistics (:mod:`dssfn_mpi.equivalence`), so these tests compare the
 decentralized result with the centralized one, never with itself.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -55,6 +56,10 @@ def test_async_edge_update_reaches_exact_solution(tmp_path):
     assert np.all(log.layers["puts"] == 2000)
     # The constraint is active beyond layer 0: this is the case eq. (7) gets wrong.
     assert np.all(log.layers["lambda_star"][1:] > 0)
+    # The mailbox's seqlock counters are logged; a fallback follows _ATTEMPTS torn copies.
+    torn, fallbacks = log.layers["torn_retries"], log.layers["fallbacks"]
+    assert np.all(torn >= 0) and np.all(fallbacks >= 0) and np.all(torn >= fallbacks)
+    assert np.all(log.layers["mix_rounds"] == -1)
 
 
 def test_async_paper_update_is_biased_when_constraint_active(tmp_path):
@@ -71,6 +76,8 @@ def test_sync_allreduce_matches_exact_solution_and_is_reproducible(tmp_path):
     assert a.layers["rel_distance"].max() <= 1e-6, a.layers["rel_distance"]
     # Consensus: every rank holds the same O.
     assert a.layers["consensus_spread"].max() <= 1e-12
+    for key in ("mix_rounds", "torn_retries", "fallbacks"):  # not this engine's counters
+        assert np.all(a.layers[key] == -1), key
     for key in ("rel_distance", "test_accuracy", "objective_gap"):
         assert np.array_equal(a.layers[key], b.layers[key]), key
 
@@ -79,11 +86,16 @@ def test_sync_graph_approaches_exact_solution(tmp_path):
     log = _train(tmp_path, 4, "--mode", "sync-graph", "--iters", "600", "--rho", "30,10",
                  "--topology", "ring", "--mix-rounds", "60")
     assert log.layers["rel_distance"].max() <= 1e-4, log.layers["rel_distance"]
+    # The rounds are logged, and every round sends the Q x d average to both neighbours.
+    assert np.all(log.layers["mix_rounds"] == 60)
+    Q, n = log.attrs["n_classes"], log.attrs["hidden"]  # B is Q x n beyond layer 0
+    assert np.all(log.layers["bytes_sent"][1:] == 600 * 60 * 2 * Q * n * 8)
 
 
 def test_straggler_run_finishes_and_is_logged(tmp_path):
+    # No per-layer gather to rank 0 (check, log writes): it would pace the ranks.
     log = _train(tmp_path, 3, "--mode", "async", "--iters", "50", "--slow", "1:4",
-                 "--gamma", "30,10", "--no-check")
+                 "--gamma", "30,10", "--no-check", "--log-every", "0")
     wait = log.layers["wait_seconds"]
     assert wait.shape == (3, 3)
     # Bounded delay: the neighbours of the slowed rank wait for it, it never waits.
@@ -119,3 +131,20 @@ def test_async_auto_penalty_is_per_edge_and_reaches_the_exact_solution(tmp_path)
     rel = log.layers["rel_distance"]
     assert np.all(log.layers["lambda_star"][1:] > 0)
     assert rel.max() <= 1e-6, rel
+
+
+def test_progress_lines(tmp_path):
+    cfg = _config(tmp_path)
+    res = run_cli(2, "train", "--config", cfg, "--mode", "sync", "--iters", "20")
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("layer")]
+    # With the check: every rank's numbers (gathered to rank 0).
+    pattern = (r"layer +\d/2  sync +max time +\d+\.\d{3} s  max rel dist \d\.\d\de[-+]\d\d  "
+               r"test acc min/mean/max \d+\.\d/\d+\.\d/\d+\.\d %")
+    assert len(lines) == 3 and all(re.fullmatch(pattern, ln) for ln in lines), lines
+    res = run_cli(2, "train", "--config", cfg, "--mode", "sync", "--iters", "20", "--no-check")
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("layer")]
+    # Without: rank 0's own time only.
+    assert len(lines) == 3, lines
+    assert all(re.fullmatch(r"layer +\d/2  rank 0 +\d+\.\d{3} s", ln) for ln in lines), lines

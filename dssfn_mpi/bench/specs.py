@@ -70,19 +70,24 @@ def _mode_iters(p: Preset, mode: str) -> list[str]:
     return []
 
 
+# Timing runs: no per-layer gather to rank 0 (no check, the log written at the end only).
+_NO_SYNC = ("--no-check", "--log-every", "0")
+
+
 def degree_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     """Paper figure 2: M fixed on the circular graph, every degree in ``p.values``.
 
-    Timing runs use ``--no-check``: the equivalence check gathers every
-    rank's O at the end of each layer, a per-layer synchronisation that
-    would hide exactly what async saves. Accuracy is still evaluated.
+    Timing runs use ``--no-check --log-every 0``: the equivalence check and
+    the per-layer log write gather to rank 0 at the end of each layer, a
+    per-layer synchronisation that would hide exactly what async saves.
+    Accuracy is still evaluated.
     """
     M = p.nodes
-    specs = [_central("degree", p, data_dir, ["--no-check"])] if p.central else []
+    specs = [_central("degree", p, data_dir, [*_NO_SYNC])] if p.central else []
     for d in p.values:
         for mode in p.modes:
             args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "circular",
-                    "--degree", str(d), "--no-check", *_mode_iters(p, mode)]
+                    "--degree", str(d), *_NO_SYNC, *_mode_iters(p, mode)]
             specs.append(RunSpec(
                 group=f"{mode}-d{int(d):02d}",
                 label=f"{mode} M={M} d={d}",
@@ -95,12 +100,12 @@ def degree_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
 
 def nodes_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     """Paper figure 3: ring (d = 2; d = 1 for M = 2) with M in ``p.values``."""
-    specs = [_central("nodes", p, data_dir, ["--no-check"])] if p.central else []
+    specs = [_central("nodes", p, data_dir, [*_NO_SYNC])] if p.central else []
     for M in p.values:
         require(int(M) >= 2, f"nodes: every node count must be >= 2, got {M}")
         for mode in p.modes:
             args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "ring",
-                    "--no-check", *_mode_iters(p, mode)]
+                    *_NO_SYNC, *_mode_iters(p, mode)]
             specs.append(RunSpec(
                 group=f"{mode}-M{int(M):02d}",
                 label=f"{mode} M={M} ring",

@@ -1,16 +1,16 @@
 """Per-layer decentralized solvers, one module per method.
 
 Every engine is built once per run (collectively) and then called once per
-layer on every rank: ``engine.solve(problem) -> (O_m, stats)``. Engines see
+layer on every rank: ``engine.solve(problem) -> (O_m, SolveStats)``. Engines see
 only their own rank's statistics and talk to graph neighbours (or, for the
 allreduce baseline, to everyone); they never read another rank's data.
 """
 
 from __future__ import annotations
 
-from .base import Engine, LayerProblem, RunContext
+from .base import Engine, LayerProblem, RunContext, SolveStats
 
-__all__ = ["Engine", "LayerProblem", "RunContext", "make_engine"]
+__all__ = ["Engine", "LayerProblem", "RunContext", "SolveStats", "make_engine"]
 
 
 def make_engine(ctx: RunContext) -> Engine:

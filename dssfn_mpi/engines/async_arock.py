@@ -36,7 +36,7 @@ from ..errors import RankError
 from ..solver import LocalInverse, auto_penalty
 from ..transport import NeighborTimeout, ZMailbox
 from ..waiting import sleep_until
-from .base import Engine, LayerProblem, RunContext, Throttle
+from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
 from .updates import edge_activation, paper_activation
 
 
@@ -75,7 +75,7 @@ class AsyncEngine(Engine):
         size = self.ctx.size
         return np.array([auto_penalty(lam, s, size, consensus=False) for lam, s in pair])
 
-    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
+    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, SolveStats]:
         cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
         wait = 0.0
         if layer - 2 >= self.ctx.first_layer:
@@ -95,10 +95,9 @@ class AsyncEngine(Engine):
         Z = np.zeros((dm, Q, d))
         Zr = np.zeros((dm, Q, d))
         lam = np.empty((dm, Q, d))
-        last_version = np.zeros(dm, dtype=np.int64)
-        skipped_sum, skipped_max, reads = 0, 0, 0
+        staleness = _Staleness(dm)
         B2 = 2.0 * prob.B
-        puts0, bytes0 = mb.puts, mb.bytes_sent
+        puts0, bytes0, torn0, fallbacks0 = mb.puts, mb.bytes_sent, mb.torn_retries, mb.fallbacks
         O = np.zeros((Q, d))
         versions = np.zeros(dm, dtype=np.int64)
         lead_wait = 0.0
@@ -114,13 +113,7 @@ class AsyncEngine(Engine):
                     "(a rank died or hangs; see --timeout)",
                 )
             started = time.perf_counter()
-            new = versions > last_version
-            if new.any():
-                skipped = versions[new] - last_version[new] - 1
-                skipped_sum += int(skipped.sum())
-                skipped_max = max(skipped_max, int(skipped.max()))
-                last_version[new] = versions[new]
-            reads += dm
+            staleness.record(versions)
             if cfg.update == "edge":
                 O = edge_activation(Z, Zr, B2, gamma, eta, eps, inv, lam)
             else:
@@ -137,16 +130,18 @@ class AsyncEngine(Engine):
             )
         mb.finish_layer(layer)
         t3 = time.perf_counter()
-        return O, {
-            "wait_seconds": wait + lead_wait,
-            "factor_seconds": t2 - t1,
-            "solve_seconds": t3 - t2,
-            "activations": cfg.iters,
-            "puts": mb.puts - puts0,
-            "bytes_sent": mb.bytes_sent - bytes0,
-            "staleness_mean": skipped_sum / max(reads, 1),
-            "staleness_max": skipped_max,
-        }
+        return O, SolveStats(
+            wait_seconds=wait + lead_wait,
+            factor_seconds=t2 - t1,
+            solve_seconds=t3 - t2,
+            activations=cfg.iters,
+            puts=mb.puts - puts0,
+            bytes_sent=mb.bytes_sent - bytes0,
+            staleness_mean=staleness.mean,
+            staleness_max=staleness.max,
+            torn_retries=mb.torn_retries - torn0,
+            fallbacks=mb.fallbacks - fallbacks0,
+        )
 
     def close(self) -> None:
         self.dcomm.Free()
@@ -162,3 +157,26 @@ class AsyncEngine(Engine):
         self.mailbox.read_all(layer, Zr, versions)
         lead = self.ctx.cfg.max_lead
         return lead is None or k <= versions.min() + lead
+
+
+class _Staleness:
+    """Neighbour versions skipped between this rank's reads: ARock's delay, measured."""
+
+    def __init__(self, degree: int) -> None:
+        self.last = np.zeros(degree, dtype=np.int64)
+        self.skipped, self.max, self.reads = 0, 0, 0
+
+    def record(self, versions: np.ndarray) -> None:
+        """Account for one read of every neighbour that returned ``versions``."""
+        new = versions > self.last
+        if new.any():
+            skipped = versions[new] - self.last[new] - 1
+            self.skipped += int(skipped.sum())
+            self.max = max(self.max, int(skipped.max()))
+            self.last[new] = versions[new]
+        self.reads += self.last.size
+
+    @property
+    def mean(self) -> float:
+        """Mean versions skipped per neighbour read."""
+        return self.skipped / max(self.reads, 1)

@@ -1,4 +1,4 @@
-"""What every engine shares: the run context, one layer's problem, stats."""
+"""What every engine shares: the run context, one layer's problem, its stats."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from ..config import TrainConfig
 
-__all__ = ["Engine", "LayerProblem", "RunContext", "Throttle"]
+__all__ = ["Engine", "LayerProblem", "RunContext", "SolveStats", "Throttle"]
 
 
 @dataclass
@@ -50,6 +50,29 @@ class LayerProblem:
 
 
 @dataclass
+class SolveStats:
+    """What an engine measured while solving one layer on this rank.
+
+    The fields are the run log's ``engine`` fields (:mod:`dssfn_mpi.schema`,
+    same names, units and meaning); the defaults are what an engine reports
+    when it has nothing to say: no time, no messages, and "not measured"
+    (NaN, -1) for what only some engines have.
+    """
+
+    solve_seconds: float
+    factor_seconds: float = 0.0
+    wait_seconds: float = 0.0
+    activations: int = 0
+    puts: int = 0
+    bytes_sent: int = 0
+    staleness_mean: float = float("nan")
+    staleness_max: float = float("nan")
+    mix_rounds: int = -1
+    torn_retries: int = -1
+    fallbacks: int = -1
+
+
+@dataclass
 class Throttle:
     """Straggler emulation: after each activation, sleep ``(factor - 1)`` times its duration.
 
@@ -71,10 +94,8 @@ class Throttle:
 class Engine:
     """Interface of a per-layer solver."""
 
-    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
-        """Return this rank's ``O_m`` and stats (``factor_seconds``, ``solve_seconds``,
-        ``wait_seconds``, ``activations``, ``puts``, ``bytes_sent``, ``staleness_mean``,
-        ``staleness_max``)."""
+    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, SolveStats]:
+        """Return this rank's ``O_m`` for the layer and what the solve measured."""
         raise NotImplementedError
 
     def auto_penalty(self, layer: int, stats: np.ndarray) -> float | np.ndarray:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..central import solve_layer
 from ..solver import AUTHORS_ADMM_ITERS
-from .base import Engine, LayerProblem, RunContext
+from .base import Engine, LayerProblem, RunContext, SolveStats
 
 __all__ = ["ExactEngine"]
 
@@ -25,11 +25,11 @@ class ExactEngine(Engine):
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
 
-    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
+    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, SolveStats]:
         cfg = self.ctx.cfg
         t0 = time.perf_counter()
         O, _ = solve_layer(prob.Y, prob.T, prob.eps, prob.layer, cfg.central_solver, cfg.mu,
                            AUTHORS_ADMM_ITERS, G=prob.G, B=prob.B)
         admm = cfg.central_solver == "admm"
-        return O, {"solve_seconds": time.perf_counter() - t0,
-                   "activations": AUTHORS_ADMM_ITERS if admm else 1}
+        return O, SolveStats(solve_seconds=time.perf_counter() - t0,
+                             activations=AUTHORS_ADMM_ITERS if admm else 1)

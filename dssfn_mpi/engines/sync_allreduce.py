@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from ..solver import LocalInverse, auto_penalty
-from .base import Engine, LayerProblem, RunContext, Throttle
+from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
 from .updates import consensus_dual, consensus_primal
 
 
@@ -36,7 +36,7 @@ class SyncAllreduceEngine(Engine):
         self.average(stats, mean)
         return auto_penalty(mean[0], mean[1], self.ctx.size, consensus=True)
 
-    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, dict[str, float]]:
+    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, SolveStats]:
         cfg = self.ctx.cfg
         rho = float(prob.penalty)
         t1 = time.perf_counter()
@@ -56,10 +56,10 @@ class SyncAllreduceEngine(Engine):
             comm_seconds += time.perf_counter() - tc
             Zbar = consensus_dual(mean, prob.eps, O, U)
         t3 = time.perf_counter()
-        return Zbar, {
-            "factor_seconds": t2 - t1,
-            "solve_seconds": t3 - t2,
-            "wait_seconds": comm_seconds,
-            "activations": cfg.iters,
-            "bytes_sent": cfg.iters * prob.B.nbytes,
-        }
+        return Zbar, SolveStats(
+            factor_seconds=t2 - t1,
+            solve_seconds=t3 - t2,
+            wait_seconds=comm_seconds,
+            activations=cfg.iters,
+            bytes_sent=cfg.iters * prob.B.nbytes,
+        )

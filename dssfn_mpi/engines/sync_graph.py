@@ -10,9 +10,11 @@ falls as the degree grows (the paper's figure 2).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from .base import RunContext
+from .base import LayerProblem, RunContext, SolveStats
 from .sync_allreduce import SyncAllreduceEngine
 
 # Disagreement left after mixing, relative to the start of the round.
@@ -43,11 +45,10 @@ class SyncGraphEngine(SyncAllreduceEngine):
             np.multiply(out, self.w_self, out=out)
             out += np.tensordot(self.w_nbr, recv, axes=1)
 
-    def solve(self, prob):
+    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, SolveStats]:
         O, stats = super().solve(prob)
-        stats["bytes_sent"] = self.ctx.cfg.iters * self.rounds * len(self.neighbors) * prob.B.nbytes
-        stats["mix_rounds"] = self.rounds
-        return O, stats
+        sent = self.ctx.cfg.iters * self.rounds * len(self.neighbors) * prob.B.nbytes
+        return O, replace(stats, bytes_sent=sent, mix_rounds=self.rounds)
 
     def close(self) -> None:
         self.dcomm.Free()

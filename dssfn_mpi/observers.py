@@ -1,0 +1,255 @@
+"""Everything that watches the layer loop without steering it.
+
+After each layer's solve the loop hands a :class:`LayerStep` to every
+observer, in the order :func:`default_observers` gives, and after the last
+layer it calls :meth:`Observer.finish` on each, in the same order:
+
+1. :class:`Evaluation`: train/test accuracy and the shard's cost;
+2. :class:`Equivalence`: distances to the exact solution (with the check);
+3. :class:`LogRow`: the time spent observing so far, then this rank's row;
+4. :class:`Checkpointing`: each rank's checkpoint (before anything that waits
+   for other ranks, so a rank that fails elsewhere cannot cost it);
+5. :class:`RankRows`: rank 0 gathers every rank's rows when someone needs them;
+6. :class:`Progress`: rank 0's progress line;
+7. :class:`ModelSaver`: every node's weights (at the end, with ``--save-model``);
+8. :class:`LogWriter`: the run log, every ``--log-every`` layers and at the end,
+   when it also removes the checkpoints.
+
+Observers never change the model. Some communicate (the check reduces to rank
+0, rows are gathered to rank 0): always collectively, in the same order on
+every rank, and after the layer's timed part.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import checkpoint
+from .engines import LayerProblem
+from .equivalence import measure_equivalence
+from .fmt import number as _fmt
+from .model import accuracy, layer_features
+from .runstate import ROW_FIELDS, RunState
+from .solver import objective
+
+__all__ = [
+    "Checkpointing",
+    "Equivalence",
+    "Evaluation",
+    "LayerStep",
+    "LogRow",
+    "LogWriter",
+    "ModelSaver",
+    "Observer",
+    "Progress",
+    "RankRows",
+    "default_observers",
+]
+
+
+@dataclass
+class LayerStep:
+    """One solved layer, as the loop hands it to the observers."""
+
+    problem: LayerProblem  # the layer's features, targets, statistics and penalty
+    O: np.ndarray  # this rank's solution
+    O_prev: np.ndarray | None  # the previous layer's (None at layer 0)
+    row: dict[str, Any]  # this rank's log row: the loop's and engine's fields so far
+    solved_at: float  # time.perf_counter() when the solve returned
+
+    @property
+    def layer(self) -> int:
+        return self.problem.layer
+
+
+class Observer:
+    """Something that watches the run after each layer and once at the end."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    def after_layer(self, step: LayerStep) -> None:
+        """Called on every rank after each layer's solve."""
+
+    def finish(self) -> None:
+        """Called on every rank after the last layer (the engine is closed)."""
+
+
+class Evaluation(Observer):
+    """Accuracy on the rank's shard and on the test set (``--no-eval``: NaN), and its cost."""
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__(state)
+        self.Yt = state.Yt  # test features of the last layer seen
+
+    def after_layer(self, step: LayerStep) -> None:
+        s, p = self.state, step.problem
+        if s.cfg.evaluate:
+            if step.layer > 0:
+                (self.Yt,) = layer_features(step.O_prev, s.cfg.seed, step.layer, s.hidden, self.Yt)
+            train, test = accuracy(step.O, p.Y, s.y), accuracy(step.O, self.Yt, s.yt)
+        else:
+            train = test = float("nan")
+        step.row.update(train_accuracy=train, test_accuracy=test,
+                        train_cost=objective(step.O, p.G, p.B, s.tt))
+
+
+class Equivalence(Observer):
+    """The centralized-equivalence check (:mod:`dssfn_mpi.equivalence`); rows on rank 0."""
+
+    def after_layer(self, step: LayerStep) -> None:
+        s, p = self.state, step.problem
+        res = measure_equivalence(s.comm, p.G, p.B, s.tt, step.O, p.eps)
+        if res is not None:
+            for k, v in res.items():
+                s.checks[k].append(v)
+
+
+class LogRow(Observer):
+    """Completes this rank's row with the observation time so far and stores it."""
+
+    def after_layer(self, step: LayerStep) -> None:
+        step.row["eval_seconds"] = time.perf_counter() - step.solved_at
+        for k in ROW_FIELDS:
+            self.state.stats[k].append(step.row[k])
+
+
+class RankRows(Observer):
+    """Rank 0's copy of every rank's rows (``state.history``).
+
+    Gathered after a layer only when something needs it there (the progress
+    line with the check, or a run log write), and once more at the end.
+    """
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__(state)
+        self.sent = 0  # rows already gathered; the same on every rank
+
+    def after_layer(self, step: LayerStep) -> None:
+        if self.state.checking or self.state.log_due(step.layer):
+            self._gather()
+
+    def finish(self) -> None:
+        self._gather()
+
+    def _gather(self) -> None:
+        s = self.state
+        done = len(s.stats[ROW_FIELDS[0]])
+        mine = [{k: s.stats[k][i] for k in ROW_FIELDS} for i in range(self.sent, done)]
+        tables = s.comm.gather(mine, root=0)
+        if s.rank == 0:
+            s.history.extend([t[i] for t in tables] for i in range(done - self.sent))
+        self.sent = done
+
+
+class Progress(Observer):
+    """Rank 0's line per layer: every rank's numbers with the check, else its own time."""
+
+    def __init__(self, state: RunState, quiet: bool) -> None:
+        super().__init__(state)
+        self.quiet = quiet
+
+    def after_layer(self, step: LayerStep) -> None:
+        s = self.state
+        if self.quiet or s.rank != 0:
+            return
+        if not s.checking:
+            _print(f"layer {step.layer:>3}/{s.cfg.layers}  rank 0 "
+                   f"{step.row['total_seconds']:8.3f} s")
+            return
+        table = s.history[-1]
+        tot = max(r["total_seconds"] for r in table)
+        acc = [r["test_accuracy"] for r in table]
+        rel = s.checks["rel_distance"][-1].max()
+        _print(
+            f"layer {step.layer:>3}/{s.cfg.layers}  {s.cfg.mode:<10} max time {tot:8.3f} s  "
+            f"max rel dist {_fmt(rel, '.2e')}  test acc min/mean/max "
+            f"{_fmt(100 * min(acc), '.1f')}/{_fmt(100 * float(np.mean(acc)), '.1f')}/"
+            f"{_fmt(100 * max(acc), '.1f')} %"
+        )
+
+
+class ModelSaver(Observer):
+    """At the end, every node's weights to ``--save-model`` (gathered to rank 0)."""
+
+    def finish(self) -> None:
+        from .modelio import save_model
+
+        s, cfg = self.state, self.state.cfg
+        all_Os = s.comm.gather(s.Os, root=0)
+        if s.rank == 0:
+            attrs = {
+                "dataset": s.meta["name"], "n_features": s.X.shape[0],
+                "n_classes": s.n_classes, "hidden": s.hidden, "layers": cfg.layers,
+                "seed": cfg.seed, "nodes": s.size, "mode": cfg.mode,
+                "config": json.dumps(cfg.to_dict()),
+            }
+            save_model(cfg.save_model, attrs, all_Os)
+
+
+class LogWriter(Observer):
+    """The run log (rank 0): incomplete every ``--log-every`` layers, complete at the end.
+
+    Each write replaces the file atomically, so a run that dies leaves the
+    log of the layers written so far. Once the complete log is on disk, the
+    run's checkpoints are obsolete and removed.
+    """
+
+    def after_layer(self, step: LayerStep) -> None:
+        if self.state.rank == 0 and self.state.log_due(step.layer):
+            self._write(complete=False)
+
+    def finish(self) -> None:
+        s = self.state
+        if s.cfg.out is None:
+            return
+        if s.rank == 0:
+            self._write(complete=True)
+        s.comm.Barrier()  # the complete log is on disk before the checkpoints go
+        if s.rank == 0:
+            checkpoint.remove(s.cfg.out)
+
+    def _write(self, complete: bool) -> None:
+        from .runlog import write_runlog
+
+        s = self.state
+        attrs = {**s.attrs, "complete": complete, "layers_done": len(s.history)}
+        write_runlog(s.cfg.out, attrs, s.layer_arrays(), s.rank_table(), overwrite=True)
+
+
+class Checkpointing(Observer):
+    """Each rank's checkpoint after every layer (:class:`LogWriter` removes them at the end)."""
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__(state)
+        self.ckpt = checkpoint.RankCheckpoint(state.cfg.out, state.rank)
+
+    def after_layer(self, step: LayerStep) -> None:
+        s = self.state
+        self.ckpt.save(s.Os, s.stats, s.checks)
+
+
+def default_observers(state: RunState, quiet: bool = False) -> list[Observer]:
+    """The observers of a training run, in the order they are called."""
+    cfg = state.cfg
+    observers: list[Observer] = [Evaluation(state)]
+    if state.checking:
+        observers.append(Equivalence(state))
+    observers.append(LogRow(state))
+    if cfg.out is not None:
+        observers.append(Checkpointing(state))
+    observers += [RankRows(state), Progress(state, quiet)]
+    if cfg.save_model is not None:
+        observers.append(ModelSaver(state))
+    observers.append(LogWriter(state))
+    return observers
+
+
+def _print(msg: str) -> None:
+    print(msg, file=sys.stdout, flush=True)

@@ -1,0 +1,315 @@
+"""Setting a run up: what every rank knows before its first layer.
+
+:func:`prepare_run` validates the settings, checks the output files, scatters
+the shards, fills the defaults that depend on the data, restores a resumed
+run (its solutions, log rows and features) and collects the run's
+attributes. It returns a :class:`RunState`, which the layer loop
+(:mod:`dssfn_mpi.train`) and the observers (:mod:`dssfn_mpi.observers`)
+share.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from . import schema
+from .config import TrainConfig
+from .engines import RunContext
+from .errors import UserError, require
+from .model import layer_features, one_hot
+
+__all__ = ["ROW_FIELDS", "RunState", "prepare_run", "root_call"]
+
+#: The fields of a rank's own log rows (the check fields are rank 0's).
+ROW_FIELDS = schema.names(schema.ENGINE, schema.LOOP)
+
+
+def root_call(comm: Any, fn: Callable[[], Any], root: int = 0, broadcast: bool = True) -> Any:
+    """Run ``fn`` on ``root`` only; every rank raises its UserError, if any.
+
+    Checks that only one rank should do (reading a dataset, probing the output
+    directory) thus fail on every rank with the same one-line message. The
+    result is broadcast, or kept on ``root`` (``None`` elsewhere) when
+    ``broadcast`` is false.
+    """
+    result, error = None, None
+    if comm.Get_rank() == root:
+        try:
+            result = fn()
+        except UserError as exc:
+            error = str(exc)
+    error = comm.bcast(error, root=root)
+    if error is not None:
+        raise UserError(error)
+    return comm.bcast(result, root=root) if broadcast else result
+
+
+@dataclass
+class RunState:
+    """One rank's view of the run, shared by the layer loop and the observers.
+
+    The loop appends to ``Os``; the observers append to ``stats``, ``checks``
+    and ``history``. Fields marked "rank 0" are empty elsewhere.
+    """
+
+    cfg: TrainConfig
+    comm: Any
+    graph: Any
+    meta: dict[str, Any]  # n_classes, name, shard_sizes
+    X: np.ndarray  # this rank's training shard (features x samples) and labels
+    y: np.ndarray
+    Xt: np.ndarray  # the test set, on every rank
+    yt: np.ndarray
+    T: np.ndarray  # one-hot targets of the shard
+    tt: float  # ||T||_F^2
+    hidden: int
+    eps: float
+    first: int  # the first layer to solve: > 0 when resuming
+    Os: list[np.ndarray]  # this rank's solutions of the layers done
+    Y: np.ndarray  # training features of layer first - 1 (X when starting)
+    Yt: np.ndarray  # the same for the test set (advanced only with cfg.evaluate)
+    stats: dict[str, list]  # this rank's log rows: one list per ROW_FIELDS name
+    checks: dict[str, list]  # rank 0: one list of (M,) arrays per check field
+    attrs: dict[str, Any]  # rank 0: the run log's root attributes
+    history: list[list[dict]] = field(default_factory=list)  # rank 0: rows of every rank
+
+    @property
+    def rank(self) -> int:
+        return self.comm.Get_rank()
+
+    @property
+    def size(self) -> int:
+        return self.comm.Get_size()
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.meta["n_classes"])
+
+    @property
+    def n_layers(self) -> int:
+        """Layers 0..L: ``cfg.layers + 1``."""
+        return self.cfg.layers + 1
+
+    @property
+    def checking(self) -> bool:
+        """Whether the centralized-equivalence check runs after every layer."""
+        return self.cfg.check and self.cfg.mode != "central"
+
+    def log_due(self, layer: int) -> bool:
+        """Whether the run log is rewritten after ``layer`` (every ``cfg.log_every`` layers)."""
+        every = self.cfg.log_every
+        return self.cfg.out is not None and every > 0 and (layer + 1) % every == 0
+
+    def context(self) -> RunContext:
+        """What the engine is built from."""
+        return RunContext(comm=self.comm, graph=self.graph, cfg=self.cfg,
+                          n_classes=self.n_classes, max_width=max(self.hidden, self.X.shape[0]),
+                          first_layer=self.first)
+
+    def layer_arrays(self) -> dict[str, np.ndarray]:
+        """Rank 0: the ``(layers gathered, M)`` arrays of the run log's ``/layers``."""
+        layers = {k: np.array([[r[k] for r in rows] for rows in self.history])
+                  for k in ROW_FIELDS}
+        for k in schema.names(schema.CHECK):
+            if self.checks[k]:
+                layers[k] = np.array(self.checks[k])
+        return layers
+
+    def rank_table(self) -> dict[str, np.ndarray]:
+        """The run log's ``/ranks`` datasets this run knows: degree, neighbours, shard size."""
+        graph, M = self.graph, self.graph.n_nodes
+        width = max((graph.degree(m) for m in range(M)), default=0)
+        nbrs = np.full((M, max(width, 1)), -1, dtype=np.int64)
+        for m in range(M):
+            nb = graph.neighbors(m)
+            nbrs[m, : len(nb)] = nb
+        return {
+            "degree": np.array([graph.degree(m) for m in range(M)], dtype=np.int64),
+            "neighbors": nbrs,
+            "shard_size": np.array(self.meta["shard_sizes"], dtype=np.int64),
+        }
+
+
+def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
+                resume: bool = False) -> RunState:
+    """Set a run up on every rank (collective); user errors are raised on every rank.
+
+    Parameters
+    ----------
+    cfg : TrainConfig
+        Settings; validated here before any MPI work.
+    comm : mpi4py.MPI.Comm
+        One rank per graph node.
+    command_line : str
+        Recorded in the run log.
+    resume : bool
+        Continue after the last layer every rank has checkpointed beside
+        ``cfg.out``: restore the solutions and log rows and rebuild the
+        features of that layer from them.
+
+    Returns
+    -------
+    RunState
+    """
+    cfg.validate(comm.Get_size())
+    graph = _make_graph(cfg, comm.Get_size())
+    _check_outputs(cfg, comm, resume)
+    meta, (X, y), (Xt, yt) = _load_shards(cfg, comm)
+    Q = meta["n_classes"]
+    hidden = cfg.hidden if cfg.hidden is not None else 2 * Q + 1000
+    require(
+        hidden > 2 * Q,
+        f"--hidden {hidden} must exceed 2Q = {2 * Q} (Q = {Q} classes): "
+        f"the weight is [V_Q O; R] with n - 2Q random rows",
+    )
+    Os, stats, checks = _restore(cfg, comm, resume)
+    # The features of the last completed layer, from the one forward pass.
+    Y, Yt = X, Xt
+    for layer in range(1, len(Os)):
+        if cfg.evaluate:
+            Y, Yt = layer_features(Os[layer - 1], cfg.seed, layer, hidden, Y, Yt)
+        else:
+            (Y,) = layer_features(Os[layer - 1], cfg.seed, layer, hidden, Y)
+    eps = cfg.eps if cfg.eps is not None else 2.0 * Q
+    attrs = _attrs(cfg, comm, graph, meta, hidden, eps, command_line)
+    if resume and comm.Get_rank() == 0:
+        attrs["resumed_at_layer"] = len(Os)
+    T = one_hot(y, Q)
+    return RunState(cfg=cfg, comm=comm, graph=graph, meta=meta, X=X, y=y, Xt=Xt, yt=yt,
+                    T=T, tt=float(np.vdot(T, T)), hidden=hidden, eps=eps, first=len(Os),
+                    Os=Os, Y=Y, Yt=Yt, stats=stats, checks=checks, attrs=attrs)
+
+
+def _check_outputs(cfg: TrainConfig, comm: Any, resume: bool) -> None:
+    """Fail before any work if an output file cannot be written (rank 0 looks)."""
+    from .runlog import check_output_path
+
+    if cfg.out is not None and not resume:
+        root_call(comm, lambda: check_output_path(cfg.out, cfg.overwrite))
+    if cfg.save_model is not None:
+        root_call(comm, lambda: check_output_path(cfg.save_model, cfg.overwrite))
+
+
+def _restore(cfg: TrainConfig, comm: Any,
+             resume: bool) -> tuple[list[np.ndarray], dict[str, list], dict[str, list]]:
+    """Solutions and log rows of the layers every rank has checkpointed (none for a new run).
+
+    A new run with ``--out`` records its settings beside its checkpoints.
+    """
+    from mpi4py import MPI
+
+    from . import checkpoint
+
+    rank = comm.Get_rank()
+    stats: dict[str, list] = {k: [] for k in ROW_FIELDS}
+    checks: dict[str, list] = {k: [] for k in schema.names(schema.CHECK)}
+    if not resume:
+        if cfg.out is not None and rank == 0:
+            checkpoint.save_config(cfg.out, cfg.to_dict(), comm.Get_size())
+        return [], stats, checks
+    saved_Os, saved_stats, saved_checks = checkpoint.RankCheckpoint(cfg.out, rank).load()
+    first = comm.allreduce(len(saved_Os), op=MPI.MIN)
+    stats = {k: list(saved_stats.get(k, []))[:first] for k in stats}
+    checks = {k: list(saved_checks.get(k, []))[:first] for k in checks}
+    if rank == 0:
+        checkpoint.remove_stale_temporaries(cfg.out)
+    return saved_Os[:first], stats, checks
+
+
+def _git_revision() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+            capture_output=True, text=True, timeout=5, check=False,
+        )
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _load_shards(cfg: TrainConfig, comm: Any) -> tuple[Any, tuple, tuple]:
+    """Rank 0 reads the dataset and partitions it; every rank gets its shard and the test set."""
+    from .datasets import load_dataset
+    from .partition import partition
+
+    size = comm.Get_size()
+
+    def load():
+        ds = load_dataset(cfg.dataset, cfg.data_dir, seed=cfg.seed, **cfg.dataset_options)
+        parts = partition(ds.y_train, size, cfg.partition, seed=cfg.seed)
+        return ds, parts
+
+    ds, parts = root_call(comm, load, broadcast=False) or (None, None)
+    # Shards are scattered, so no rank ever holds another's data.
+    if comm.Get_rank() == 0:
+        meta = {"n_classes": ds.n_classes, "name": ds.name, "shard_sizes": [len(p) for p in parts]}
+        shards = [(ds.X_train[:, p], ds.y_train[p]) for p in parts]
+        test = (ds.X_test, ds.y_test)
+    else:
+        meta, shards, test = None, None, None
+    meta = comm.bcast(meta, root=0)
+    shard = comm.scatter(shards, root=0)
+    test = comm.bcast(test, root=0)
+    return meta, shard, test
+
+
+def _make_graph(cfg: TrainConfig, size: int):
+    from .topology import make_topology, read_edge_list
+
+    if cfg.topology == "file":
+        graph = read_edge_list(cfg.edges)  # its own node count, compared below
+    elif size > 1:
+        graph = make_topology(cfg.topology, size, degree=cfg.degree, seed=cfg.seed)
+    else:
+        graph = make_topology("complete", 1)
+    require(
+        graph.n_nodes == size,
+        f"the graph has {graph.n_nodes} nodes but {size} ranks were started: "
+        f"run mpirun -n {graph.n_nodes}",
+    )
+    return graph
+
+
+def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps: float,
+           command_line: str) -> dict[str, Any]:
+    """The run log's root attributes on rank 0 (``{}`` elsewhere); gathers the host names."""
+    from .runlog import software_versions
+
+    start_time = datetime.now(timezone.utc).isoformat()
+    hostnames = comm.gather(socket.gethostname(), root=0)
+    if comm.Get_rank() != 0:
+        return {}
+    degrees = [graph.degree(m) for m in range(graph.n_nodes)]
+    return {
+        "mode": cfg.mode,
+        "update": cfg.update if cfg.mode == "async" else "",
+        "dataset": meta["name"],
+        "nodes": graph.n_nodes,
+        "topology": graph.name,
+        "graph_diameter": int(graph.diameter),
+        "graph_algebraic_connectivity": float(graph.algebraic_connectivity),
+        "degree": int(max(degrees)) if degrees else 0,
+        "layers": cfg.layers,
+        "hidden": hidden,
+        "iters": cfg.iters,
+        "seed": cfg.seed,
+        "eps": eps,
+        "n_classes": meta["n_classes"],
+        "config": json.dumps(cfg.to_dict()),
+        "command_line": command_line,
+        "shard_sizes": np.array(meta["shard_sizes"], dtype=np.int64),
+        "hostnames": json.dumps(hostnames),
+        "start_time": start_time,
+        "git_revision": _git_revision(),
+        "blas_threads": os.environ.get("OMP_NUM_THREADS", ""),
+        **software_versions(),
+    }

@@ -1,0 +1,170 @@
+"""The per-(layer, rank) fields of the run log: the one definition.
+
+Each field has a name, a dtype, a unit, a description and the part of the
+code that fills it:
+
+``engine``
+    measured by the layer solver and returned in its
+    :class:`~dssfn_mpi.engines.base.SolveStats` (same names);
+``loop``
+    measured by the layer loop (timings, penalty) or its per-rank
+    observers (accuracy, cost, evaluation time);
+``check``
+    the centralized-equivalence check: computed on rank 0 for all ranks at
+    once, only when the check runs (NaN otherwise).
+
+Everything else is derived from :data:`LAYER_SCHEMA`: the run log's tables
+(:data:`LAYER_FIELDS`, :data:`LAYER_UNITS`), the loop's rows and the
+checkpoint contents (:func:`names`), and the table in ``docs/RUNLOG.md``
+(:func:`markdown_table`; ``python -m dssfn_mpi.schema`` prints it).
+
+Adding a field here is an additive change of the run log (the schema version
+stays); renaming or removing one, or changing its dtype, unit or meaning,
+bumps :data:`dssfn_mpi.runlog.SCHEMA_VERSION`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "CHECK",
+    "ENGINE",
+    "LAYER_FIELDS",
+    "LAYER_SCHEMA",
+    "LAYER_UNITS",
+    "LOOP",
+    "SOURCES",
+    "LayerField",
+    "layer_field",
+    "markdown_table",
+    "names",
+]
+
+ENGINE, LOOP, CHECK = "engine", "loop", "check"
+SOURCES = (ENGINE, LOOP, CHECK)
+
+_F8 = np.dtype(np.float64)
+_I8 = np.dtype(np.int64)
+
+
+@dataclass(frozen=True)
+class LayerField:
+    """One ``/layers`` dataset: shape ``(layers_done, M)``, row l = layer l, column m = rank m."""
+
+    name: str
+    dtype: np.dtype
+    unit: str
+    source: str
+    description: str
+
+    @property
+    def missing(self) -> float | int:
+        """The value that means "not measured": NaN for floats, -1 for integers."""
+        return -1 if self.dtype == _I8 else float("nan")
+
+
+def _f(name: str, dtype: np.dtype, unit: str, source: str, description: str) -> LayerField:
+    return LayerField(name, dtype, unit, source, description)
+
+
+#: Every per-(layer, rank) field, in the order of the documentation.
+LAYER_SCHEMA: tuple[LayerField, ...] = (
+    _f("total_seconds", _F8, "s", LOOP,
+       "wall time of the layer's timed part on this rank: features, penalty, factorisation "
+       "and solve (not the untimed observation after it)"),
+    _f("cpu_seconds", _F8, "s", LOOP,
+       "CPU time this rank's process used in the layer's timed part; with more ranks than "
+       "cores this is the work done, not the time spent waiting for a core; includes MPI's "
+       "internal spinning"),
+    _f("features_seconds", _F8, "s", LOOP,
+       "computing Y_l and the local statistics G_m = Y Y^T, B_m = T Y^T"),
+    _f("factor_seconds", _F8, "s", ENGINE,
+       "factorising the local inverse used by the solver, plus computing the auto penalty"),
+    _f("solve_seconds", _F8, "s", ENGINE,
+       "the decentralized solver iterations (compute and communication)"),
+    _f("wait_seconds", _F8, "s", ENGINE, "time blocked waiting for neighbours or collectives"),
+    _f("eval_seconds", _F8, "s", LOOP,
+       "untimed observation after the solve: accuracy, cost and the equivalence check"),
+    _f("activations", _I8, "count", ENGINE, "local updates performed by this rank"),
+    _f("puts", _I8, "count", ENGINE, "messages (RMA puts or sends) issued by this rank"),
+    _f("bytes_sent", _I8, "bytes", ENGINE, "payload bytes sent by this rank"),
+    _f("staleness_mean", _F8, "versions", ENGINE,
+       "async: mean number of neighbour versions skipped per read"),
+    _f("staleness_max", _F8, "versions", ENGINE,
+       "async: largest number of neighbour versions skipped in one read"),
+    _f("rel_distance", _F8, "1", CHECK,
+       "||O_m - O*||_F / ||O*||_F against the exact layer solution O*"),
+    _f("objective_gap", _F8, "1", CHECK,
+       "(f(O_m) - f(O*)) / f(O*) on the stacked (all-node) problem"),
+    _f("consensus_spread", _F8, "1", CHECK,
+       "max_m ||O_m - mean O||_F / ||mean O||_F; one value per layer, repeated in each column"),
+    _f("train_accuracy", _F8, "fraction", LOOP,
+       "accuracy of this rank's model on its own training shard"),
+    _f("train_cost", _F8, "1", LOOP,
+       "||T_m - O_m Y_m||_F^2 of this rank's model on its own shard (the sum over ranks is "
+       "the training cost of the stacked problem)"),
+    _f("test_accuracy", _F8, "fraction", LOOP, "accuracy of this rank's model on the test set"),
+    _f("lambda_star", _F8, "1", CHECK,
+       "Lagrange multiplier of the exact layer solution's norm constraint"),
+    _f("gamma", _F8, "1", LOOP,
+       "the ADMM penalty of this layer: rho for sync and sync-graph, gamma for async (with "
+       "auto, the mean of the rank's per-edge gammas)"),
+    _f("mix_rounds", _I8, "count", ENGINE,
+       "sync-graph: neighbour-mixing rounds per ADMM iteration (-1 in other modes)"),
+    _f("torn_retries", _I8, "count", ENGINE,
+       "async: copies of a neighbour's mailbox slot discarded because a write was in flight "
+       "(-1 in other modes)"),
+    _f("fallbacks", _I8, "count", ENGINE,
+       "async: neighbour reads that gave up after repeated torn copies and used the last "
+       "consistent (older) copy (-1 in other modes)"),
+)
+
+_BY_NAME = {f.name: f for f in LAYER_SCHEMA}
+
+#: Name -> (dtype, description), the run log writer's table.
+LAYER_FIELDS: dict[str, tuple[np.dtype, str]] = {
+    f.name: (f.dtype, f.description) for f in LAYER_SCHEMA
+}
+
+#: Name -> unit, stored as each dataset's ``units`` attribute.
+LAYER_UNITS: dict[str, str] = {f.name: f.unit for f in LAYER_SCHEMA}
+
+
+def names(*sources: str) -> tuple[str, ...]:
+    """Names of the fields filled by ``sources`` (all fields when none is given).
+
+    Parameters
+    ----------
+    *sources : str
+        Any of ``"engine"``, ``"loop"``, ``"check"``.
+
+    Returns
+    -------
+    tuple of str
+        In the order of :data:`LAYER_SCHEMA`.
+    """
+    unknown = set(sources) - set(SOURCES)
+    if unknown:
+        raise ValueError(f"unknown source(s) {sorted(unknown)}; known: {SOURCES}")
+    return tuple(f.name for f in LAYER_SCHEMA if not sources or f.source in sources)
+
+
+def layer_field(name: str) -> LayerField:
+    """The definition of the field ``name`` (``KeyError`` if there is none)."""
+    return _BY_NAME[name]
+
+
+def markdown_table() -> str:
+    """The ``/layers`` table of ``docs/RUNLOG.md``, generated from :data:`LAYER_SCHEMA`."""
+    lines = ["| dataset | dtype | units | filled by | meaning |", "|---|---|---|---|---|"]
+    for f in LAYER_SCHEMA:
+        text = f.description.replace("|", "\\|")
+        lines.append(f"| `{f.name}` | {f.dtype.name} | {f.unit} | {f.source} | {text} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -1,0 +1,107 @@
+"""The one definition of the run log's per-layer fields and everything derived from it."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dssfn_mpi import runlog, schema
+from dssfn_mpi.checkpoint import RankCheckpoint
+from dssfn_mpi.engines.base import SolveStats
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "RUNLOG.md"
+
+
+def _doc_table(heading: str) -> list[str]:
+    """The lines of the first markdown table after ``heading`` in docs/RUNLOG.md."""
+    text = DOC.read_text()
+    start = text.index(heading)
+    lines = text[start:].splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("|"))
+    table = []
+    for ln in lines[first:]:
+        if not ln.startswith("|"):
+            break
+        table.append(ln)
+    return table
+
+
+def _cells(line: str) -> list[str]:
+    # Split on unescaped pipes only: descriptions contain \|\|O\|\|.
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+
+
+def test_docs_layer_table_is_the_schema() -> None:
+    table = _doc_table("### `/layers`")
+    documented = {}
+    for line in table[2:]:
+        name, dtype, unit, source, _meaning = _cells(line)
+        documented[name.strip("`")] = (dtype, unit, source)
+    expected = {f.name: (f.dtype.name, f.unit, f.source) for f in schema.LAYER_SCHEMA}
+    assert set(documented) - set(expected) == set(), "documented fields that do not exist"
+    assert set(expected) - set(documented) == set(), "fields missing from docs/RUNLOG.md"
+    assert documented == expected
+    # The whole table, descriptions included, is generated from the schema.
+    assert "\n".join(table) == schema.markdown_table(), "run python -m dssfn_mpi.schema"
+
+
+def test_docs_rank_and_attribute_tables_match_runlog() -> None:
+    ranks = {_cells(ln)[0].strip("`") for ln in _doc_table("### `/ranks`")[2:]}
+    assert ranks == set(runlog.RANK_FIELDS)
+    attrs = {_cells(ln)[0].strip("`") for ln in _doc_table("### Root attributes")[2:]}
+    assert attrs == set(runlog.ATTRIBUTES)
+
+
+def test_schema_is_well_formed_and_runlog_tables_derive_from_it() -> None:
+    names = [f.name for f in schema.LAYER_SCHEMA]
+    assert len(names) == len(set(names))
+    assert {f.source for f in schema.LAYER_SCHEMA} == set(schema.SOURCES)
+    assert {f.dtype for f in schema.LAYER_SCHEMA} == {np.dtype(np.float64), np.dtype(np.int64)}
+    assert all(f.unit and f.description for f in schema.LAYER_SCHEMA)
+    assert runlog.LAYER_FIELDS == {f.name: (f.dtype, f.description) for f in schema.LAYER_SCHEMA}
+    assert runlog.LAYER_UNITS == {f.name: f.unit for f in schema.LAYER_SCHEMA}
+    assert schema.names() == tuple(names)
+    assert set(schema.names(schema.ENGINE, schema.LOOP, schema.CHECK)) == set(names)
+    with pytest.raises(ValueError, match="unknown source"):
+        schema.names("nobody")
+
+
+def test_solve_stats_are_the_engine_fields() -> None:
+    fields = dataclasses.fields(SolveStats)
+    assert {f.name for f in fields} == set(schema.names(schema.ENGINE))
+    # Python types agree with the stored dtypes, and the defaults with "not measured" or 0.
+    for f in fields:
+        want = schema.layer_field(f.name)
+        assert f.type == ("int" if want.dtype == np.int64 else "float"), f.name
+        if f.default is not dataclasses.MISSING:
+            assert f.default == 0 or f.default == want.missing or (
+                np.isnan(f.default) and np.isnan(want.missing)
+            ), f.name
+
+
+def test_checkpoint_stores_the_schema_fields_with_their_dtypes(tmp_path: Path) -> None:
+    rows = {f.name: [f.missing, 3] for f in schema.LAYER_SCHEMA if f.source != schema.CHECK}
+    checks = {name: [np.arange(3.0), np.ones(3)] for name in schema.names(schema.CHECK)}
+    ckpt = RankCheckpoint(tmp_path / "run.h5", 0)
+    ckpt.save([np.zeros((2, 2)), np.ones((2, 2))], rows, checks)
+    with np.load(ckpt.path) as z:
+        for name in rows:
+            assert z[f"stat_{name}"].dtype == schema.layer_field(name).dtype, name
+    Os, stats, back = ckpt.load()
+    assert len(Os) == 2 and set(stats) == set(rows) and set(back) == set(checks)
+    assert stats["activations"] == [-1, 3] and np.isnan(stats["gamma"][0])
+
+
+def test_checkpoint_without_a_newer_field_reads_it_as_not_measured(tmp_path: Path) -> None:
+    rows = {name: [1, 2] for name in schema.names(schema.ENGINE, schema.LOOP)}
+    ckpt = RankCheckpoint(tmp_path / "run.h5", 1)
+    ckpt.save([np.zeros((1, 1))] * 2, rows, {})
+    with np.load(ckpt.path) as z:  # as written before mix_rounds existed
+        kept = {k: z[k] for k in z.files if k != "stat_mix_rounds"}
+    np.savez(ckpt.path, **kept)
+    _, stats, checks = ckpt.load()
+    assert stats["mix_rounds"] == [-1, -1] and stats["puts"] == [1, 2] and checks == {}
