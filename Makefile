@@ -44,6 +44,13 @@ test: $(VENV)/.installed
 	$(MPIRUN) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 	$(MPIRUN) -n 5 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 
+# The sbatch templates against a real Slurm: a throwaway one-node cluster (needs root and
+# Debian's slurm-wlm, munge, libpmix-dev; see README, "On a Slurm cluster"), a few minutes.
+.PHONY: slurm-test
+slurm-test: $(VENV)/.installed
+	slurm/testcluster.sh run -- env DSSFN_SLURM_TEST=1 DSSFN_VENV=$(abspath $(VENV)) \
+	    $(PY) -m pytest -q -p no:cacheprovider tests/slurm
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check dssfn_mpi benchmarks tests
 
