@@ -152,8 +152,14 @@ case $cmd in
         [[ ${1:-} == -- ]] || usage
         shift
         [[ $# -gt 0 ]] || usage
-        dir=${dir:-$(mktemp -d "${TMPDIR:-/tmp}/dssfn-slurm.XXXXXX")}
-        trap 'stop_cluster "$dir"' EXIT
+        made=""
+        if [[ -z $dir ]]; then made=$(mktemp -d "${TMPDIR:-/tmp}/dssfn-slurm.XXXXXX"); fi
+        dir=${dir:-$made}
+        # On every exit path: stop the daemons; a folder made here goes too unless
+        # something failed (then its logs are worth a look).
+        trap 'rc=$?; stop_cluster "$dir"
+              if [[ -n $made && $rc == 0 ]]; then rm -rf "$made"
+              else echo "testcluster: logs in $dir/log" >&2; fi' EXIT
         trap 'exit 130' INT
         trap 'exit 143' TERM
         start_cluster "$dir"
