@@ -56,6 +56,13 @@ test: $(VENV)/.installed
 	$(MPIRUN) -n 5 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 	OMPI_MCA_osc=rdma OMPI_MCA_btl=self,tcp $(MPIRUN) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 
+# The sbatch templates against a real Slurm: a throwaway one-node cluster (needs root and
+# Debian's slurm-wlm, munge, libpmix-dev; see README, "On a Slurm cluster"), a few minutes.
+.PHONY: slurm-test
+slurm-test: $(VENV)/.installed
+	slurm/testcluster.sh run -- env DSSFN_SLURM_TEST=1 DSSFN_VENV=$(abspath $(VENV)) \
+	    $(PY) -m pytest -q -p no:cacheprovider tests/slurm
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check dssfn_mpi tests
 

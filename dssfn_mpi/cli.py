@@ -25,16 +25,19 @@ from .errors import EXIT_USER_ERROR, InjectedFailure, RankError, UserError  # no
 
 PROG = "dssfn-mpi"
 
+#: The thread level every command initialises MPI at, training and doctor alike.
+#: The engines call MPI from the main thread only, while BLAS (and the stop
+#: watcher of :mod:`dssfn_mpi.stopping`) may run threads that never call MPI:
+#: MPI_THREAD_FUNNELED. mpi4py's default, MULTIPLE, makes some MPI libraries
+#: lock around every call for nothing.
+MPI_THREAD_LEVEL = "funneled"
+
 
 def _init_mpi() -> Any:
-    """Import (and so initialise) MPI, asking for no thread support.
-
-    mpi4py asks for MPI_THREAD_MULTIPLE by default, which makes some MPI
-    libraries lock around every call; no rank here calls MPI from two threads.
-    """
+    """Import (and so initialise) MPI at :data:`MPI_THREAD_LEVEL`."""
     import mpi4py
 
-    mpi4py.rc.thread_level = "funneled"
+    mpi4py.rc.thread_level = MPI_THREAD_LEVEL
     from mpi4py import MPI
 
     return MPI
@@ -209,14 +212,21 @@ def _resume_config(args: argparse.Namespace):
 
 def _cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     cfg = _train_config(args)
-    from mpi4py import MPI
+    from .stopping import StopWatcher
+
+    command_line = shlex.join([PROG, *argv])
+    # Before MPI starts, so that MPI's threads inherit the blocked stop signals.
+    watcher = StopWatcher(cfg.out, command_line, PROG)
+    watcher.start()
+    MPI = _init_mpi()
+    watcher.set_rank(MPI.COMM_WORLD.Get_rank())
     from threadpoolctl import threadpool_limits
 
     from .train import run_training
 
     limit = int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
     with threadpool_limits(limits=limit):
-        result = run_training(cfg, MPI.COMM_WORLD, command_line=shlex.join([PROG, *argv]),
+        result = run_training(cfg, MPI.COMM_WORLD, command_line=command_line,
                               quiet=args.quiet, resume=bool(args.resume))
     if result is not None and result.out is not None and not args.quiet:
         print(f"wrote {result.out}", flush=True)
@@ -246,14 +256,23 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    """Print the report; exit 1 (every rank) when puts are not passive here."""
     MPI = _init_mpi()
 
-    from .doctor import doctor_report
+    from .doctor import doctor_report, mpi_facts, passive_put_ok
 
-    text = doctor_report(MPI.COMM_WORLD)
+    comm = MPI.COMM_WORLD
+    facts = mpi_facts(comm, sleep=1.0)
+    text = doctor_report(comm, facts)
     if text:
         print(text, flush=True)
-    return 0
+    if passive_put_ok(facts):
+        return 0
+    if comm.Get_rank() == 0:
+        print(f"{PROG}: error: puts into MPI-allocated windows are not passive with this MPI "
+              f"(one-sided component: {facts['mpi_osc']}): the async engine would stall and "
+              "its timings would be wrong; see docs/MPI.md", file=sys.stderr, flush=True)
+    return 1
 
 
 def _cmd_data(args: argparse.Namespace) -> int:

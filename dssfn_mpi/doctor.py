@@ -2,18 +2,22 @@
 
 Asynchronous results are only meaningful if puts are truly passive and each rank
 runs one BLAS thread; this report shows both, with the versions a bug report
-needs.
+needs. :func:`mpi_facts` is the measured part, cheap enough to take once at the
+start of every training run; :func:`passive_put_ok` is the verdict that makes
+``doctor`` (and the Slurm templates that run it first) stop on a broken set-up.
 """
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
 from mpi4py import MPI
 
 from .rmacheck import passive_put_check
 
-__all__ = ["doctor_report"]
+__all__ = ["doctor_report", "mpi_facts", "passive_put_ok"]
 
 _THREAD_LEVELS = {
     MPI.THREAD_SINGLE: "MPI_THREAD_SINGLE",
@@ -21,6 +25,13 @@ _THREAD_LEVELS = {
     MPI.THREAD_SERIALIZED: "MPI_THREAD_SERIALIZED",
     MPI.THREAD_MULTIPLE: "MPI_THREAD_MULTIPLE",
 }
+
+# Launcher variables that say how the ranks were placed (recorded, not interpreted).
+_PLACEMENT_VARS = (
+    "SLURM_JOB_ID", "SLURM_JOB_NUM_NODES", "SLURM_NTASKS", "SLURM_TASKS_PER_NODE",
+    "SLURM_CPUS_PER_TASK", "SLURM_CPU_BIND", "SLURM_DISTRIBUTION", "SLURM_HINT",
+    "SLURM_JOB_PARTITION",
+)
 
 
 def _window_model(comm: MPI.Intracomm) -> str:
@@ -35,6 +46,86 @@ def _window_model(comm: MPI.Intracomm) -> str:
     if model == MPI.WIN_SEPARATE:
         return "separate"
     return f"unknown ({model})"
+
+
+def _osc_component() -> str:
+    """The one-sided component asked for; MPI has no call naming the one in use.
+
+    Open MPI reads ``OMPI_MCA_osc`` (``sm`` on one node; ``rdma`` or ``ucx``
+    over a network); unset means Open MPI's own choice. Other MPIs ignore it.
+    """
+    if "Open MPI" not in MPI.Get_library_version():
+        return "(not Open MPI: the library's own RMA)"
+    return os.environ.get("OMPI_MCA_osc") or "default (Open MPI's choice)"
+
+
+def _affinity() -> list[int]:
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return []
+
+
+def mpi_facts(comm: MPI.Intracomm, sleep: float = 0.5) -> dict[str, Any]:
+    """What a run log should record about MPI and the ranks' placement (collective).
+
+    Costs two window allocations and, with two or more ranks, one
+    :func:`dssfn_mpi.rmacheck.passive_put_check` of 64 KiB with rank 0 out of
+    MPI for ``sleep`` seconds.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm
+        The communicator training runs on.
+    sleep : float
+        Seconds rank 0 sleeps in the passive-put check.
+
+    Returns
+    -------
+    dict
+        The same on every rank, every value a str, int or float (ready to be
+        stored as HDF5 attributes): ``mpi_library`` (first line of the
+        library's version string), ``mpi_vendor``, ``mpi_standard``,
+        ``mpi_osc`` (the one-sided component asked for), ``mpi_thread_level``
+        (as provided, e.g. ``MPI_THREAD_FUNNELED``), ``mpi_window_model``
+        (``unified`` or ``separate``), ``mpi_passive_put`` (``pass``,
+        ``fail`` or ``untested`` with one rank), ``mpi_passive_put_seconds``
+        (nan if untested), ``mpi_passive_put_error``, ``placement`` (the
+        ``DSSFN_PLACEMENT`` request a Slurm template exports, or ``""``),
+        ``slurm_env`` (JSON of the ``SLURM_*`` placement variables) and
+        ``cpu_affinity`` (JSON list, per rank, of the CPUs it may run on).
+    """
+    model = _window_model(comm)
+    check = passive_put_check(comm, sleep=sleep, allocate=True, nbytes=1 << 16) \
+        if comm.Get_size() >= 2 else None
+    affinity = comm.allgather(_affinity())
+    vendor, vversion = MPI.get_vendor()
+    if check is None:
+        verdict, seconds, error = "untested", float("nan"), ""
+    else:
+        ok = check["passive"] and check["data_ok"]
+        verdict, seconds = ("pass" if ok else "fail"), float(check["put_seconds"])
+        error = check["error"] or ""
+    slurm = {v: os.environ[v] for v in _PLACEMENT_VARS if v in os.environ}
+    return {
+        "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
+        "mpi_vendor": f"{vendor} {'.'.join(map(str, vversion))}",
+        "mpi_standard": ".".join(map(str, MPI.Get_version())),
+        "mpi_osc": _osc_component(),
+        "mpi_thread_level": _THREAD_LEVELS.get(MPI.Query_thread(), str(MPI.Query_thread())),
+        "mpi_window_model": model,
+        "mpi_passive_put": verdict,
+        "mpi_passive_put_seconds": seconds,
+        "mpi_passive_put_error": error,
+        "placement": os.environ.get("DSSFN_PLACEMENT", ""),
+        "slurm_env": json.dumps(slurm, sort_keys=True),
+        "cpu_affinity": json.dumps(affinity),
+    }
+
+
+def passive_put_ok(facts: dict[str, Any]) -> bool:
+    """False only when the passive-put check ran and failed (one rank: untested, True)."""
+    return facts["mpi_passive_put"] != "fail"
 
 
 def _blas_lines() -> list[str]:
@@ -59,14 +150,27 @@ def _blas_lines() -> list[str]:
     return lines
 
 
-def doctor_report(comm: MPI.Intracomm) -> str:
+def _passive_line(facts: dict[str, Any]) -> str:
+    verdict = facts["mpi_passive_put"]
+    if verdict == "untested":
+        return "passive put: run with 2 ranks to test passive puts"
+    if facts["mpi_passive_put_error"]:
+        return f"passive put: FAIL (window or put failed: {facts['mpi_passive_put_error']})"
+    return (f"passive put: {verdict.upper()} (64 KiB put + flush took "
+            f"{facts['mpi_passive_put_seconds'] * 1e3:.3f} ms while the target slept "
+            "outside MPI)")
+
+
+def doctor_report(comm: MPI.Intracomm, facts: dict[str, Any] | None = None) -> str:
     """Describe the MPI / BLAS environment and test one-sided passivity (collective).
 
     Parameters
     ----------
     comm : mpi4py.MPI.Intracomm
         Communicator to inspect; with two or more ranks the report includes
-        :func:`dssfn_mpi.rmacheck.passive_put_check` (takes about one second).
+        the passive-put check (about one second).
+    facts : dict, optional
+        :func:`mpi_facts` of ``comm`` if already taken (then nothing is measured).
 
     Returns
     -------
@@ -76,42 +180,33 @@ def doctor_report(comm: MPI.Intracomm) -> str:
     """
     import mpi4py
 
-    size = comm.Get_size()
+    if facts is None:
+        facts = mpi_facts(comm, sleep=1.0)
     hosts = comm.gather(MPI.Get_processor_name(), root=0)
-    model = _window_model(comm)
-    check = passive_put_check(comm, sleep=1.0, allocate=True) if size >= 2 else None
     if comm.Get_rank() != 0:
         return ""
-
     assert hosts is not None
-    vendor, vversion = MPI.get_vendor()
-    std = ".".join(map(str, MPI.Get_version()))
     config = mpi4py.get_config() or "(none recorded: binary wheel or default build)"
     per_host: dict[str, int] = {}
     for h in hosts:
         per_host[h] = per_host.get(h, 0) + 1
     lines = [
-        MPI.Get_library_version().strip().splitlines()[0],
-        f"MPI standard: {std}",
-        f"vendor: {vendor} {'.'.join(map(str, vversion))}",
+        facts["mpi_library"],
+        f"MPI standard: {facts['mpi_standard']}",
+        f"vendor: {facts['mpi_vendor']}",
         f"mpi4py: {mpi4py.__version__}, build config: {config}",
-        f"thread level: {_THREAD_LEVELS.get(MPI.Query_thread(), MPI.Query_thread())}",
-        f"world size: {size}",
+        f"thread level: {facts['mpi_thread_level']}",
+        f"world size: {comm.Get_size()}",
         "hosts: " + ", ".join(f"{h} x{c}" for h, c in per_host.items()),
+        f"CPU affinity per rank: {facts['cpu_affinity']}",
+        f"placement: {facts['placement'] or '(DSSFN_PLACEMENT unset)'}",
         f"OMPI_MCA_osc: {os.environ.get('OMPI_MCA_osc', 'default')}",
-        f"window memory model (Win.Allocate): {model}",
+        f"one-sided component: {facts['mpi_osc']}",
+        f"window memory model (Win.Allocate): {facts['mpi_window_model']}",
         "BLAS:",
         *_blas_lines(),
     ]
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         lines.append(f"{var}: {os.environ.get(var, '(unset)')}")
-    if check is None:
-        lines.append("passive put: run with 2 ranks to test passive puts")
-    else:
-        verdict = "PASS" if check["passive"] and check["data_ok"] else "FAIL"
-        lines.append(
-            f"passive put: {verdict} ({check['nbytes']} B put took "
-            f"{check['put_seconds'] * 1e3:.3f} ms while the target slept "
-            f"{check['sleep_seconds']:.2f} s; data arrived: {check['data_ok']})"
-        )
+    lines.append(_passive_line(facts))
     return "\n".join(lines)

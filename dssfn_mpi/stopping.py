@@ -1,0 +1,201 @@
+"""Stop gracefully when the scheduler says time is up (SIGTERM, SIGUSR1).
+
+Slurm sends SIGTERM to every task when a job reaches its ``--time`` (then
+SIGKILL ``KillWait`` seconds later, 30 by default), and the signal chosen with
+``--signal=USR1@SECONDS`` that many seconds before. Python's default for
+SIGTERM is to die on the spot: a run started with ``--no-check`` (which writes
+its run log only at the end) would vanish.
+
+:class:`StopWatcher` blocks both signals in every thread before MPI starts, so
+that MPI's own threads inherit the mask, and waits for them in a thread of its
+own: it acts even while the main thread is blocked inside an MPI call. It
+never calls MPI (MPI runs at MPI_THREAD_FUNNELED). On a signal, rank 0 makes
+sure ``--out`` holds an incomplete run log (``complete = False``) of every
+layer all ranks had finished, rebuilt from the per-rank checkpoints
+(:mod:`dssfn_mpi.checkpoint`) when training had not written it per layer,
+prints one line, and every rank exits with :data:`EXIT_STOPPED`. The
+checkpoints stay, so ``dssfn-mpi train --resume RUN.h5`` continues the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["EXIT_STOPPED", "STOP_SIGNALS", "StopWatcher", "salvage_runlog"]
+
+#: Exit status of a run stopped by a signal (EX_TEMPFAIL: try again with --resume).
+EXIT_STOPPED = 75
+#: Signals that stop a run gracefully.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+#: Seconds the other ranks wait before exiting, so rank 0 writes undisturbed.
+_GRACE = 10.0
+
+
+class StopWatcher:
+    """Wait for :data:`STOP_SIGNALS` in a daemon thread; start it before MPI.
+
+    Parameters
+    ----------
+    out : str or None
+        The run log of this run (``--out``), or None.
+    command_line : str
+        Recorded in a run log rebuilt from checkpoints.
+    prog : str
+        Prefix of the message line.
+    """
+
+    def __init__(self, out: str | None, command_line: str = "", prog: str = "dssfn-mpi") -> None:
+        self.out = out
+        self.command_line = command_line
+        self.prog = prog
+        self.rank: int | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Block the signals (inherited by threads started later) and start waiting."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        self._thread = threading.Thread(target=self._wait, name="dssfn-stop", daemon=True)
+        self._thread.start()
+
+    def set_rank(self, rank: int) -> None:
+        """Tell the watcher its MPI rank once MPI is up (rank 0 writes the log)."""
+        self.rank = rank
+
+    def _wait(self) -> None:
+        signum = signal.sigwait(set(STOP_SIGNALS))
+        name = signal.Signals(signum).name
+        rank = self.rank if self.rank is not None else _launcher_rank()
+        if rank == 0:
+            try:
+                line = self._stop_line(name)
+            except Exception as exc:  # never die silently: say what happened
+                line = f"stopped by {name}; could not write the incomplete run log: {exc}"
+            sys.stdout.flush()
+            print(f"{self.prog}: error: {line}", file=sys.stderr, flush=True)
+        else:
+            time.sleep(_GRACE)
+        os._exit(EXIT_STOPPED)
+
+    def _stop_line(self, name: str) -> str:
+        if self.out is None:
+            return f"stopped by {name} (time limit?); no --out, nothing written"
+        done = salvage_runlog(self.out, self.command_line, stopped_by=name)
+        if done is None:
+            return f"stopped by {name} (time limit?) before any layer was done; nothing written"
+        return (f"stopped by {name} (time limit?) after {done} layer(s): {self.out} holds them "
+                f"with complete = False; continue with: {self.prog} train --resume {self.out}")
+
+
+def _launcher_rank() -> int:
+    for var in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"):
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def _read_rank(path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
+    """Stats and checks rows of one rank checkpoint, and its O_0's row count (Q).
+
+    Reads only what a run log needs: npz members load lazily, and the O
+    matrices (the bulk of the file) are left alone except for O_0's shape.
+    """
+    with np.load(path) as z:
+        stats = {k[5:]: z[k] for k in z.files if k.startswith("stat_")}
+        checks = {k[6:]: z[k] for k in z.files if k.startswith("check_")}
+        q = int(z["O_0"].shape[0]) if "O_0" in z.files else 0
+    return stats, checks, q
+
+
+def _graph(cfg: dict[str, Any], size: int):
+    from .topology import make_topology, read_edge_list
+
+    if cfg.get("topology") == "file":
+        return read_edge_list(cfg["edges"])
+    if size > 1:
+        return make_topology(cfg["topology"], size, degree=cfg.get("degree"), seed=cfg["seed"])
+    return make_topology("complete", 1)
+
+
+def _layers_in(path: str) -> int:
+    """Rows in an existing run log at ``path``, -1 if none is readable."""
+    from .errors import UserError
+    from .runlog import read_runlog
+
+    if not os.path.exists(path):
+        return -1
+    try:
+        return read_runlog(path).layers_done
+    except UserError:
+        return -1
+
+
+def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> int | None:
+    """Make ``out`` an incomplete run log of the layers every rank checkpointed.
+
+    A run log already at ``out`` with at least as many layers (training with
+    the equivalence check rewrites it after every layer) is kept as it is.
+
+    Parameters
+    ----------
+    out : str
+        The interrupted run's ``--out``.
+    command_line : str
+        Recorded as the run log's ``command_line``.
+    stopped_by : str
+        Signal name, recorded as the attribute ``stopped_by``.
+
+    Returns
+    -------
+    int or None
+        Layers in the run log at ``out``, or None when the run has no
+        checkpoint (it had not finished a layer) and no run log.
+    """
+    from .checkpoint import checkpoint_dir, load_config
+    from .errors import UserError
+    from .runlog import utc_now, write_runlog
+
+    folder = checkpoint_dir(out)
+    try:
+        cfg, size = load_config(out)
+    except UserError:
+        existing = _layers_in(out)
+        return existing if existing >= 0 else None
+    per_rank = [_read_rank(folder / f"rank-{r:05d}.npz")
+                if (folder / f"rank-{r:05d}.npz").is_file() else ({}, {}, 0)
+                for r in range(size)]
+    done = min(len(stats.get("total_seconds", ())) for stats, _, _ in per_rank)
+    existing = _layers_in(out)
+    if existing >= done:
+        return existing
+    layers = {k: np.array([stats[k][:done] for stats, _, _ in per_rank]).T
+              for k in per_rank[0][0]} if done else {}
+    for k, rows in per_rank[0][1].items():  # equivalence rows: rank 0 keeps them all
+        if len(rows) >= done and done:
+            layers[k] = np.asarray(rows[:done])
+    q = per_rank[0][2]
+    graph = _graph(cfg, size)
+    hidden = cfg.get("hidden") or (2 * q + 1000 if q else -1)
+    attrs = {
+        "mode": cfg.get("mode", ""), "update": cfg.get("update", "") if cfg.get("mode") == "async"
+        else "", "dataset": cfg.get("dataset", ""), "nodes": size, "topology": graph.name,
+        "degree": int(max(graph.degree(m) for m in range(size))) if size > 1 else 0,
+        "layers": cfg.get("layers", -1), "hidden": hidden, "iters": cfg.get("iters", -1),
+        "seed": cfg.get("seed", -1), "n_classes": q, "config": json.dumps(cfg),
+        "command_line": command_line, "complete": False, "layers_done": done,
+        "end_time": utc_now(), "stopped_by": stopped_by,
+        "eps": float(cfg["eps"]) if cfg.get("eps") is not None else float(2 * q),
+    }
+    ranks = {"degree": np.array([graph.degree(m) for m in range(size)], dtype=np.int64),
+             "neighbors": [list(graph.neighbors(m)) for m in range(size)]}
+    write_runlog(out, attrs, layers, ranks, overwrite=True)
+    return done

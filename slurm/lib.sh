@@ -1,0 +1,99 @@
+# shellcheck shell=bash
+# Shared part of the sbatch templates in this folder (sourced, not run). Everything a
+# site needs comes from the environment; no template needs editing.
+#
+# DSSFN_VENV        virtualenv holding dssfn_mpi (default: $SLURM_SUBMIT_DIR/.venv, as made in
+#                   the README's cluster section); without one, dssfn-mpi must be on PATH
+# DSSFN_MPI_MODULE  module to load first, e.g. openmpi/5.0 (default: none); loaded only when
+#                   a module system exists
+# DSSFN_DATA_DIR    dataset folder (default: dssfn-mpi's per-user folder, where
+#                   `dssfn-mpi data fetch` writes: ${XDG_DATA_HOME:-~/.local/share}/dssfn-mpi)
+# DSSFN_SRUN_MPI    srun --mpi= plugin: pmix (default; Open MPI 5, MPICH 4) or pmi2 (older
+#                   MPIs, Intel MPI); `srun --mpi=list` shows what your Slurm has
+# DSSFN_DOCTOR      0 skips the `dssfn-mpi doctor` check every template runs first
+# RESULTS           results folder (default: results, in the submission directory)
+# EXTRA_ARGS        more `dssfn-mpi train` options, e.g. "--hidden 500 --seed 3"
+# Account, partition, QOS: sbatch -A/-p/-q, or SBATCH_ACCOUNT, SBATCH_PARTITION, SBATCH_QOS.
+# DRY_RUN=1         print the commands instead of running them (no Slurm needed)
+
+DSSFN_VENV=${DSSFN_VENV:-${SLURM_SUBMIT_DIR:-$PWD}/.venv}
+DSSFN_MPI_MODULE=${DSSFN_MPI_MODULE:-}
+DSSFN_SRUN_MPI=${DSSFN_SRUN_MPI:-pmix}
+RESULTS=${RESULTS:-results}
+EXTRA_ARGS=${EXTRA_ARGS:-}
+NTASKS=${SLURM_NTASKS:-20}   # = M, the number of graph nodes
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1  # one BLAS thread per rank
+# Timing placement (the templates ask sbatch for it): the job alone on its nodes, one task
+# per core. Exported for the run log (dssfn_mpi.doctor.mpi_facts records it).
+export DSSFN_PLACEMENT="sbatch --exclusive --hint=nomultithread;\
+ srun --mpi=$DSSFN_SRUN_MPI --cpus-per-task=1"
+# --cpus-per-task is not inherited by srun from sbatch (Slurm >= 22.05): repeated here.
+SRUN=(srun "--mpi=$DSSFN_SRUN_MPI" --cpus-per-task=1)
+# Exit status of dssfn-mpi train stopped by the time-limit signal (dssfn_mpi.stopping).
+EXIT_STOPPED=75
+STATUS=0
+
+say() { echo "dssfn-slurm: $*" >&2; }
+run() { if [[ ${DRY_RUN:-0} == 1 ]]; then printf '%q ' "$@"; echo; else "$@"; fi; }
+
+setup_env() {
+    if [[ -n $DSSFN_MPI_MODULE ]]; then
+        if ! type module >/dev/null 2>&1 && [[ -f /etc/profile.d/modules.sh ]]; then
+            set +u; source /etc/profile.d/modules.sh; set -u
+        fi
+        if type module >/dev/null 2>&1; then
+            set +u; module load "$DSSFN_MPI_MODULE"; set -u
+        else
+            say "no module system here: DSSFN_MPI_MODULE=$DSSFN_MPI_MODULE not loaded"
+        fi
+    fi
+    if [[ -f $DSSFN_VENV/bin/activate ]]; then
+        set +u; source "$DSSFN_VENV/bin/activate"; set -u
+    elif ! command -v dssfn-mpi >/dev/null; then
+        say "error: no virtualenv at $DSSFN_VENV and no dssfn-mpi on PATH: create it" \
+            "(README, cluster section) or set DSSFN_VENV"
+        exit 2
+    fi
+}
+
+# The async engine needs passive puts: stop before any training if they are not.
+doctor_gate() {
+    [[ ${DSSFN_DOCTOR:-1} == 0 ]] && return 0
+    # Two ranks, on two nodes when the job has them (the puts that cross the network).
+    if ! run "${SRUN[@]}" -n "$(( NTASKS < 2 ? NTASKS : 2 ))" --distribution=cyclic \
+            dssfn-mpi doctor; then
+        say "stopping before any training: 'dssfn-mpi doctor' failed (report above):" \
+            "one-sided puts are not passive with this MPI, or MPI did not start; see the" \
+            "README's cluster section (DSSFN_DOCTOR=0 runs anyway)"
+        exit 1
+    fi
+}
+
+# step LABEL COMMAND...: one training run. A failure is reported and the next step runs
+# (the job's status says something failed); the time limit stops the loop (step returns 1).
+step() {
+    local label=$1 rc=0
+    shift
+    run "$@" || rc=$?
+    case $rc in
+        0) return 0 ;;
+        "$EXIT_STOPPED")
+            say "$label: stopped by the time limit; its run log is kept, marked incomplete"
+            STATUS=$EXIT_STOPPED
+            return 1 ;;
+        *) say "$label: failed with exit status $rc; going on with the next one"
+           STATUS=1 ;;
+    esac
+}
+
+# finish: the job's exit status, with a summary line when something did not work.
+finish() {
+    case $STATUS in
+        0) ;;
+        "$EXIT_STOPPED") say "time limit reached: the steps after the stopped one did not run" ;;
+        *) say "some steps failed (see above); the others' results are in $RESULTS" ;;
+    esac
+    exit "$STATUS"
+}
+
+[[ ${DRY_RUN:-0} == 1 ]] || setup_env

@@ -1,0 +1,227 @@
+"""The sbatch templates without Slurm: syntax, DRY_RUN=1 commands, and their control flow
+(doctor gate, a failing mode, the time-limit stop) against a fake ``srun`` on PATH.
+
+tests/slurm/ submits the same templates to a real (one-node) Slurm.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SLURM = REPO / "slurm"
+TEMPLATES = sorted(p.name for p in SLURM.glob("*.sbatch")) + ["nodes_submit.sh", "lib.sh",
+                                                              "testcluster.sh"]
+
+
+@pytest.mark.parametrize("name", TEMPLATES)
+def test_slurm_template_syntax(name):
+    res = subprocess.run(["bash", "-n", str(SLURM / name)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def _env(**env: str) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("SLURM_", "SBATCH_", "DSSFN_")) and k not in ("MODES", "MODE")}
+    # No Slurm on PATH; PYTHONPATH so the driver imports from any working directory.
+    clean.update(PATH="/usr/bin:/bin", DSSFN_PYTHON=sys.executable, PYTHONPATH=str(REPO), **env)
+    return clean
+
+
+def _dry(name: str, tmp_path: Path, **env: str) -> list[str]:
+    """Run a template with DRY_RUN=1 on a PATH without sbatch or srun."""
+    res = subprocess.run(["bash", str(SLURM / name)], cwd=tmp_path, env=_env(DRY_RUN="1", **env),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert not (tmp_path / "results").exists()  # nothing was run, not even mkdir
+    return res.stdout.splitlines()
+
+
+def _trains(lines: list[str]) -> list[str]:
+    return [ln for ln in lines if ln.startswith("srun --mpi=pmix") and " train " in ln]
+
+
+def test_slurm_single_dry_run(tmp_path):
+    lines = _dry("single.sbatch", tmp_path)
+    doctor = [ln for ln in lines if ln.endswith("dssfn-mpi doctor ")]
+    assert len(doctor) == 1 and " -n 2 " in doctor[0]
+    assert lines.index(doctor[0]) < lines.index(_trains(lines)[0])  # the gate comes first
+    sruns = _trains(lines)
+    assert len(sruns) == 1 and " -n 20 " in sruns[0] and "--cpus-per-task=1" in sruns[0]
+    assert "results/single-dryrun.h5" in sruns[0]
+
+
+def test_slurm_single_variables(tmp_path):
+    lines = _dry("single.sbatch", tmp_path, MODE="sync", DATASET="digits", DEGREE="4",
+                 LAYERS="3", ITERS="7", EXTRA_ARGS="--hidden 50 --seed 2", RESULTS="out",
+                 DSSFN_SRUN_MPI="pmi2", SLURM_NTASKS="6")
+    train = [ln for ln in lines if " train " in ln]
+    assert len(train) == 1 and train[0].startswith("srun --mpi=pmi2 ")
+    for part in (" -n 6 ", "--mode sync", "--dataset digits", "--degree 4", "--layers 3",
+                 "--iters 7", "--hidden 50 --seed 2", "out/single-dryrun.h5"):
+        assert part in train[0]
+
+
+def test_slurm_degree_array_dry_run(tmp_path):
+    sruns = _trains(_dry("degree_array.sbatch", tmp_path))
+    assert len(sruns) == 10 * 3 and all(" -n 20 " in s for s in sruns)
+    assert sum("--degree 19 " in s for s in sruns) == 3
+    one = _trains(_dry("degree_array.sbatch", tmp_path, SLURM_ARRAY_TASK_ID="3",
+                       SLURM_ARRAY_JOB_ID="77"))
+    assert len(one) == 3 and all("--degree 8 " in s and "degree-77_3-d8-" in s for s in one)
+    mine = _trains(_dry("degree_array.sbatch", tmp_path, DEGREES="2 3", MODES="async",
+                        SLURM_ARRAY_TASK_ID="1", SLURM_ARRAY_JOB_ID="5"))
+    assert len(mine) == 1 and "--degree 3 " in mine[0] and "degree-5_1-d3-async" in mine[0]
+
+
+def test_slurm_nodes_submit_dry_run(tmp_path):
+    lines = _dry("nodes_submit.sh", tmp_path, NODE_COUNTS="2 6")
+    sbatch = [ln for ln in lines if ln.startswith("sbatch")]
+    assert len(sbatch) == 2 and "--ntasks=2" in sbatch[0] and "--ntasks=6" in sbatch[1]
+    assert "--job-name=dssfn-nodes-M6" in sbatch[1]
+    sruns = _trains(lines)
+    assert len(sruns) == 6
+    assert all(" -n 2 " in s for s in sruns[:3]) and all(" -n 6 " in s for s in sruns[3:])
+    assert all("--topology ring" in s for s in sruns)
+    # sbatch options after the script name reach every sbatch
+    res = subprocess.run(["bash", str(SLURM / "nodes_submit.sh"), "--time=5", "-A", "proj"],
+                         cwd=tmp_path, env=_env(DRY_RUN="1", NODE_COUNTS="2"),
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "--time=5 -A proj " in res.stdout.splitlines()[0]
+
+
+def test_slurm_table2_dry_run(tmp_path):
+    lines = _dry("table2.sbatch", tmp_path, DATASETS="digits", SEEDS="1")
+    assert any("bench table2" in ln and "--launcher" in ln for ln in lines)
+    sruns = _trains(lines)
+    assert len(sruns) == 2 and all(" -n 20 " in s for s in sruns)  # sync and async
+    assert any("--mode central" in ln and not ln.startswith("srun") for ln in lines)
+
+
+def _dssfn_args(line: str):
+    """The ``dssfn-mpi`` arguments of a printed command, parsed by the real parser.
+
+    A template that prints a misspelt option would otherwise only fail on the cluster.
+    """
+    import shlex
+
+    from dssfn_mpi.cli import build_parser
+
+    words = shlex.split(line)
+    for i, word in enumerate(words):
+        if Path(word).name == "dssfn-mpi":
+            argv = words[i + 1:]
+            break
+        if word == "-m" and words[i + 1:i + 2] == ["dssfn_mpi"]:
+            argv = words[i + 2:]
+            break
+    else:
+        return None
+    try:
+        return build_parser().parse_args(argv)
+    except SystemExit as exc:
+        raise AssertionError(f"dssfn-mpi rejects {argv} (exit {exc.code})") from None
+
+
+@pytest.mark.parametrize(("name", "env"), [
+    ("single.sbatch", {}),
+    ("degree_array.sbatch", {}),
+    ("nodes_submit.sh", {"NODE_COUNTS": "2 6"}),
+    ("table2.sbatch", {"DATASETS": "digits", "SEEDS": "1"}),
+])
+def test_every_printed_command_parses(tmp_path, name, env):
+    parsed = [a for a in map(_dssfn_args, _dry(name, tmp_path, **env)) if a is not None]
+    trains = [a for a in parsed if a.command == "train"]
+    assert trains and {a.command for a in parsed} <= {"train", "doctor", "bench"}
+    if name == "degree_array.sbatch":
+        assert sorted({a.degree for a in trains}) == [2, 4, 6, 8, 10, 12, 14, 16, 18, 19]
+        assert {a.mode for a in trains} == {"async", "sync", "sync-graph"}
+        assert all(a.check is False for a in trains) and len({a.out for a in trains}) == 30
+    if name == "single.sbatch":
+        a = trains[0]
+        assert (a.dataset, a.mode, a.degree, a.layers, a.iters) == ("mnist", "async", 8, 20, 200)
+    if name == "table2.sbatch":
+        (b,) = [a for a in parsed if a.command == "bench"]
+        assert (b.name, b.preset, b.datasets, b.seeds) == ("table2", "paper", "digits", 1)
+
+
+# --------------------------------------------------------------------------- fake srun
+
+_FAKE_SRUN = """#!/bin/bash
+# Records its command line; fails like the case asks.
+echo "srun $*" >> "$FAKE_LOG"
+case "$*" in
+    *doctor*) [[ $FAKE_CASE == doctor-fails ]] && { echo "passive put: FAIL"; exit 1; } ;;
+    *"--mode bogus"*) exit 2 ;;
+    *"--mode sync "*) [[ $FAKE_CASE == stop-at-sync ]] && exit 75 ;;
+esac
+exit 0
+"""
+
+
+def _fake(tmp_path: Path, case: str, name: str, **env: str):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    srun = bin_dir / "srun"
+    srun.write_text(_FAKE_SRUN)
+    srun.chmod(0o755)
+    if not (bin_dir / "dssfn-mpi").exists():  # "on PATH" is all the template checks
+        (bin_dir / "dssfn-mpi").symlink_to("/bin/true")
+    log = tmp_path / "srun.log"
+    log.unlink(missing_ok=True)
+    environ = _env(FAKE_LOG=str(log), FAKE_CASE=case, DSSFN_VENV=str(tmp_path / "novenv"),
+                   **env)
+    environ["PATH"] = f"{bin_dir}:{environ['PATH']}"
+    res = subprocess.run(["bash", str(SLURM / name)], cwd=tmp_path, env=environ,
+                         capture_output=True, text=True, timeout=60)
+    calls = log.read_text().splitlines() if log.exists() else []
+    return res, calls
+
+
+def test_doctor_failure_stops_before_training(tmp_path):
+    res, calls = _fake(tmp_path, "doctor-fails", "nodes.sbatch", SLURM_NTASKS="4")
+    assert res.returncode == 1
+    assert "stopping before any training: 'dssfn-mpi doctor' failed" in res.stderr
+    assert len(calls) == 1 and "doctor" in calls[0]
+
+
+def test_failing_mode_does_not_stop_the_others(tmp_path):
+    res, calls = _fake(tmp_path, "", "nodes.sbatch", SLURM_NTASKS="4",
+                       MODES="async bogus sync-graph")
+    assert res.returncode == 1
+    modes = [c.split("--mode ")[1].split()[0] for c in calls if " train " in c]
+    assert modes == ["async", "bogus", "sync-graph"]
+    assert "M=4 bogus: failed with exit status 2; going on with the next one" in res.stderr
+
+
+def test_time_limit_stop_ends_the_loop(tmp_path):
+    res, calls = _fake(tmp_path, "stop-at-sync", "degree_array.sbatch", SLURM_NTASKS="4",
+                       SLURM_ARRAY_TASK_ID="0", SLURM_ARRAY_JOB_ID="9", DEGREES="2",
+                       MODES="async sync sync-graph")
+    assert res.returncode == 75
+    modes = [c.split("--mode ")[1].split()[0] for c in calls if " train " in c]
+    assert modes == ["async", "sync"]
+    assert "stopped by the time limit" in res.stderr
+
+
+def test_missing_venv_is_one_clear_line(tmp_path):
+    environ = _env(DSSFN_VENV=str(tmp_path / "none"), SLURM_NTASKS="2")
+    res = subprocess.run(["bash", str(SLURM / "single.sbatch")], cwd=tmp_path, env=environ,
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.strip().startswith("dssfn-slurm: error: no virtualenv at")
+
+
+def test_module_load_only_with_a_module_system(tmp_path):
+    res, calls = _fake(tmp_path, "", "single.sbatch", SLURM_NTASKS="2", DEGREE="1",
+                       DSSFN_MPI_MODULE="openmpi/5")
+    assert res.returncode == 0, res.stderr
+    assert "module: command not found" not in res.stderr
+    assert ("no module system here" in res.stderr) or Path("/etc/profile.d/modules.sh").exists()
+    assert any(" train " in c for c in calls)
