@@ -153,9 +153,11 @@ def test_module_exports() -> None:
 
 def _write_checkpoint(target: Path, value: float) -> None:
     from dssfn_mpi.checkpoint import RankCheckpoint
+    from dssfn_mpi.runstate import ROW_FIELDS
 
     ckpt = RankCheckpoint(target, 0)
-    ckpt.save([np.full((2, 3), value)], {"total_seconds": [value]}, {})
+    stats = {k: [value if k == "total_seconds" else 0] for k in ROW_FIELDS}
+    ckpt.save([np.full((2, 3), value)], stats, {})
 
 
 def _read_checkpoint(target: Path) -> float:
