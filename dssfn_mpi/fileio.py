@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import glob
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Union
@@ -64,6 +65,12 @@ def _fsync(path: Path, directory: bool = False) -> None:
         os.close(fd)
 
 
+#: Held by every :func:`atomic_write` of this process: two threads (the training
+#: loop and a graceful stop, :mod:`dssfn_mpi.stopping`) never write at once, and
+#: a stop that keeps it until the process exits has the last word.
+WRITE_LOCK = threading.RLock()
+
+
 def atomic_write(path: PathLike, write: Callable[[Path], object]) -> None:
     """Create or replace ``path`` atomically with what ``write`` puts in a temporary file.
 
@@ -87,14 +94,15 @@ def atomic_write(path: PathLike, write: Callable[[Path], object]) -> None:
     """
     target = Path(path)
     tmp = temp_path(target)
-    try:
-        write(tmp)
-        _fsync(tmp)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync(target.parent if str(target.parent) else Path("."), directory=True)
+    with WRITE_LOCK:
+        try:
+            write(tmp)
+            _fsync(tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync(target.parent if str(target.parent) else Path("."), directory=True)
 
 
 def remove_stale_temporaries(path: PathLike) -> None:

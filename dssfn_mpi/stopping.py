@@ -75,6 +75,10 @@ class StopWatcher:
         name = signal.Signals(signum).name
         rank = self.rank if self.rank is not None else _launcher_rank()
         if rank == 0:
+            from .fileio import WRITE_LOCK
+
+            # Kept until os._exit: the training loop writes no run log after this one.
+            WRITE_LOCK.acquire()
             try:
                 line = self._stop_line(name)
             except Exception as exc:  # never die silently: say what happened
@@ -139,6 +143,16 @@ def _layers_in(path: str) -> int:
         return -1
 
 
+def _mark_stopped(out: str, stopped_by: str) -> int:
+    """Rewrite the run log at ``out`` as incomplete and stopped by ``stopped_by``."""
+    from .runlog import read_runlog, utc_now, write_runlog
+
+    run = read_runlog(out)
+    attrs = {**run.attrs, "complete": False, "stopped_by": stopped_by, "end_time": utc_now()}
+    write_runlog(out, attrs, run.layers, run.ranks, run.extra or None, overwrite=True)
+    return run.layers_done
+
+
 def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> int | None:
     """Make ``out`` an incomplete run log of the layers every rank checkpointed.
 
@@ -176,7 +190,7 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
     done = min(len(stats.get("total_seconds", ())) for stats, _, _ in per_rank)
     existing = _layers_in(out)
     if existing >= done:
-        return existing
+        return _mark_stopped(out, stopped_by)
     layers = {k: np.array([stats[k][:done] for stats, _, _ in per_rank]).T
               for k in per_rank[0][0]} if done else {}
     for k, rows in per_rank[0][1].items():  # equivalence rows: rank 0 keeps them all
