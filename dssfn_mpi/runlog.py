@@ -486,9 +486,10 @@ def write_runlog(
 ) -> None:
     """Write a complete run log atomically.
 
-    Called by rank 0 after every completed layer and at the end of the run; each
-    call rewrites the whole file from the arrays gathered so far. The data go to
-    ``<name>.tmp-<pid>`` in the same directory, which is flushed, synced and then
+    Called by rank 0 every ``--log-every`` layers (default: after each one) and at
+    the end of the run; each call rewrites the whole file from the arrays gathered
+    so far. The data go to ``<name>.tmp-<pid>`` in the same directory, which is
+    flushed, synced and then
     renamed onto ``path``: the target is always either the previous complete log
     or the new one. On any exception the temporary file is removed.
 
