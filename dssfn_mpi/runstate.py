@@ -161,7 +161,7 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
     RunState
     """
     cfg.validate(comm.Get_size())
-    graph = _make_graph(cfg, comm.Get_size())
+    graph = make_graph(cfg, comm.Get_size())
     _check_outputs(cfg, comm, resume)
     meta, (X, y), (Xt, yt) = _load_shards(cfg, comm)
     Q = meta["n_classes"]
@@ -262,7 +262,8 @@ def _load_shards(cfg: TrainConfig, comm: Any) -> tuple[Any, tuple, tuple]:
     return meta, shard, test
 
 
-def _make_graph(cfg: TrainConfig, size: int):
+def make_graph(cfg: TrainConfig, size: int):
+    """The run's communication graph; a user error unless it has ``size`` nodes."""
     from .topology import make_topology, read_edge_list
 
     if cfg.topology == "file":

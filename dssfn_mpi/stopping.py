@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from .launch import launcher_rank
+
 __all__ = ["EXIT_STOPPED", "STOP_SIGNALS", "StopWatcher", "salvage_runlog"]
 
 #: Exit status of a run stopped by a signal (EX_TEMPFAIL: try again with --resume).
@@ -73,7 +75,7 @@ class StopWatcher:
     def _wait(self) -> None:
         signum = signal.sigwait(set(STOP_SIGNALS))
         name = signal.Signals(signum).name
-        rank = self.rank if self.rank is not None else _launcher_rank()
+        rank = self.rank if self.rank is not None else launcher_rank()
         if rank == 0:
             from .fileio import WRITE_LOCK
 
@@ -99,14 +101,6 @@ class StopWatcher:
                 f"with complete = False; continue with: {self.prog} train --resume {self.out}")
 
 
-def _launcher_rank() -> int:
-    for var in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"):
-        value = os.environ.get(var, "")
-        if value.isdigit():
-            return int(value)
-    return 0
-
-
 def _read_rank(path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
     """Stats and checks rows of one rank checkpoint, and its O_0's row count (Q).
 
@@ -121,13 +115,11 @@ def _read_rank(path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]
 
 
 def _graph(cfg: dict[str, Any], size: int):
-    from .topology import make_topology, read_edge_list
+    """The run's graph, built from its saved settings as training built it."""
+    from .config import TrainConfig, config_from_mapping
+    from .runstate import make_graph
 
-    if cfg.get("topology") == "file":
-        return read_edge_list(cfg["edges"])
-    if size > 1:
-        return make_topology(cfg["topology"], size, degree=cfg.get("degree"), seed=cfg["seed"])
-    return make_topology("complete", 1)
+    return make_graph(TrainConfig(**config_from_mapping(cfg, "checkpoint")), size)
 
 
 def _layers_in(path: str) -> int:
