@@ -1,4 +1,4 @@
-"""Command line: ``dssfn-mpi {train,report,doctor,data,bench,plot}``.
+"""Command line: ``dssfn-mpi {train,evaluate,report,replay,doctor,data,bench,plot}``.
 
 User errors print one line (``dssfn-mpi: error: ...``) from one rank and exit
 with status 2; a problem found by one rank mid-run aborts the whole MPI job
@@ -124,6 +124,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="print the summary table of a run log")
     p.add_argument("runlog", help="RUN.h5 written by train")
+    p.add_argument("--replay", metavar="NETWORK",
+                   help="also print the projected dedicated-core time on NETWORK (see replay)")
+
+    p = sub.add_parser("replay", help="project a traced run onto one core per rank",
+                       description="The dedicated-core timeline of a run from its trace: "
+                       "each rank on its own core, messages over a network of latency alpha "
+                       "and bandwidth beta, by the engines' own rules (docs/REPLAY.md).")
+    p.add_argument("runlog", help="RUN.h5 written by train (or a sweep file with --run)")
+    p.add_argument("--network", default="shm",
+                   help="shm (this machine, default), ib (HDR InfiniBand), eth10 (10 GbE TCP) "
+                   "or alpha=SECONDS,beta=BYTES_PER_S")
+    p.add_argument("--slow", action="append", metavar="RANK:FACTOR",
+                   help="that rank computes FACTOR times slower (repeatable)")
+    p.add_argument("--jitter", metavar="exp:MEAN|lognormal:SIGMA",
+                   help="each activation's compute times 1 + Exp(MEAN), or exp(N(0, SIGMA^2))")
+    p.add_argument("--seed", type=int, default=0, help="seed of the jitter (default 0)")
+    p.add_argument("--eps", type=float, default=1e-2,
+                   help="target relative distance to O* for time to eps (default 1e-2)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--run", metavar="NAME", help="the run of a sweep file to replay")
 
     sub.add_parser("doctor", help="check the MPI set-up (run under mpirun -n 2)")
 
@@ -240,7 +260,36 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from .report import format_report
 
-    print(format_report(args.runlog))
+    text = format_report(args.runlog)
+    if args.replay is not None:  # computed before anything is printed
+        from .replay import parse_network, report_projection
+
+        text += "\n\n" + report_projection(args.runlog, parse_network(args.replay))
+    print(text)
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    import json
+    import math
+
+    from .config import parse_slow
+    from .replay import format_projection, load_run, parse_jitter, parse_network, project
+
+    network = parse_network(args.network)
+    slow = parse_slow(args.slow)
+    jitter = parse_jitter(args.jitter) if args.jitter is not None else None
+    if not (math.isfinite(args.eps) and args.eps > 0):
+        raise UserError(f"--eps must be positive, got {args.eps}")
+    run = load_run(args.runlog, args.run)
+    proj = project(run, network, slow=slow, jitter=jitter, seed=args.seed, eps=args.eps)
+    if args.json:
+        print(json.dumps(proj.to_json()))
+        return 0
+    options = [f"slow {r}:{f:g}" for r, f in sorted(slow.items())]
+    if jitter is not None:
+        options.append(f"jitter {args.jitter} (seed {args.seed})")
+    print(format_projection(proj, run, args.eps, ", ".join(options)))
     return 0
 
 
@@ -290,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_train(args, argv)
         if args.command == "report":
             return _cmd_report(args)
+        if args.command == "replay":
+            return _cmd_replay(args)
         if args.command == "evaluate":
             return _cmd_evaluate(args)
         if args.command == "doctor":

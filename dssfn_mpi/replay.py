@@ -1,0 +1,610 @@
+"""The dedicated-core timeline of a traced run (``dssfn-mpi replay RUN.h5``).
+
+On a machine with fewer cores than ranks, measured wall time is CPU sharing.
+The run log's trace (``/trace``) holds what each activation or iteration
+cost in thread CPU time; from it this module computes what the same run
+would take with one core per rank and messages crossing a network of latency
+alpha and bandwidth beta (:mod:`dssfn_mpi.network`), by the engines' own
+rules. docs/REPLAY.md states the rules, what they assume and what they cannot
+capture. Every time here is projected unless its name says ``measured``.
+
+Per rank and layer (layers follow each other on each rank: the untimed
+observers between layers are left out):
+
+- layer start: the rank's previous layer ended; then its features and
+  penalty compute (their ``phase_cpu``); with the auto penalty, the engine's
+  exchange of two numbers (async: one neighbour exchange; sync: an
+  allreduce; sync-graph: ``mix_rounds`` neighbour rounds); async only, the
+  parity wait (every neighbour ended layer l-2, plus alpha); then the
+  factorisation (its ``phase_cpu``).
+- async: activation k starts when the rank's activation k-1 ended and, with
+  ``max_lead = s``, version k-s of every neighbour has *arrived*: that
+  neighbour's activation k-s-1 ended plus alpha + bytes/beta.
+- sync: iteration k ends on every rank at the slowest rank's compute end plus
+  the allreduce of :func:`dssfn_mpi.network.allreduce_seconds`.
+- sync-graph: compute, then ``mix_rounds`` rounds; round r ends on rank m at
+  the latest round r-1 end among m and its neighbours, plus alpha + bytes/beta.
+
+A neighbour exchange ends one message time after the last of the rank and
+its neighbours is ready; over r rounds that is the latest ready time within
+r hops plus r message times, which is how it is computed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import UserError
+from .fmt import number
+from .network import Network, allreduce_seconds, parse_network
+from .runlog import PathLike, RunLog, is_sweep, read_runlog, read_sweep
+
+__all__ = [
+    "LayerProjection",
+    "Network",
+    "Projection",
+    "format_projection",
+    "jitter_factors",
+    "load_run",
+    "parse_jitter",
+    "parse_network",
+    "project",
+    "report_projection",
+    "timeline",
+]
+
+#: The traced modes; central mode has no timeline to replay.
+MODES = ("async", "sync", "sync-graph")
+#: Default order of ``/trace/phase_*`` columns (the attribute ``phases`` rules).
+PHASES = ("features", "penalty", "parity_wait", "factor")
+#: The auto penalty exchanges two float64 numbers per rank.
+PENALTY_BYTES = 16
+
+
+@dataclass
+class LayerProjection:
+    """One layer of a projection (seconds; ``time_to_eps`` None if never reached)."""
+
+    layer: int
+    seconds: float
+    measured_seconds: float
+    solve_seconds: float
+    time_to_eps: float | None
+
+
+@dataclass
+class Projection:
+    """A run's projected dedicated-core time under one network."""
+
+    network: Network
+    total_seconds: float
+    measured_seconds: float
+    layers: list[LayerProjection]
+
+    def to_json(self) -> dict[str, Any]:
+        """The object ``replay --json`` prints (NaN and inf become null).
+
+        Returns
+        -------
+        dict
+            ``{"network": {"alpha", "beta"}, "total_seconds",
+            "measured_seconds", "layers": [{"layer", "seconds",
+            "measured_seconds", "solve_seconds", "time_to_eps"}]}``.
+        """
+        return {
+            "network": {"alpha": self.network.alpha, "beta": self.network.beta},
+            "total_seconds": _json_number(self.total_seconds),
+            "measured_seconds": _json_number(self.measured_seconds),
+            "layers": [
+                {
+                    "layer": lp.layer,
+                    "seconds": _json_number(lp.seconds),
+                    "measured_seconds": _json_number(lp.measured_seconds),
+                    "solve_seconds": _json_number(lp.solve_seconds),
+                    "time_to_eps": _json_number(lp.time_to_eps),
+                }
+                for lp in self.layers
+            ],
+        }
+
+
+def _json_number(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+# --------------------------------------------------------------------------- options
+
+
+def parse_jitter(text: str) -> tuple[str, float]:
+    """``--jitter exp:MEAN`` or ``lognormal:SIGMA``.
+
+    Parameters
+    ----------
+    text
+        ``exp:MEAN`` (each activation's compute times 1 + X, X exponential
+        with mean MEAN >= 0) or ``lognormal:SIGMA`` (times exp(N(0, SIGMA²)),
+        median 1, SIGMA >= 0).
+
+    Returns
+    -------
+    tuple of (str, float)
+        The kind and its parameter.
+
+    Raises
+    ------
+    UserError
+        Anything else.
+    """
+    kind, sep, value = str(text).partition(":")
+    try:
+        param = float(value)
+    except ValueError:
+        param = math.nan
+    if not sep or kind not in ("exp", "lognormal") or not math.isfinite(param) or param < 0:
+        raise UserError(f"--jitter {text!r}: expected exp:MEAN or lognormal:SIGMA with a "
+                        "number >= 0, e.g. exp:0.5")
+    return kind, param
+
+
+def jitter_factors(jitter: tuple[str, float], shape: tuple[int, ...], seed: int) -> np.ndarray:
+    """The seeded random factors that multiply each activation's compute.
+
+    Parameters
+    ----------
+    jitter
+        From :func:`parse_jitter`: ``("exp", mean)`` gives ``1 + Exp(mean)``
+        (never faster than measured; mean factor ``1 + mean``),
+        ``("lognormal", sigma)`` gives ``exp(N(0, sigma²))`` (median 1, mean
+        ``exp(sigma² / 2)``; not normalised).
+    shape
+        ``(layers, M, K)``.
+    seed
+        Seed of ``numpy.random.default_rng``: the same seed gives the same factors.
+
+    Returns
+    -------
+    numpy.ndarray
+        Factors of the given shape.
+    """
+    rng = np.random.default_rng(seed)
+    kind, param = jitter
+    if kind == "exp":
+        return 1.0 + rng.exponential(param, size=shape) if param > 0 else np.ones(shape)
+    return np.exp(rng.normal(0.0, param, size=shape))
+
+
+# --------------------------------------------------------------------------- the trace
+
+
+@dataclass
+class _Trace:
+    """What the timeline needs from a run log, checked."""
+
+    mode: str
+    layers: list[int]  # run-log layer indices, contiguous
+    cpu: np.ndarray  # (L', M, K) compute of each activation / iteration
+    phase_cpu: np.ndarray  # (L', M, 3): features, penalty, factor
+    neighbors: np.ndarray  # (M, D), padded with -1
+    hops: np.ndarray  # (M, M) graph distance
+    message_bytes: np.ndarray  # (L',)
+    max_lead: int | None
+    mix_rounds: int
+    auto_penalty: bool
+    activation: np.ndarray | None  # (S,) snapshots: activations done
+    rel_distance: np.ndarray | None  # (L', M, S)
+    measured: np.ndarray  # (L',) max over ranks of /layers/total_seconds
+
+
+def _no_trace(run: RunLog) -> UserError:
+    return UserError(f"{run.source or 'the run log'} was written without a trace "
+                     "(--trace-limit 0 or an older version); rerun it")
+
+
+def _read_trace(run: RunLog) -> _Trace:
+    """Check the run log and gather the trace arrays of its traced layers."""
+    source = run.source or "the run log"
+    mode = str(run.attrs.get("mode", ""))
+    if mode not in MODES:
+        raise UserError(f"{source}: mode {mode or '?'} has no parallel timeline; replay needs "
+                        "an async, sync or sync-graph run")
+    trace = getattr(run, "trace", None) or {}
+    tattrs = getattr(run, "trace_attrs", None) or {}
+    if tattrs.get("recorded", True) is False:
+        raise UserError(f"{source} holds no trace ({tattrs.get('why', 'skipped')}); rerun it")
+    if "cpu" not in trace:
+        raise _no_trace(run)
+    cpu = np.asarray(trace["cpu"], dtype=np.float64)
+    m = run.nodes
+    if cpu.ndim != 3 or cpu.shape[1] != m:
+        raise UserError(f"{source}: /trace/cpu has shape {cpu.shape}, expected (L, {m}, K)")
+    layers = _traced_layers(cpu, source)
+    phases = list(tattrs.get("phases", PHASES))
+    columns = [phases.index(name) for name in ("features", "penalty", "factor")]
+    phase_cpu = np.asarray(trace.get("phase_cpu", np.zeros(cpu.shape[:2] + (len(phases),))),
+                           dtype=np.float64)[layers][:, :, columns]
+    msg = trace.get("message_bytes")
+    if msg is None:
+        msg = np.full(cpu.shape[0], tattrs.get("bytes_per_message", 0))
+    traj = getattr(run, "trajectory", None) or {}
+    rel = traj.get("rel_distance")
+    neighbors = np.asarray(run.ranks.get("neighbors", np.zeros((m, 0))), dtype=np.int64)
+    if neighbors.shape[0] != m or (m > 1 and not (neighbors >= 0).any()):
+        raise UserError(f"{source} has no /ranks/neighbors; the graph is needed to replay it")
+    total = np.asarray(run.layers["total_seconds"], dtype=np.float64)[layers]
+    config = run.config
+    return _Trace(
+        mode=mode,
+        layers=layers,
+        cpu=cpu[layers],
+        phase_cpu=np.nan_to_num(phase_cpu, nan=0.0),
+        neighbors=neighbors,
+        hops=_hops(neighbors),
+        message_bytes=np.asarray(msg, dtype=np.float64)[layers],
+        max_lead=_max_lead(tattrs, config),
+        mix_rounds=_mix_rounds(mode, tattrs, config, source),
+        auto_penalty=config.get("gamma" if mode == "async" else "rho", "auto") == "auto",
+        activation=None if rel is None else np.asarray(traj["activation"], dtype=np.int64),
+        rel_distance=None if rel is None else np.asarray(rel, dtype=np.float64)[layers],
+        measured=np.array([max(row[np.isfinite(row)], default=math.nan) for row in total]),
+    )
+
+
+def _traced_layers(cpu: np.ndarray, source: str) -> list[int]:
+    full = np.isfinite(cpu).all(axis=(1, 2))
+    some = np.isfinite(cpu).any(axis=(1, 2))
+    layers = [int(i) for i in np.flatnonzero(full)]
+    if not layers:
+        raise UserError(f"{source}: its trace records no complete layer; rerun it")
+    if (some & ~full).any() or layers != list(range(layers[0], layers[-1] + 1)):
+        raise UserError(f"{source}: its trace has incomplete layers; the file is damaged")
+    return layers
+
+
+def _max_lead(tattrs: dict[str, Any], config: dict[str, Any]) -> int | None:
+    lead = tattrs.get("max_lead", config.get("max_lead", 4))
+    return None if lead is None or int(lead) < 0 else int(lead)
+
+
+def _mix_rounds(mode: str, tattrs: dict[str, Any], config: dict[str, Any], source: str) -> int:
+    if mode != "sync-graph":
+        return 0
+    rounds = tattrs.get("mix_rounds", -1)
+    if rounds is None or int(rounds) < 1:
+        rounds = config.get("mix_rounds") or -1
+    if int(rounds) < 1:
+        raise UserError(f"{source}: a sync-graph trace without mix_rounds; the file is damaged")
+    return int(rounds)
+
+
+def _hops(neighbors: np.ndarray) -> np.ndarray:
+    """Graph distance between every pair of ranks (breadth-first, inf if unreachable)."""
+    m = neighbors.shape[0]
+    adj = np.zeros((m, m), dtype=bool)
+    rows, cols = np.nonzero(neighbors >= 0)
+    adj[rows, neighbors[rows, cols]] = True
+    adj |= adj.T
+    hops = np.full((m, m), np.inf)
+    reach = np.eye(m, dtype=bool)
+    hops[reach] = 0
+    for d in range(1, m):
+        new = (reach.astype(np.int64) @ adj.astype(np.int64) > 0) & ~reach
+        if not new.any():
+            break
+        hops[new] = d
+        reach |= new
+    return hops
+
+
+# --------------------------------------------------------------------------- the timeline
+
+
+def _neighbour_max(values: np.ndarray, neighbors: np.ndarray) -> np.ndarray:
+    """Per rank, the largest of its neighbours' ``values`` (-inf without neighbours)."""
+    mask = neighbors >= 0
+    picked = np.where(mask, values[np.where(mask, neighbors, 0)], -np.inf)
+    return picked.max(axis=1, initial=-np.inf)
+
+
+def _exchange(ready: np.ndarray, hops: np.ndarray, rounds: int, seconds: float) -> np.ndarray:
+    """End of ``rounds`` neighbour exchanges that each cost ``seconds``.
+
+    Round r ends at the latest round r-1 end among a rank and its neighbours
+    plus ``seconds``; unrolled, that is the latest start within ``rounds``
+    hops plus ``rounds * seconds``.
+    """
+    ball = hops <= rounds
+    return np.where(ball, ready[None, :], -np.inf).max(axis=1) + rounds * seconds
+
+
+def _solve_begin(tr: _Trace, i: int, t0: np.ndarray, ends: list[np.ndarray],
+                 net: Network) -> np.ndarray:
+    """When each rank's first activation of projected layer ``i`` may start."""
+    features, penalty, factor = (tr.phase_cpu[i][:, c] for c in range(3))
+    ready = t0 + features + penalty
+    if tr.auto_penalty:
+        if tr.mode == "sync":
+            m = ready.size
+            ready = np.full(m, ready.max() + allreduce_seconds(net, m, PENALTY_BYTES))
+        else:
+            rounds = 1 if tr.mode == "async" else tr.mix_rounds
+            ready = _exchange(ready, tr.hops, rounds, net.message_seconds(PENALTY_BYTES))
+    if tr.mode == "async" and i >= 2:  # parity slots: neighbours left layer l-2
+        ready = np.maximum(ready, _neighbour_max(ends[i - 2], tr.neighbors) + net.alpha)
+    return ready + factor
+
+
+def _solve_async(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
+                 net: Network) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (M, K) of every activation under the bounded-delay rule."""
+    if tr.max_lead is None:
+        end = begin[:, None] + np.cumsum(cpu, axis=1)
+        return end - cpu, end
+    arrive = net.message_seconds(tr.message_bytes[i])
+    start, end = np.empty_like(cpu), np.empty_like(cpu)
+    prev = begin
+    for k in range(cpu.shape[1]):
+        j = k - tr.max_lead - 1  # version k - s was written by activation k - s - 1
+        s = prev if j < 0 else np.maximum(prev, _neighbour_max(end[:, j], tr.neighbors) + arrive)
+        start[:, k] = s
+        end[:, k] = prev = s + cpu[:, k]
+    return start, end
+
+
+def _solve_sync(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
+                net: Network) -> tuple[np.ndarray, np.ndarray]:
+    """Every iteration ends on all ranks at the slowest compute plus the allreduce."""
+    m, k = cpu.shape
+    reduce = allreduce_seconds(net, m, tr.message_bytes[i])
+    step = cpu.max(axis=0) + reduce
+    step[0] = (begin + cpu[:, 0]).max() + reduce
+    ends = np.cumsum(step)
+    start = np.empty_like(cpu)
+    start[:, 0] = begin
+    start[:, 1:] = ends[:-1]
+    return start, np.broadcast_to(ends, (m, k)).copy()
+
+
+def _solve_graph(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
+                 net: Network) -> tuple[np.ndarray, np.ndarray]:
+    """Compute, then ``mix_rounds`` neighbour rounds, every iteration."""
+    message = net.message_seconds(tr.message_bytes[i])
+    start, end = np.empty_like(cpu), np.empty_like(cpu)
+    prev = begin
+    for k in range(cpu.shape[1]):
+        start[:, k] = prev
+        end[:, k] = prev = _exchange(prev + cpu[:, k], tr.hops, tr.mix_rounds, message)
+    return start, end
+
+
+_SOLVERS = {"async": _solve_async, "sync": _solve_sync, "sync-graph": _solve_graph}
+
+
+def _time_to_eps(end: np.ndarray, activation: np.ndarray | None, rel: np.ndarray | None,
+                 eps: float, origin: float) -> float | None:
+    """Seconds from ``origin`` until every rank's latest snapshot is within ``eps``."""
+    if activation is None or rel is None or activation.size == 0:
+        return None
+    times = end[:, np.clip(activation, 1, end.shape[1]) - 1]  # (M, S): snapshot taken
+    good = rel <= eps  # NaN (no check) is never good
+    moments = np.unique(times)
+    latest = (times[:, None, :] <= moments[None, :, None]).sum(axis=2) - 1  # (M, T)
+    ok = np.take_along_axis(good, np.maximum(latest, 0), axis=1) & (latest >= 0)
+    hit = np.flatnonzero(ok.all(axis=0))
+    return float(moments[hit[0]] - origin) if hit.size else None
+
+
+def timeline(run: RunLog, network: Network, slow: dict[int, float] | None = None,
+             jitter: tuple[str, float] | None = None,
+             seed: int = 0) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Projected start and end of every activation (iteration) of every traced layer.
+
+    Parameters
+    ----------
+    run, network, slow, jitter, seed
+        As for :func:`project`.
+
+    Returns
+    -------
+    list of (int, numpy.ndarray, numpy.ndarray)
+        Per traced layer: its index, then ``start`` and ``end``, each
+        ``(M, K)`` seconds from the start of the first traced layer.
+
+    Raises
+    ------
+    UserError
+        As for :func:`project`.
+    """
+    tr = _read_trace(run)
+    if jitter is not None:
+        tr.cpu = tr.cpu * jitter_factors(jitter, tr.cpu.shape, seed)
+    for rank, factor in (slow or {}).items():
+        if not 0 <= rank < run.nodes:
+            raise UserError(f"--slow {rank}:{factor:g}: the run has ranks 0..{run.nodes - 1}")
+        tr.cpu[:, rank] *= factor
+        tr.phase_cpu[:, rank] *= factor
+    t0, ends, out = np.zeros(run.nodes), [], []
+    for i, layer in enumerate(tr.layers):
+        begin = _solve_begin(tr, i, t0, ends, network)
+        start, end = _SOLVERS[tr.mode](tr, i, begin, tr.cpu[i], network)
+        t0 = end[:, -1]
+        ends.append(t0)
+        out.append((layer, start, end))
+    return out
+
+
+def project(run: RunLog, network: Network, slow: dict[int, float] | None = None,
+            jitter: tuple[str, float] | None = None, seed: int = 0,
+            eps: float = 1e-2) -> Projection:
+    """The dedicated-core timeline of a traced run under ``network``, summarised.
+
+    Parameters
+    ----------
+    run
+        A run log with a trace (async, sync or sync-graph); only attribute
+        access is used (``attrs``, ``layers``, ``ranks``, ``config``,
+        ``trace``, ``trace_attrs``, ``trajectory``, ``nodes``, ``source``).
+    network
+        Latency and bandwidth (:func:`parse_network`).
+    slow
+        ``{rank: factor}``: that rank's compute (activations and layer-start
+        phases) takes ``factor`` times its traced CPU time.
+    jitter
+        :func:`parse_jitter`'s result: each activation's compute times a
+        seeded random factor (:func:`jitter_factors`).
+    seed
+        Seed of the jitter.
+    eps
+        Target relative distance to O* for ``time_to_eps``.
+
+    Returns
+    -------
+    Projection
+        Per layer: projected seconds (the slowest rank's end minus the
+        previous layer's slowest end, so the layers add up to the total),
+        measured seconds (max over ranks of ``/layers/total_seconds``), the
+        solve alone (first activation's start on any rank to the last one's
+        end), time to eps from that start; the totals are over the traced layers.
+
+    Raises
+    ------
+    UserError
+        No trace, central mode, a damaged trace, or a ``slow`` rank outside
+        the run.
+    """
+    tr = _read_trace(run)
+    done, out = 0.0, []
+    for i, (layer, start, end) in enumerate(timeline(run, network, slow, jitter, seed)):
+        origin, last = float(start[:, 0].min()), float(end[:, -1].max())
+        rel = None if tr.rel_distance is None else tr.rel_distance[i]
+        out.append(LayerProjection(
+            layer=layer,
+            seconds=last - done,
+            measured_seconds=float(tr.measured[i]),
+            solve_seconds=last - origin,
+            time_to_eps=_time_to_eps(end, tr.activation, rel, eps, origin),
+        ))
+        done = last
+    measured = [lp.measured_seconds for lp in out if math.isfinite(lp.measured_seconds)]
+    return Projection(network, done, math.fsum(measured) if measured else math.nan, out)
+
+
+# --------------------------------------------------------------------------- files and text
+
+
+def load_run(path: PathLike, run_name: str | None = None) -> RunLog:
+    """The run to replay: a run log, or run ``run_name`` of a sweep file.
+
+    Parameters
+    ----------
+    path
+        A run log or sweep file.
+    run_name
+        Which run of a sweep file (``--run``); must be None for a run log.
+
+    Returns
+    -------
+    RunLog
+
+    Raises
+    ------
+    UserError
+        Unreadable file, ``--run`` missing or unknown for a sweep (the message
+        lists the runs), or given for a single run log.
+    """
+    if not is_sweep(path):
+        if run_name is not None:
+            raise UserError(f"{path} is a single run log; --run is for sweep files")
+        return read_runlog(path)
+    runs = read_sweep(path)
+    if run_name in runs:
+        return runs[str(run_name)]
+    names = ", ".join(runs) or "none"
+    what = "pick one with --run NAME" if run_name is None else f"it has no run {run_name!r}"
+    raise UserError(f"{path} is a sweep file; {what} (runs: {names})")
+
+
+def _describe(network: Network) -> str:
+    return (f"network {network.name} (alpha {network.alpha * 1e6:.3g} us, "
+            f"beta {network.beta / 1e9:.3g} GB/s)")
+
+
+_COLUMNS = (("layer", 5), ("measured[s]", 11), ("projected[s]", 12), ("solve[s]", 9),
+            ("to eps[s]", 9))
+
+
+def format_projection(proj: Projection, run: RunLog, eps: float = 1e-2,
+                      options: str = "") -> str:
+    """The readable table of ``dssfn-mpi replay`` (and ``report --replay``).
+
+    Parameters
+    ----------
+    proj
+        From :func:`project`.
+    run
+        The run it projects (for the header).
+    eps
+        The target the ``to eps`` column used.
+    options
+        Extra text for the header, e.g. ``"slow 3:5, jitter exp:0.5 (seed 0)"``.
+
+    Returns
+    -------
+    str
+        Lines without a trailing newline; unmeasured or unreached values read ``-``.
+    """
+    a = run.attrs
+    lines = [
+        f"projected dedicated-core time of {run.source or 'the run'}: mode {a.get('mode')}, "
+        f"M {a.get('nodes')}, K {a.get('iters')}; {_describe(proj.network)}"
+        + (f"; {options}" if options else ""),
+        "measured: wall time of the run (CPU sharing if ranks > cores); projected: one core "
+        f"per rank, compute = traced thread CPU time; to eps: rel. distance <= {eps:g}",
+        "  ".join(name.rjust(width) for name, width in _COLUMNS),
+    ]
+    for lp in proj.layers:
+        cells = (str(lp.layer), number(lp.measured_seconds, ".4f"), number(lp.seconds, ".4f"),
+                 number(lp.solve_seconds, ".4f"), number(lp.time_to_eps, ".4f"))
+        lines.append("  ".join(c.rjust(width) for c, (_n, width) in zip(cells, _COLUMNS)))
+    ratio = proj.measured_seconds / proj.total_seconds if proj.total_seconds > 0 else math.nan
+    lines.append(f"total: measured {number(proj.measured_seconds, '.4f')} s, projected "
+                 f"{number(proj.total_seconds, '.4f')} s (measured / projected "
+                 f"{number(ratio, '.2f')})")
+    return "\n".join(lines)
+
+
+def report_projection(path: PathLike, network: Network) -> str:
+    """``report --replay``: the projection of a run log, or of each run of a sweep.
+
+    Parameters
+    ----------
+    path
+        A run log or sweep file.
+    network
+        The network to project on.
+
+    Returns
+    -------
+    str
+        The table(s); in a sweep, a run that cannot be replayed gets one line
+        saying why.
+
+    Raises
+    ------
+    UserError
+        A single run log that cannot be replayed (no trace, central mode).
+    """
+    if not is_sweep(path):
+        run = read_runlog(path)
+        return format_projection(project(run, network), run)
+    blocks = []
+    for name, run in read_sweep(path).items():
+        try:
+            text = format_projection(project(run, network), run)
+        except UserError as exc:
+            text = f"no projection: {exc}"
+        blocks.append(f"== projection of run {name} ==\n{text}")
+    return "\n\n".join(blocks)
