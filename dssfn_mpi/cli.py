@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="shm (this machine, default), ib (HDR InfiniBand), eth10 (10 GbE TCP) "
                    "or alpha=SECONDS,beta=BYTES_PER_S")
     p.add_argument("--slow", action="append", metavar="RANK:FACTOR",
-                   help="that rank computes FACTOR times slower (repeatable)")
+                   help="that rank's activations take FACTOR times their traced CPU time, as "
+                   "under train --slow (repeatable)")
     p.add_argument("--jitter", metavar="exp:MEAN|lognormal:SIGMA",
                    help="each activation's compute times 1 + Exp(MEAN), or exp(N(0, SIGMA^2))")
     p.add_argument("--seed", type=int, default=0, help="seed of the jitter (default 0)")

@@ -425,7 +425,11 @@ def timeline(run: RunLog, network: Network, slow: dict[int, float] | None = None
         if not 0 <= rank < run.nodes:
             raise UserError(f"--slow {rank}:{factor:g}: the run has ranks 0..{run.nodes - 1}")
         tr.cpu[:, rank] *= factor
-        tr.phase_cpu[:, rank] *= factor
+    # A run made with --slow slept (factor - 1) x each activation: no CPU time, so the
+    # trace does not show it; the engines' throttle is part of the run's rules.
+    for rank, factor in (run.config.get("slow") or {}).items():
+        if 0 <= int(rank) < run.nodes:
+            tr.cpu[:, int(rank)] *= float(factor)
     t0, ends, out = np.zeros(run.nodes), [], []
     for i, layer in enumerate(tr.layers):
         begin = _solve_begin(tr, i, t0, ends, network)
@@ -450,8 +454,9 @@ def project(run: RunLog, network: Network, slow: dict[int, float] | None = None,
     network
         Latency and bandwidth (:func:`parse_network`).
     slow
-        ``{rank: factor}``: that rank's compute (activations and layer-start
-        phases) takes ``factor`` times its traced CPU time.
+        ``{rank: factor}``: that rank's activations (iterations) take
+        ``factor`` times their traced CPU time, as under ``train --slow``
+        (whose own factors, from the run's configuration, apply too).
     jitter
         :func:`parse_jitter`'s result: each activation's compute times a
         seeded random factor (:func:`jitter_factors`).

@@ -203,15 +203,26 @@ def test_sync_graph_needs_its_rounds():
 # --------------------------------------------------------------------------- what-ifs
 
 
-def test_slow_rank_multiplies_all_its_compute():
+def test_slow_rank_multiplies_its_activations():
+    # features 1 s each (not slowed, as under train --slow), then 1 s activations x 3 on rank 1
     phases = np.zeros((1, 2, 4))
     phases[0, :, 0] = 1.0
     run = make_run("async", [[1, 1], [1, 1]], phases=phases)
     (end,) = ends(run, slow={1: 3.0})
-    np.testing.assert_allclose(end, [[2, 3], [6, 9]])
-    assert project(run, NET, slow={1: 3.0}).total_seconds == pytest.approx(9)
+    np.testing.assert_allclose(end, [[2, 3], [4, 7]])
+    assert project(run, NET, slow={1: 3.0}).total_seconds == pytest.approx(7)
     with pytest.raises(UserError, match="ranks 0..1"):
         project(run, NET, slow={2: 2.0})
+
+
+def test_a_run_made_with_slow_keeps_its_straggler():
+    # train --slow 1:3 sleeps 2 x each activation: thread CPU time does not show it.
+    run = make_run("async", [[1, 1], [1, 1]])
+    run.attrs["config"] = json.dumps({**run.config, "slow": {"1": 3.0}})
+    (end,) = ends(run)
+    np.testing.assert_allclose(end, [[1, 2], [3, 6]])
+    (end,) = ends(run, slow={1: 2.0})  # and replay's own factor multiplies it
+    np.testing.assert_allclose(end[1], [6, 12])
 
 
 def test_jitter_is_seeded_and_has_the_documented_mean():
