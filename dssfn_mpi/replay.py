@@ -213,7 +213,7 @@ def _read_trace(run: RunLog) -> _Trace:
                         "an async, sync or sync-graph run")
     trace = getattr(run, "trace", None) or {}
     tattrs = getattr(run, "trace_attrs", None) or {}
-    if tattrs.get("recorded", True) is False:
+    if not bool(tattrs.get("recorded", True)):
         raise UserError(f"{source} holds no trace ({tattrs.get('why', 'skipped')}); rerun it")
     if "cpu" not in trace:
         raise _no_trace(run)
