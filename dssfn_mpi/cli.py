@@ -300,9 +300,12 @@ EXIT_BROKEN_PIPE = 141
 def _stdout_closed() -> int:
     """The reader of stdout is gone: no traceback, no further output, end the job."""
     # Python flushes stdout again at exit; pointing it at /dev/null keeps that quiet.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # a stdout without a file descriptor: nothing to silence
+        pass
     world = _mpi_world()
     if world is not None and world.Get_size() > 1:
         world.Abort(EXIT_BROKEN_PIPE)
