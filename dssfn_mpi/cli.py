@@ -185,12 +185,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="figures", help="folder for the PNG and PDF figures")
     # --- end of benchmarks ---
 
-    p = sub.add_parser("data", help="list, verify or download the public datasets")
-    p.add_argument("action", choices=["list", "fetch"])
-    p.add_argument("name", nargs="?", help="dataset name (for fetch)")
+    p = sub.add_parser("data", help="list, verify or download the public datasets",
+                       description="list: each dataset's state (present, verified); "
+                       "verify: check files against their published sha256 (exit 1 if any "
+                       "is bad); fetch: download, verify and put them where train looks.")
+    p.add_argument("action", choices=["list", "verify", "fetch"])
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="dataset names (fetch: at least one; list, verify: default all)")
     p.add_argument("--dest", help="download folder (fetch; default: $DSSFN_DATA_DIR, else "
                    "$XDG_DATA_HOME/dssfn-mpi, i.e. ~/.local/share/dssfn-mpi)")
-    p.add_argument("--data-dir", help="folder to look in (list)")
+    p.add_argument("--data-dir", help="folder to look in (list, verify; default: as train)")
     return parser
 
 
@@ -315,24 +319,67 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    from .datasets import DATASETS, default_data_dir, fetch, find_data_dir
+    from .datacmd import data_fetch, data_list, data_verify
 
     if args.action == "list":
-        where = find_data_dir(args.data_dir)
-        missing = f"(none: {default_data_dir()} does not exist; dssfn-mpi data fetch NAME makes it)"
-        print(f"data directory: {where or missing}")
-        for name in DATASETS:
-            print(f"  {name}")
-        return 0
-    if not args.name:
-        raise UserError("data fetch needs a dataset name, e.g. dssfn-mpi data fetch satimage")
-    for path in fetch(args.name, args.dest or default_data_dir()):
+        return data_list(args.names, args.data_dir)
+    if args.action == "verify":
+        return data_verify(args.names, args.data_dir)
+    return data_fetch(args.names, args.dest)
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    try:
+        from .bench.plot import plot_file
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "matplotlib":
+            raise  # something else is broken: a bug, keep its traceback
+        raise UserError("plot needs matplotlib, which is not installed: install the [plot] "
+                        "extra, pip install 'dssfn-mpi[plot]' (in a checkout: "
+                        "pip install -e '.[plot]')") from None
+    for path in plot_file(args.file, args.out):
         print(path)
     return 0
 
 
+#: Exit status when the reader of stdout went away (``dssfn-mpi data list | head -1``):
+#: what a program killed by SIGPIPE reports (128 + 13), as the shell's own tools do.
+EXIT_BROKEN_PIPE = 141
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout is gone: no traceback, no further output, end the job."""
+    # Python flushes stdout again at exit; pointing it at /dev/null keeps that quiet.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # a stdout without a file descriptor: nothing to silence
+        pass
+    world = _mpi_world()
+    if world is not None and world.Get_size() > 1:
+        world.Abort(EXIT_BROKEN_PIPE)
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``dssfn-mpi`` and ``python -m dssfn_mpi``; returns the exit status."""
+    """Entry point of ``dssfn-mpi`` and ``python -m dssfn_mpi``; returns the exit status.
+
+    A closed stdout (``dssfn-mpi data list | head -1``) ends any command quietly
+    with :data:`EXIT_BROKEN_PIPE`.
+    """
+    try:
+        try:
+            return _run(argv)
+        finally:
+            # Buffered output meets the closed pipe here at the latest, not at exit.
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _run(argv: list[str] | None) -> int:
+    """Parse ``argv`` and run the command; user errors and failures become exit statuses."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
@@ -353,11 +400,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_bench(args)
         if args.command == "plot":
-            from .bench.plot import plot_file
-
-            for path in plot_file(args.file, args.out):
-                print(path)
-            return 0
+            return _cmd_plot(args)
         raise AssertionError(args.command)
     except RankError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
@@ -371,6 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USER_ERROR
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        raise  # main() handles it, for every command
     except Exception as exc:
         world = _mpi_world()
         where = f"rank {world.Get_rank()}: " if world is not None else ""

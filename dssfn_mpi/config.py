@@ -319,20 +319,30 @@ def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
     """
     p = Path(path)
     require(p.is_file(), f"--config {p}: no such file")
-    text = p.read_text()
     try:
-        if p.suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-        else:
-            data = json.loads(text)
-    except ModuleNotFoundError:
-        raise UserError(f"--config {p}: TOML needs Python >= 3.11; use a .json file") from None
-    except ValueError as exc:
+        # Both formats are UTF-8 by definition, whatever the locale says.
+        text = p.read_text(encoding="utf-8")
+        data = _parse_toml(text, p) if p.suffix.lower() == ".toml" else json.loads(text)
+    except ValueError as exc:  # also TOMLDecodeError and UnicodeDecodeError
         raise UserError(f"--config {p}: cannot parse it ({exc})") from None
     require(isinstance(data, dict), f"--config {p}: the top level must be a table/object")
     return config_from_mapping(data, f"--config {p}")
+
+
+def _parse_toml(text: str, path: Path) -> Any:
+    """TOML with the standard library's tomllib (Python >= 3.11), else tomli, the same
+    parser as a package (a dependency of dssfn-mpi on older Pythons)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            raise UserError(
+                f"--config {path}: reading TOML on Python < 3.11 needs the tomli package "
+                "(a dependency of dssfn-mpi; pip install tomli), or use a .json file"
+            ) from None
+    return tomllib.loads(text)
 
 
 def config_from_mapping(data: dict[str, Any], source: str) -> dict[str, Any]:

@@ -50,7 +50,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, Optional, cast
 
 import numpy as np
 
@@ -64,7 +64,10 @@ __all__ = [
     "URLS",
     "Dataset",
     "DatasetSpec",
+    "FileCheck",
+    "Progress",
     "SourceFile",
+    "check_files",
     "fetch",
     "find_data_dir",
     "load_dataset",
@@ -321,15 +324,23 @@ def _missing_message(spec: DatasetSpec, file: SourceFile, root: Path | None) -> 
     )
 
 
-def _locate(spec: DatasetSpec, file: SourceFile, root: Path | None) -> Path:
-    """Path of ``file`` under ``root/<folder>/`` or ``root/``."""
+def _find(spec: DatasetSpec, file: SourceFile, root: Path | None) -> Path | None:
+    """Path of ``file`` under ``root/<folder>/`` or ``root/``; None if it is in neither."""
     if root is not None:
         dirs = [root / sub for sub in spec.folders] + [root]
         for d in dirs:
             for name in file.variants:
                 if (d / name).is_file():
                     return d / name
-    raise UserError(_missing_message(spec, file, root))
+    return None
+
+
+def _locate(spec: DatasetSpec, file: SourceFile, root: Path | None) -> Path:
+    """Path of ``file`` under ``root/<folder>/`` or ``root/``; UserError if missing."""
+    path = _find(spec, file, root)
+    if path is None:
+        raise UserError(_missing_message(spec, file, root))
+    return path
 
 
 # In-process cache of computed digests, keyed by (path, mtime_ns, size), so a
@@ -360,10 +371,14 @@ def _verify(dataset: str, path: Path) -> None:
         return  # no published checksum: nothing to compare with
     got = _digest(path)
     if got != expected:
-        raise UserError(
-            f"{path}: sha256 mismatch (expected {expected}, got {got}); re-download it with "
-            f"`dssfn-mpi data fetch {dataset}` or point --data-dir at a good copy"
-        )
+        raise UserError(_mismatch_message(dataset, path, expected, got))
+
+
+def _mismatch_message(dataset: str, path: Path, expected: str, got: str) -> str:
+    return (
+        f"{path}: sha256 mismatch (expected {expected}, got {got}); re-download it with "
+        f"`dssfn-mpi data fetch {dataset}` or point --data-dir at a good copy"
+    )
 
 
 # --------------------------------------------------------------------------
@@ -1070,19 +1085,126 @@ def load_dataset(
     return spec.loader(paths, int(seed), {**spec.options, **options})
 
 
+@dataclass(frozen=True)
+class FileCheck:
+    """The state on disk of one file of a dataset (see :func:`check_files`).
+
+    Attributes
+    ----------
+    dataset : str
+        The dataset the file belongs to.
+    file : str
+        The file's name as published (the variant that is downloaded and verified).
+    path : pathlib.Path or None
+        Where it was found; None when it is missing.
+    status : str
+        ``"verified"`` (its sha256 matches the published one), ``"unverified"``
+        (present, but no sha256 is published for it, e.g. an unpacked ``.gz``
+        or the Caltech101 features), ``"mismatch"`` or ``"missing"``.
+    message : str
+        One line for the user: what is wrong and what to do (for
+        ``"unverified"``, why it is not verified; empty when verified).
+    """
+
+    dataset: str
+    file: str
+    path: Path | None
+    status: str
+    message: str = ""
+
+    @property
+    def usable(self) -> bool:
+        """Present and not known to be corrupt (verified or unverifiable)."""
+        return self.status in ("verified", "unverified")
+
+
+def _check_file(spec: DatasetSpec, file: SourceFile, root: Path | None) -> FileCheck:
+    name = file.variants[0]
+    path = _find(spec, file, root)
+    if path is None:
+        where = f"{root / spec.folders[0]} or {root}" if root is not None else "no data directory"
+        fix = f"dssfn-mpi data fetch {spec.name}{'' if root is None else f' --dest {root}'}"
+        message = f"{spec.name}: {name} not found ({where}); get it with `{fix}`"
+        return FileCheck(spec.name, name, None, "missing", message)
+    expected = CHECKSUMS.get(path.name)
+    if expected is None:
+        why = f"{path}: no published sha256, not verified"
+        return FileCheck(spec.name, name, path, "unverified", why)
+    got = _digest(path)
+    if got != expected:
+        message = _mismatch_message(spec.name, path, expected, got)
+        return FileCheck(spec.name, name, path, "mismatch", message)
+    return FileCheck(spec.name, name, path, "verified")
+
+
+def check_files(name: str, data_dir: str | os.PathLike | None = None) -> list[FileCheck]:
+    """Look for a dataset's files and check each one found against its published sha256.
+
+    Parameters
+    ----------
+    name : str
+        One of :data:`DATASETS`.
+    data_dir : str or path-like, optional
+        Where to look (see :func:`find_data_dir`).
+
+    Returns
+    -------
+    list of FileCheck
+        One per file the dataset's loader needs, in the registry's order;
+        empty for ``digits`` and ``synthetic``, which need no files.
+
+    Raises
+    ------
+    UserError
+        Unknown dataset, or ``data_dir`` / ``$DSSFN_DATA_DIR`` is not a directory.
+    """
+    spec = _spec(name)
+    root = find_data_dir(data_dir) if spec.files else None
+    return [_check_file(spec, f, root) for f in spec.files]
+
+
 class _ChecksumError(Exception):
     pass
 
 
-def _download(url: str, target: Path, expected: str | None, timeout: float) -> None:
+#: ``progress(file, done, total)``, told how a download proceeds: after each
+#: chunk with the bytes received so far and the size announced by the server
+#: (None if unknown), then once more at the end with ``done == total`` (the only
+#: call where they are equal). It must not raise.
+Progress = Callable[[str, int, Optional[int]], None]
+
+_CHUNK = 1 << 16  # bytes read at a time: a progress update every 64 KiB at most
+
+
+def _content_length(resp: Any) -> int | None:
+    """The size the server announced, or None."""
+    headers = getattr(resp, "headers", None)
+    value = headers.get("Content-Length") if headers is not None else None
+    try:
+        size = int(value) if value is not None else -1
+    except ValueError:
+        return None
+    return size if size >= 0 else None
+
+
+def _download(
+    url: str, target: Path, expected: str | None, timeout: float, progress: Progress | None
+) -> None:
     """Stream ``url`` into a temp file next to ``target``; rename if it verifies."""
 
     def write(tmp: Path) -> None:
         h = hashlib.sha256()
+        done = 0
         with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
-            for chunk in iter(lambda: resp.read(1 << 20), b""):
+            total = _content_length(resp)
+            for chunk in iter(lambda: resp.read(_CHUNK), b""):
                 h.update(chunk)
                 out.write(chunk)
+                done += len(chunk)
+                if progress is not None and done != total:
+                    progress(target.name, done, total)
+        if progress is not None:
+            progress(target.name, done, done)
         if expected is not None and h.hexdigest() != expected:
             raise _ChecksumError(f"sha256 {h.hexdigest()}, expected {expected}")
 
@@ -1102,7 +1224,12 @@ def _extract_member(zip_path: Path, member_name: str, target: Path) -> None:
         atomic_write(target, write)
 
 
-def fetch(name: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT) -> list[Path]:
+def fetch(
+    name: str,
+    dest: str | os.PathLike,
+    timeout: float = FETCH_TIMEOUT,
+    progress: Progress | None = None,
+) -> list[Path]:
     """Download a dataset's files from their official URLs and verify them.
 
     Files go to ``<dest>/<name>/``, so ``--data-dir dest`` finds them. A file
@@ -1120,6 +1247,9 @@ def fetch(name: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT) ->
         Target data directory.
     timeout : float, default 60
         Seconds per connection attempt.
+    progress : callable, optional
+        Told how each download proceeds (see :data:`Progress`); files already
+        present and verified are not reported.
 
     Returns
     -------
@@ -1140,10 +1270,12 @@ def fetch(name: str, dest: str | os.PathLike, timeout: float = FETCH_TIMEOUT) ->
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create {out_dir} ({exc}); choose another --dest") from None
-    return [_fetch_file(file, out_dir, timeout) for file in spec.files]
+    return [_fetch_file(file, out_dir, timeout, progress) for file in spec.files]
 
 
-def _fetch_file(file: SourceFile, out_dir: Path, timeout: float) -> Path:
+def _fetch_file(
+    file: SourceFile, out_dir: Path, timeout: float, progress: Progress | None
+) -> Path:
     """Download one file into ``out_dir`` unless a verified copy is there; return its path."""
     fname = file.variants[0]  # download the verifiable variant
     target = out_dir / fname
@@ -1155,11 +1287,13 @@ def _fetch_file(file: SourceFile, out_dir: Path, timeout: float) -> Path:
         try:
             if url.endswith(".zip"):
                 zip_target = out_dir / Path(url).name
-                _download(url, zip_target, None, timeout)
-                _extract_member(zip_target, fname, target)
-                zip_target.unlink(missing_ok=True)
+                try:
+                    _download(url, zip_target, None, timeout, progress)
+                    _extract_member(zip_target, fname, target)
+                finally:
+                    zip_target.unlink(missing_ok=True)  # the archive is never kept
             else:
-                _download(url, target, expected, timeout)
+                _download(url, target, expected, timeout, progress)
             return target
         except _ChecksumError as exc:
             errors.append(f"{url}: {exc}")

@@ -26,6 +26,7 @@ import platform
 import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,6 +41,7 @@ from .schema import LAYER_FIELDS, LAYER_UNITS
 
 __all__ = [
     "ATTRIBUTES",
+    "DIMENSIONS",
     "LAYER_FIELDS",
     "LAYER_UNITS",
     "RANK_FIELDS",
@@ -48,6 +50,7 @@ __all__ = [
     "append_run",
     "check_output_path",
     "is_sweep",
+    "label_axes",
     "read_runlog",
     "read_sweep",
     "software_versions",
@@ -114,6 +117,16 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
 }
 
 _SOFTWARE = ("python", "numpy", "scipy", "h5py", "hdf5", "mpi4py", "mpi_library")
+
+#: Names of the axes of the run's datasets, stored as HDF5 dimension scales
+#: (datasets ``layer``, ``rank``, ``neighbor`` in the run's group, see
+#: :func:`label_axes`): ``/layers/*`` are (layer, rank), 1-D ``/ranks/*`` (rank),
+#: ``/ranks/neighbors`` (rank, neighbor).
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "layers": ("layer", "rank"),
+    "ranks": ("rank",),
+    "neighbors": ("rank", "neighbor"),
+}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -457,6 +470,64 @@ def _write_dataset(group: h5py.Group, name: str, data: np.ndarray) -> h5py.Datas
     return group.create_dataset(name, data=data)
 
 
+def label_axes(
+    dataset: h5py.Dataset, names: Sequence[str], root: h5py.Group | None = None
+) -> None:
+    """Name the axes of ``dataset`` with HDF5 dimension scales (netCDF-4 dimensions).
+
+    Axis ``i`` gets the scale dataset ``root/names[i]``, holding ``0, 1, ...``
+    (an index: layer number, rank, neighbour slot), created by the first
+    dataset of the run that uses that name and shared by all later ones, so
+    xarray (``engine="h5netcdf"``), netCDF tools and HDFView show named axes;
+    in h5py, ``dataset.dims[i].keys()`` is ``[names[i]]``. No
+    ``dims[i].label`` is set: xarray would show it as a stray attribute.
+
+    Parameters
+    ----------
+    dataset
+        A dataset of a run (e.g. ``/layers/test_accuracy``).
+    names
+        One dimension name per axis, e.g. ``("layer", "rank")``; the names
+        of :data:`DIMENSIONS` or new ones.
+    root
+        The run's group, where the scales live (the file's root for a run
+        log, ``/runs/<name>`` in a sweep file). Default: the group above the
+        dataset's group, which is the run's group for ``/layers/x`` and
+        ``/ranks/x``.
+
+    Raises
+    ------
+    ValueError
+        ``names`` does not give one name per axis, or a scale of that name
+        exists with another length (two axes of one name must agree): a
+        bug in the writer.
+    """
+    if len(names) != dataset.ndim:
+        raise ValueError(f"{dataset.name}: {dataset.ndim} axes but dimension names {names}")
+    if root is None:
+        root = dataset.parent.parent
+    for axis, name in enumerate(names):
+        length = dataset.shape[axis]
+        scale = root.get(name)
+        if scale is None:
+            scale = root.create_dataset(name, data=np.arange(length, dtype=np.int64))
+            scale.make_scale(name)
+        elif not isinstance(scale, h5py.Dataset) or not scale.is_scale:
+            raise ValueError(f"{root.name}/{name} exists and is not a dimension scale")
+        elif scale.shape != (length,):
+            raise ValueError(
+                f"{dataset.name}: axis {axis} ({name}) has length {length}, "
+                f"but the scale {scale.name} has {scale.shape[0]}"
+            )
+        dataset.dims[axis].attach_scale(scale)
+
+
+def _rank_axes(name: str, data: np.ndarray) -> tuple[str, ...]:
+    """Dimension names of a /ranks dataset; () for a free-form one of more axes."""
+    axes = DIMENSIONS["neighbors"] if name == "neighbors" else DIMENSIONS["ranks"]
+    return axes if data.ndim == len(axes) else ()
+
+
 def _write_run(group: h5py.Group, prep: _Prepared) -> None:
     """Write one run's layout (attributes, /layers, /ranks, /extra) into ``group``."""
     for name, value in prep.attrs.items():
@@ -466,11 +537,15 @@ def _write_run(group: h5py.Group, prep: _Prepared) -> None:
         ds = _write_dataset(g_layers, name, data)
         ds.attrs["units"] = LAYER_UNITS[name]
         ds.attrs["description"] = LAYER_FIELDS[name][1]
+        label_axes(ds, DIMENSIONS["layers"], group)
     g_ranks = group.create_group("ranks")
     for name, data in prep.ranks.items():
         ds = _write_dataset(g_ranks, name, data)
         if name in RANK_FIELDS:
             ds.attrs["description"] = RANK_FIELDS[name][1]
+        axes = _rank_axes(name, data)
+        if axes:
+            label_axes(ds, axes, group)
     g_extra = group.create_group("extra")
     for name, data in prep.extra.items():
         _write_dataset(g_extra, name, data)
@@ -669,7 +744,12 @@ def _read_datasets(group: h5py.Group, name: str) -> dict[str, np.ndarray]:
     sub = group.get(name)
     if not isinstance(sub, h5py.Group):
         return {}
-    return {n: _read_dataset(d) for n, d in sub.items() if isinstance(d, h5py.Dataset)}
+    # Dimension scales (label_axes) are axis names, not data.
+    return {
+        n: _read_dataset(d)
+        for n, d in sub.items()
+        if isinstance(d, h5py.Dataset) and not d.is_scale
+    }
 
 
 def _check_version(attrs: dict[str, Any], source: str) -> None:

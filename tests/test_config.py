@@ -1,4 +1,9 @@
-"""Settings: parsing, presets and validation (no MPI)."""
+"""Settings: parsing, presets, validation and config files (no MPI)."""
+
+import json
+import sys
+import types
+from pathlib import Path
 
 import pytest
 
@@ -7,11 +12,14 @@ from dssfn_mpi.config import (
     TrainConfig,
     apply_preset,
     config_from_mapping,
+    load_config_file,
     parse_fail_at,
     parse_per_layer,
     parse_slow,
 )
 from dssfn_mpi.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_per_layer_values_repeat_the_last():
@@ -78,3 +86,78 @@ def test_config_mapping_round_trip_and_errors():
         config_from_mapping({"gama": 1}, "test")
     with pytest.raises(UserError, match="wrong type"):
         config_from_mapping({"layers": 2.5}, "test")
+
+
+# --------------------------------------------------------------------------- config files
+
+TOML = """\
+dataset = "satimage"  # a comment
+layers = 3
+eta = 0.9
+gamma = [10, 0.5]
+
+[dataset_options]
+verify = false
+"""
+SAME_AS_JSON = {"dataset": "satimage", "layers": 3, "eta": 0.9, "gamma": [10, 0.5],
+                "dataset_options": {"verify": False}}
+
+
+def _real_toml_parser():
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python < 3.11: the dependency of pyproject.toml
+        tomllib = pytest.importorskip("tomli")
+    return tomllib
+
+
+def test_toml_and_json_config_files_agree(tmp_path):
+    (tmp_path / "c.toml").write_text(TOML, encoding="utf-8")
+    (tmp_path / "c.json").write_text(json.dumps(SAME_AS_JSON))
+    from_toml = load_config_file(tmp_path / "c.toml")
+    assert from_toml == load_config_file(tmp_path / "c.json")
+    assert from_toml["layers"] == 3 and from_toml["dataset_options"] == {"verify": False}
+
+
+def test_toml_falls_back_to_tomli_before_python_3_11(tmp_path, monkeypatch):
+    # Python < 3.11 as the loader sees it: no tomllib, and tomli (the same parser) installed.
+    real = _real_toml_parser()
+    used = []
+    tomli = types.ModuleType("tomli")
+    tomli.loads = lambda text: used.append(text) or real.loads(text)
+    monkeypatch.setitem(sys.modules, "tomllib", None)
+    monkeypatch.setitem(sys.modules, "tomli", tomli)
+    (tmp_path / "c.toml").write_text(TOML, encoding="utf-8")
+    assert load_config_file(tmp_path / "c.toml")["eta"] == 0.9
+    assert used == [TOML]
+    # Neither installed (dependencies skipped): one line that says what to do.
+    monkeypatch.setitem(sys.modules, "tomli", None)
+    with pytest.raises(UserError, match="needs the tomli package .* or use a .json file"):
+        load_config_file(tmp_path / "c.toml")
+
+
+@pytest.mark.parametrize("name, text", [
+    ("bad.toml", "layers = = 3\n"),
+    ("bad.json", "{layers: 3}"),
+    ("latin1.toml", b'dataset = "caf\xe9"\n'),
+])
+def test_unparsable_config_file_is_a_user_error(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(UserError, match=f"--config {path}: cannot parse it"):
+        load_config_file(path)
+
+
+def test_every_claimed_python_reads_toml_and_the_license_matches():
+    meta = _real_toml_parser().loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    project = meta["project"]
+    # requires-python reaches below 3.11, so tomli must be a dependency there (and only there).
+    assert project["requires-python"] == ">=3.9"
+    assert 'tomli>=1.1; python_version < "3.11"' in project["dependencies"]
+    assert meta["tool"]["ruff"]["target-version"] == "py39"
+    # The declared license is the one in LICENSE.
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    text = (REPO / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License\n\nCopyright (c) 2026 the dssfn_mpi authors\n")
+    assert "Permission is hereby granted, free of charge" in text
+    assert 'THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND' in text

@@ -486,6 +486,92 @@ def test_append_run_errors_and_atomicity(tmp_path: Path, monkeypatch: pytest.Mon
         read_sweep(single)
 
 
+# --------------------------------------------------------------------------- named axes
+
+
+def _axis_names(ds: h5py.Dataset) -> list[str]:
+    """The dimension scale attached to each axis, by name (h5py's view of the labels)."""
+    return [dim[0].name.rsplit("/", 1)[1] if len(dim) else "" for dim in ds.dims]
+
+
+def test_axes_are_named_by_dimension_scales(tmp_path: Path) -> None:
+    path = tmp_path / "run.h5"
+    write_runlog(path, full_attrs(), full_layers(), full_ranks(), {"grid": np.ones((2, 5))})
+    with h5py.File(path, "r") as f:
+        for name in LAYER_FIELDS:
+            assert _axis_names(f["layers"][name]) == ["layer", "rank"], name
+            assert list(f["layers"][name].dims[0].keys()) == ["layer"]
+        for name in ("hostname", "degree", "shard_size", "cpu"):
+            assert _axis_names(f["ranks"][name]) == ["rank"], name
+        assert _axis_names(f["ranks/neighbors"]) == ["rank", "neighbor"]
+        assert _axis_names(f["extra/grid"]) == ["", ""]  # free-form: no names guessed
+        # One scale per name, in the run's group, holding the index along that axis.
+        for name, length in (("layer", L_PLUS_1), ("rank", M), ("neighbor", 2)):
+            assert f[name].is_scale
+            np.testing.assert_array_equal(f[name][()], np.arange(length))
+        assert not any(f[g][n].is_scale for g in ("layers", "ranks", "extra") for n in f[g])
+    # The scales are not data: reading is unchanged.
+    rl = read_runlog(path)
+    assert set(rl.layers) == set(LAYER_FIELDS)
+    assert set(rl.ranks) == {*RANK_FIELDS, "cpu"} and set(rl.extra) == {"grid"}
+
+
+def test_each_run_of_a_sweep_has_its_own_axes(tmp_path: Path) -> None:
+    path = tmp_path / "sweep.h5"
+    append_run(path, "M3", {}, full_layers(rows=2, m=3))
+    append_run(path, "M5", {}, full_layers(rows=4, m=5))
+    with h5py.File(path, "r") as f:
+        for name, (rows, m) in {"M3": (2, 3), "M5": (4, 5)}.items():
+            run = f["runs"][name]
+            assert run["layer"].shape == (rows,) and run["rank"].shape == (m,)
+            assert run["layers/gamma"].dims[1][0] == run["rank"]
+    assert {k: v.layers["gamma"].shape for k, v in read_sweep(path).items()} == {
+        "M3": (2, 3), "M5": (4, 5)
+    }
+
+
+def test_label_axes_is_reusable_for_new_groups(tmp_path: Path) -> None:
+    # What a writer of further per-run groups (e.g. a trace) does: same names, same scales.
+    path = tmp_path / "run.h5"
+    write_runlog(path, {}, full_layers())
+    with h5py.File(path, "a") as f:
+        trace = f.create_group("trace").create_dataset("z", data=np.zeros((L_PLUS_1, M, 7)))
+        runlog.label_axes(trace, ("layer", "rank", "activation"))
+        assert _axis_names(trace) == ["layer", "rank", "activation"]
+        assert trace.dims[0][0] == f["layers/gamma"].dims[0][0]  # the same "layer" scale
+        np.testing.assert_array_equal(f["activation"][()], np.arange(7))
+        with pytest.raises(ValueError, match="has length 6, but the scale /activation has 7"):
+            runlog.label_axes(f["trace"].create_dataset("w", data=np.zeros(6)), ("activation",))
+        with pytest.raises(ValueError, match="2 axes"):
+            runlog.label_axes(f["trace"].create_dataset("v", data=np.zeros((2, 2))), ("layer",))
+        # A scale kept inside a data group is still not read as a field.
+        f["layers"].create_dataset("spare", data=np.arange(M)).make_scale("spare")
+    assert "spare" not in read_runlog(path).layers
+
+
+def test_xarray_reads_labelled_arrays(tmp_path: Path) -> None:
+    try:
+        import h5netcdf  # noqa: F401
+        import xarray as xr
+    except ImportError:
+        pytest.skip("xarray and h5netcdf are not installed (optional: pip install xarray h5netcdf)")
+    path = tmp_path / "run.h5"
+    layers = full_layers()
+    write_runlog(path, full_attrs(), layers, full_ranks())
+    with xr.open_dataset(path, engine="h5netcdf", group="layers") as ds:
+        acc = ds["test_accuracy"]
+        assert acc.dims == ("layer", "rank") and dict(ds.sizes) == {"layer": L_PLUS_1, "rank": M}
+        np.testing.assert_array_equal(acc.values, layers["test_accuracy"])
+        assert acc.attrs["units"] == "fraction"
+        np.testing.assert_array_equal(acc.isel(layer=2).values, layers["test_accuracy"][2])
+    with xr.open_dataset(path, engine="h5netcdf", group="ranks") as ds:
+        assert ds["neighbors"].dims == ("rank", "neighbor")
+        assert list(ds["hostname"].values) == ["a", "b", "a"]
+    with xr.open_dataset(path, engine="h5netcdf") as root:  # the scales are coordinates
+        np.testing.assert_array_equal(root["layer"].values, np.arange(L_PLUS_1))
+        assert root.attrs["mode"] == "async"
+
+
 # --------------------------------------------------------------------------- documentation
 
 
