@@ -34,9 +34,11 @@ __all__ = ["BUSY_MARKER", "busy_command", "busy_processes", "exit_on_signals"]
 BUSY_MARKER = "dssfn-mpi-busy"
 
 # Pure-Python spinning, like `while True: pass`, with a check every ~2 ms that the
-# driver (the parent) is alive and the deadline not passed.
+# driver (the parent) is alive and the deadline not passed. The signal mask is
+# cleared first: the driver starts it with SIGINT/SIGTERM/SIGHUP held.
 _CODE = """\
-import os, sys, time
+import os, signal, sys, time
+signal.pthread_sigmask(signal.SIG_SETMASK, [])
 owner, end = int(sys.argv[2]), time.monotonic() + float(sys.argv[3])
 while os.getppid() == owner and time.monotonic() < end:
     for _ in range(100000):
