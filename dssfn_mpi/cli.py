@@ -153,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run one benchmark; each configuration is a separate "
                        "mpirun (or --launcher) job whose run log is appended to --out. "
                        "'collect' gathers run logs (e.g. Slurm array results) into a sweep.")
-    p.add_argument("name", choices=["degree", "nodes", "table2", "straggler", "rma", "collect"])
+    p.add_argument("name", choices=["degree", "nodes", "table2", "straggler", "contention", "rma",
+                                    "collect"])
     p.add_argument("inputs", nargs="*", metavar="RUN.h5",
                    help="collect: the run logs to gather into --out (right after "
                    "'collect', before the options)")
@@ -168,9 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--datasets", help="table2: comma-separated datasets (default: all found)")
     p.add_argument("--seeds", type=int, help="table2: repetitions with different seeds")
     p.add_argument("--values", help="the swept values instead of the preset's, comma-separated "
-                   "(degree: degrees, nodes: rank counts, straggler: slow-down factors)")
-    p.add_argument("--modes", help="comma-separated modes to run (degree/nodes: async, sync, "
-                   "sync-graph; table2: central, sync, async; straggler: async, "
+                   "(degree: degrees, nodes: rank counts, straggler: slow-down factors, "
+                   "contention: busy-process counts)")
+    p.add_argument("--modes", help="comma-separated modes to run (degree/nodes/contention: "
+                   "async, sync, sync-graph; table2: central, sync, async; straggler: async, "
                    "async-unbounded, sync)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a preset field, e.g. --set layers=5 --set dataset=satimage "

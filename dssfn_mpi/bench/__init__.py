@@ -10,8 +10,9 @@ Modules: ``command`` (the ``bench`` subcommand), ``presets`` (sizes),
 (numbers per run), ``table2`` (the paper comparison), ``tables`` (Markdown
 summaries), ``collect`` (Slurm array results into one sweep), ``rma`` (the
 mailbox micro-benchmark, an MPI program), ``rma_bench`` (its launcher),
-``plot``, and ``penalty`` (the serial ADMM penalty study behind the ``auto``
-constants, run by hand).
+``plot``, ``busy`` (the CPU hogs of ``bench contention`` and the signal
+handling that always stops them), and ``penalty`` (the serial ADMM penalty
+study behind the ``auto`` constants, run by hand).
 """
 
 from __future__ import annotations

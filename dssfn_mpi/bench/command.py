@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
         specs = S.table2_specs(p, datasets, data_dir, {d: d in PAPER_TABLE3 for d in datasets})
     elif args.name == "straggler":
         specs = S.straggler_specs(p, data_dir)
+    elif args.name == "contention":
+        specs = S.contention_specs(p, data_dir)
     else:
         raise UserError(f"unknown benchmark {args.name!r}")
     require(bool(specs), f"{args.name}: nothing to run (empty --values or --modes?)")
@@ -108,6 +110,12 @@ def run(args: argparse.Namespace) -> int:
 
         print()
         print(table2_markdown(read_sweep(out)))
+    if args.name == "contention":
+        from ..runlog import read_sweep
+        from .tables import contention_markdown
+
+        print()
+        print(contention_markdown(read_sweep(out)))
     print(f"wrote {out}" + (f" ({len(failures)} of {len(specs)} runs failed)" if failures else ""))
     if failures:
         print(f"failed: {', '.join(failures)} (see bench_error in each run group)",

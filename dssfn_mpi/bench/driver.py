@@ -7,6 +7,11 @@ interrupted sweep keeps every run finished so far. A configuration that
 fails is recorded too (``bench_status = "failed"`` with the error line and
 whatever layers its log holds) and the sweep goes on; the caller turns the
 returned failures into a non-zero exit status.
+
+A spec may ask for busy processes beside its job (``bench contention``):
+they are started right before it and killed right after it. SIGTERM and
+SIGHUP end the sweep like Ctrl-C does: the running job gets SIGTERM (then
+SIGKILL), its busy processes are killed, its temporary log is removed.
 """
 
 from __future__ import annotations
@@ -25,10 +30,15 @@ from ..errors import UserError
 from ..fmt import percent
 from ..launch import mpi_env, train_command
 from ..runlog import append_run, check_output_path, read_runlog
+from .busy import busy_processes, exit_on_signals
 from .specs import RunSpec
 from .summary import summarize
 
-__all__ = ["JobResult", "job_env", "prepare_output", "run_job", "run_specs"]
+__all__ = ["BUSY_LIFETIME", "JobResult", "job_env", "prepare_output", "run_job", "run_specs"]
+
+#: Deadline of a busy process (seconds) when the sweep has no job timeout; it
+#: only matters if the driver hangs (see :mod:`dssfn_mpi.bench.busy`).
+BUSY_LIFETIME = 3600.0
 
 
 @dataclass
@@ -75,18 +85,39 @@ def job_env(launcher: str | None) -> dict[str, str]:
     return env
 
 
-def run_job(cmd: Sequence[str], env: dict[str, str], timeout: float | None) -> JobResult:
-    """Run one job to completion (or until ``timeout`` seconds), capturing its output."""
-    t0 = time.monotonic()
-    try:
-        proc = subprocess.run(list(cmd), env=env, capture_output=True, text=True,
-                              timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        def text(b: Any) -> str:
-            return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
+def _stop_job(proc: subprocess.Popen, grace: float = 10.0) -> tuple[Any, Any]:
+    """End a job: SIGTERM first, SIGKILL after ``grace`` seconds; returns its output.
 
-        return JobResult(-9, time.monotonic() - t0, text(exc.stdout), text(exc.stderr), True)
-    return JobResult(proc.returncode, time.monotonic() - t0, proc.stdout, proc.stderr)
+    Open MPI's ``mpirun`` forwards SIGTERM to its ranks and ends them; killed
+    with SIGKILL it dies alone and its ranks (children of ``prterun``) run on.
+    """
+    proc.terminate()
+    try:
+        return proc.communicate(timeout=grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.communicate()
+
+
+def run_job(cmd: Sequence[str], env: dict[str, str], timeout: float | None) -> JobResult:
+    """Run one job to completion (or until ``timeout`` seconds), capturing its output.
+
+    A job that times out, or whose driver is interrupted (``KeyboardInterrupt``,
+    ``SystemExit`` from :func:`~dssfn_mpi.bench.busy.exit_on_signals`), is ended
+    with SIGTERM, then SIGKILL; an interruption is re-raised.
+    """
+    t0 = time.monotonic()
+    proc = subprocess.Popen(list(cmd), env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out, err = _stop_job(proc)
+        return JobResult(-9, time.monotonic() - t0, out or "", err or "", True)
+    except BaseException:
+        _stop_job(proc)
+        raise
+    return JobResult(proc.returncode, time.monotonic() - t0, out, err)
 
 
 def error_line(res: JobResult, timeout: float | None) -> str:
@@ -145,7 +176,8 @@ def run_specs(
     dry_run : bool
         Print the commands and run nothing.
     job_timeout : float, optional
-        Seconds before a job is killed and recorded as failed.
+        Seconds before a job is killed and recorded as failed (busy processes
+        of a spec live at most 60 s longer).
     common_meta : dict, optional
         Attributes stored with every run (preset name, ...).
     target_iters : int, optional
@@ -161,59 +193,93 @@ def run_specs(
     stream = stream or sys.stdout
     env = job_env(launcher)
     parts = out.parent / f".{out.name}.runs"
-    if not dry_run:
-        parts.mkdir(exist_ok=True)
+    job = _Job(out, parts, env, launcher, job_timeout, common_meta or {}, target_iters, stream,
+               width=max((len(s.label) for s in specs), default=10), total=len(specs))
+    if dry_run:
+        for spec in specs:
+            busy = (f"  # beside {spec.busy} busy process{'es' if spec.busy > 1 else ''}"
+                    if spec.busy else "")
+            print(shlex.join(job.command(spec)) + busy, file=stream, flush=True)
+        return []
+    parts.mkdir(exist_ok=True)
     failures: list[str] = []
-    width = max((len(s.label) for s in specs), default=10)
-    total = len(specs)
-    for i, spec in enumerate(specs, 1):
-        tmp = parts / f"{spec.group}.h5"
-        args = [*spec.train_args, "--out", str(tmp), "--overwrite", "--quiet"]
-        cmd = train_command(spec.nodes, args, launcher if spec.nodes is not None else None)
-        if dry_run:
-            print(shlex.join(cmd), file=stream, flush=True)
-            continue
-        print(f"[{i:>{len(str(total))}}/{total}] {spec.label:<{width}} ", end="",
-              file=stream, flush=True)
-        res = run_job(cmd, env, job_timeout)
-        log = _read_log(tmp)
-        ok = res.returncode == 0 and log is not None and log.complete
-        meta = {
-            **(common_meta or {}),
-            **spec.meta,
-            "bench_status": "ok" if ok else "failed",
-            "bench_returncode": int(res.returncode),
-            "bench_seconds": float(res.seconds),
-            "bench_command": shlex.join(cmd),
-            "bench_error": "" if ok else error_line(res, job_timeout),
-        }
-        try:
-            _record(out, spec, log, meta)
-        except (ValueError, UserError) as exc:
-            # The run log does not fit this writer (e.g. a newer field): keep the
-            # file for inspection and record the configuration as failed.
-            kept = parts / f"{spec.group}.kept.h5"
-            tmp.replace(kept)
-            ok = False
-            meta.update(bench_status="failed",
-                        bench_error=f"could not append its run log ({exc}); kept as {kept}"[:500])
-            _record(out, spec, None, meta)
-        finally:
-            tmp.unlink(missing_ok=True)
-        if ok:
-            s = summarize(spec.group, log, target_iters)
-            extra = ""
-            if target_iters and s.iters != target_iters:
-                extra = f" (K={s.iters}; {s.scaled_seconds:.2f} s at K={target_iters})"
-            print(f"ok      job {res.seconds:6.1f} s  train {s.train_seconds:7.2f} s{extra}  "
-                  f"test acc {percent(s.acc_mean, suffix=' %')}", file=stream, flush=True)
-        else:
-            failures.append(spec.group)
-            print(f"FAILED  job {res.seconds:6.1f} s  {meta['bench_error']}",
-                  file=stream, flush=True)
-    if not dry_run:
+    try:
+        with exit_on_signals():
+            for i, spec in enumerate(specs, 1):
+                if not job.run(i, spec):
+                    failures.append(spec.group)
+    finally:
         try:
             parts.rmdir()
         except OSError:
             pass  # not empty: something else left files there; leave them
     return failures
+
+
+@dataclass
+class _Job:
+    """What every job of one sweep shares; :meth:`run` runs and records one spec."""
+
+    out: Path
+    parts: Path
+    env: dict[str, str]
+    launcher: str | None
+    timeout: float | None
+    common_meta: dict[str, Any]
+    target_iters: int | None
+    stream: TextIO
+    width: int
+    total: int
+
+    def tmp(self, spec: RunSpec) -> Path:
+        return self.parts / f"{spec.group}.h5"
+
+    def command(self, spec: RunSpec) -> list[str]:
+        args = [*spec.train_args, "--out", str(self.tmp(spec)), "--overwrite", "--quiet"]
+        return train_command(spec.nodes, args, self.launcher if spec.nodes is not None else None)
+
+    def run(self, i: int, spec: RunSpec) -> bool:
+        """Run spec number ``i`` (beside its busy processes), append it to the sweep,
+        print its progress line; True if it succeeded."""
+        tmp, cmd = self.tmp(spec), self.command(spec)
+        print(f"[{i:>{len(str(self.total))}}/{self.total}] {spec.label:<{self.width}} ", end="",
+              file=self.stream, flush=True)
+        lifetime = BUSY_LIFETIME if self.timeout is None else self.timeout + 60.0
+        try:
+            with busy_processes(spec.busy, lifetime):
+                res = run_job(cmd, self.env, self.timeout)
+            log = _read_log(tmp)
+            ok = res.returncode == 0 and log is not None and log.complete
+            meta = {
+                **self.common_meta,
+                **spec.meta,
+                "bench_status": "ok" if ok else "failed",
+                "bench_returncode": int(res.returncode),
+                "bench_seconds": float(res.seconds),
+                "bench_command": shlex.join(cmd),
+                "bench_error": "" if ok else error_line(res, self.timeout),
+            }
+            try:
+                _record(self.out, spec, log, meta)
+            except (ValueError, UserError) as exc:
+                # The run log does not fit this writer (e.g. a newer field): keep the
+                # file for inspection and record the configuration as failed.
+                kept = self.parts / f"{spec.group}.kept.h5"
+                tmp.replace(kept)
+                ok = False
+                meta.update(bench_status="failed", bench_error=(
+                    f"could not append its run log ({exc}); kept as {kept}"[:500]))
+                _record(self.out, spec, None, meta)
+        finally:
+            tmp.unlink(missing_ok=True)
+        if ok:
+            s = summarize(spec.group, log, self.target_iters)
+            extra = ""
+            if self.target_iters and s.iters != self.target_iters:
+                extra = f" (K={s.iters}; {s.scaled_seconds:.2f} s at K={self.target_iters})"
+            print(f"ok      job {res.seconds:6.1f} s  train {s.train_seconds:7.2f} s{extra}  "
+                  f"test acc {percent(s.acc_mean, suffix=' %')}", file=self.stream, flush=True)
+        else:
+            print(f"FAILED  job {res.seconds:6.1f} s  {meta['bench_error']}",
+                  file=self.stream, flush=True)
+        return ok

@@ -5,7 +5,8 @@ What is drawn depends on the file:
 * a sweep written by ``dssfn-mpi bench`` (or ``bench collect``): per
   benchmark found in it, time and accuracy against degree (paper fig. 2) or
   node count (fig. 3), accuracy and relative distance to the exact solution
-  per layer, straggler bars, Table 2 bars (plus ``table2.md``);
+  per layer, straggler bars, Table 2 bars (plus ``table2.md``), contention
+  slowdown bars per mode and wait policy (plus ``contention.md``);
 * an RMA file (``bench rma``): the mailbox's put and read latencies against
   the size of Z, and the per-activation overhead against the compute floor;
 * a single run log (``train --out``): accuracy, distance and time per layer.
@@ -269,6 +270,55 @@ def _straggler(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
     return _save(fig, outdir, "straggler")
 
 
+_WAIT_COLOR = {"spin": "tab:red", "hybrid": "tab:purple", "auto": "tab:green"}
+
+
+def _contention(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
+    """Idle solve time, then the slowdown beside each busy-process count: bars per
+    wait policy, grouped by mode (log scale; the label on a bar is its value)."""
+    from .tables import contention_rows
+
+    rows = contention_rows(runs)
+    if not rows:
+        return []
+    modes = list(dict.fromkeys(r["mode"] for r in rows))
+    waits = list(dict.fromkeys(r["wait"] for r in rows))
+    levels = sorted({r["busy"] for r in rows})
+    by = {(r["mode"], r["wait"], r["busy"]): r for r in rows}
+    fig, axes = plt.subplots(1, len(levels), figsize=(4.5 * len(levels), 4.2), squeeze=False)
+    x = np.arange(len(modes))
+    width = 0.8 / max(len(waits), 1)
+    for ax, busy in zip(axes[0], levels):
+        for i, wait in enumerate(waits):
+            got = [by.get((m, wait, busy)) for m in modes]
+            if busy == 0:
+                vals = [r["summary"].solve_seconds if r else np.nan for r in got]
+            else:
+                vals = [r["slowdown"] if r else np.nan for r in got]
+            off = x + (i - (len(waits) - 1) / 2) * width
+            bars = ax.bar(off, vals, width, color=_WAIT_COLOR.get(wait), label=f"--wait {wait}")
+            ax.bar_label(bars, [f"{v:.2g}" if np.isfinite(v) else "" for v in vals],
+                         fontsize=6)
+        if busy == 0:
+            ax.set_title("idle", fontsize=9)
+            ax.set_ylabel("solve time [s] (slowest rank, measured wall)")
+        else:
+            ax.axhline(1.0, color="black", linewidth=0.8)
+            ax.set_title(f"beside {busy} busy process{'es' if busy > 1 else ''}", fontsize=9)
+            ax.set_ylabel("slowdown: solve time / idle solve time")
+        ax.set_yscale("log")
+        ax.set_xticks(x, modes)
+        ax.grid(alpha=0.3, axis="y", which="both")
+        ax.legend(fontsize=7)
+    example = rows[0]["summary"]
+    a = runs[example.name].attrs
+    fig.suptitle(f"Contention: M = {a.get('nodes')} ranks on {a.get('topology', 'ring')}, "
+                 f"{_describe(runs[example.name])}; busy = Python CPU hogs beside the job",
+                 fontsize=9)
+    fig.tight_layout()
+    return _save(fig, outdir, "contention")
+
+
 def _table2(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
     from .table2 import PAPER_TABLE2, table2_markdown, table2_rows
 
@@ -368,12 +418,14 @@ def _plot_sweep(path: Path, outdir: Path) -> list[Path]:
         by_bench[str(run.attrs.get("bench", "sweep"))][name] = run
     out: list[Path] = []
     for bench, group in by_bench.items():
-        if bench in ("degree", "nodes", "straggler"):
-            from .tables import straggler_markdown, sweep_markdown
+        if bench in ("degree", "nodes", "straggler", "contention"):
+            from .tables import contention_markdown, straggler_markdown, sweep_markdown
 
             md = outdir / f"{bench}.md"
-            md.write_text((straggler_markdown(group) if bench == "straggler"
-                           else sweep_markdown(group, bench)) + "\n")
+            text = (straggler_markdown(group) if bench == "straggler"
+                    else contention_markdown(group) if bench == "contention"
+                    else sweep_markdown(group, bench))
+            md.write_text(text + "\n")
             out.append(md)
         if bench in ("degree", "nodes"):
             out += _sweep_vs(group, bench, outdir)
@@ -389,6 +441,8 @@ def _plot_sweep(path: Path, outdir: Path) -> list[Path]:
                         float(x.attrs.get("bench_factor", 1)) for x in group.values())]
             out += _per_layer(base, outdir, "straggler", "stragglers: no straggler vs the "
                               "largest slow-down")
+        elif bench == "contention":
+            out += _contention(group, outdir)
         elif bench == "table2":
             out += _table2(group, outdir)
             out += _table2_layers(group, outdir)
@@ -524,7 +578,7 @@ def plot_file(path: str | os.PathLike, outdir: str | os.PathLike) -> list[Path]:
     list of pathlib.Path
         The files written: PNG and PDF of each figure, and a Markdown summary
         table per benchmark (``degree.md``, ``nodes.md``, ``straggler.md``,
-        ``table2.md``).
+        ``table2.md``, ``contention.md``).
 
     Raises
     ------

@@ -18,7 +18,11 @@ from typing import Any
 
 from ..errors import UserError, require
 
-__all__ = ["PRESETS", "Preset", "apply_overrides", "as_dict", "get_preset"]
+__all__ = ["PRESETS", "WAIT_POLICIES", "Preset", "apply_overrides", "as_dict", "get_preset"]
+
+#: The training's wait policies (``dssfn-mpi train --wait``), swept by ``bench contention``
+#: in this order. The one list of them in the benchmarks (issue 14).
+WAIT_POLICIES = ("spin", "hybrid", "auto")
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class Preset:
         Add one central (single-process, exact) reference run.
     reps : int
         rma: repetitions per measurement.
+    policies : tuple of str
+        contention: the wait policies (``train --wait``) to run every mode with.
     """
 
     dataset: str = "digits"
@@ -64,6 +70,7 @@ class Preset:
     seeds: int = 1
     central: bool = True
     reps: int = 20
+    policies: tuple[str, ...] = WAIT_POLICIES
 
 
 _TABLE2_ALL = ("vowel", "satimage", "letter", "mnist", "norb", "caltech101")
@@ -102,6 +109,14 @@ PRESETS: dict[str, dict[str, Preset]] = {
                         degree=8, values=(2.0, 5.0, 10.0), modes=_STRAGGLER_MODES,
                         central=False),
     },
+    # values = busy processes beside the job. mid: the issue's measurement (4 ranks on
+    # the ring, digits, n = 200, K = 1000); the paper has no such experiment, so
+    # paper is the same size.
+    "contention": {
+        "quick": Preset(nodes=4, values=(0, 1), central=False),
+        "mid": Preset(hidden=200, iters=1000, nodes=4, values=(0, 1, 2), central=False),
+        "paper": Preset(hidden=200, iters=1000, nodes=4, values=(0, 1, 2), central=False),
+    },
     "rma": {
         "quick": Preset(reps=10, central=False),
         "mid": Preset(reps=50, central=False),
@@ -132,7 +147,7 @@ def _parse_value(key: str, text: str, current: Any, kind: Any) -> Any:
             return None
         if kind_s.startswith("tuple"):
             items = [s for s in text.split(",") if s]
-            if key in ("modes", "datasets"):
+            if key in ("modes", "datasets", "policies"):
                 return tuple(items)
             return tuple(float(s) if "." in s else int(s) for s in items)
         if kind_s.startswith("bool"):

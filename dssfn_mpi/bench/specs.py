@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import require
-from .presets import Preset
+from .presets import WAIT_POLICIES, Preset
 
-__all__ = ["RunSpec", "degree_specs", "nodes_specs", "slow_ranks", "straggler_specs",
-           "table2_specs"]
+__all__ = ["RunSpec", "contention_specs", "degree_specs", "nodes_specs", "slow_ranks",
+           "straggler_specs", "table2_specs", "wait_args"]
 
 
 @dataclass
@@ -34,6 +34,9 @@ class RunSpec:
         Arguments after ``dssfn-mpi`` (``--out`` is added by the driver).
     meta : dict
         ``bench_*`` attributes stored with the run.
+    busy : int
+        Busy processes the driver runs beside the job (contention), started
+        just before it and killed right after it.
     """
 
     group: str
@@ -41,6 +44,7 @@ class RunSpec:
     nodes: int | None
     train_args: list[str]
     meta: dict[str, Any] = field(default_factory=dict)
+    busy: int = 0
 
 
 def _common(p: Preset, dataset: str, data_dir: str | None, seed: int = 0) -> list[str]:
@@ -197,4 +201,43 @@ def straggler_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
                       "bench_factor": factor, "bench_slow_ranks": ",".join(map(str, ranks)),
                       "bench_value": factor},
             ))
+    return specs
+
+
+def wait_args(policy: str) -> list[str]:
+    """The ``dssfn-mpi train`` arguments that select wait policy ``policy``."""
+    return ["--wait", policy]
+
+
+def contention_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
+    """Issue 14: every mode and wait policy, idle and beside 1, 2, ... busy processes.
+
+    ``p.values`` are the busy-process counts (0 = idle), ``p.policies`` the
+    wait policies. The busy counts are the innermost loop, so a configuration's
+    idle run and its busy runs are made one right after the other (their ratio
+    is the slowdown; a drift of the machine's background load between them
+    would bias it). Timing runs: ``--no-check --log-every 0``, no per-layer
+    synchronisation outside the engine.
+    """
+    specs: list[RunSpec] = []
+    for busy in p.values:
+        require(int(busy) >= 0, f"contention: busy-process counts must be >= 0, got {busy}")
+    for policy in p.policies:
+        require(policy in WAIT_POLICIES, f"contention: unknown wait policy {policy!r}; "
+                f"choose from {', '.join(WAIT_POLICIES)}")
+    for mode in p.modes:
+        for policy in p.policies:
+            for busy in p.values:
+                busy = int(busy)
+                args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "ring",
+                        *_NO_SYNC, *_mode_iters(p, mode), *wait_args(policy)]
+                specs.append(RunSpec(
+                    group=f"{mode}-{policy}-b{busy}",
+                    label=f"{mode} wait={policy} busy={busy}",
+                    nodes=p.nodes,
+                    train_args=args,
+                    meta={"bench": "contention", "bench_mode": mode, "bench_wait": policy,
+                          "bench_busy": busy, "bench_value": busy},
+                    busy=busy,
+                ))
     return specs

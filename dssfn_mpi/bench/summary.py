@@ -6,6 +6,13 @@ training time
     ``max_m sum_l total_seconds[l, m]``: the slowest rank's time in the
     layers (features, penalty, factorisation, solver, waits), excluding the
     untimed accuracy evaluation and equivalence check.
+solve time
+    ``max_m sum_l solve_seconds[l, m]``: the slowest rank's time in the
+    decentralized solver iterations (compute, communication and waits).
+CPU time
+    ``mean_m sum_l cpu_seconds[l, m]``: CPU seconds per rank in the layers'
+    timed part, including MPI's own polling; against the training time it
+    shows how much of a rank's time was spent on a core.
 scaled time
     The same with each rank's solver time multiplied by ``K_target / K_run``,
     for runs made with fewer iterations than the sweep's K (sync-graph in the
@@ -41,6 +48,8 @@ class RunSummary:
     layer_seconds: np.ndarray      # (layers,) slowest rank per layer
     median_rank_seconds: float     # median over ranks of the per-rank training time
     wait_seconds: float            # max over ranks of the summed wait time
+    solve_seconds: float           # max over ranks of the summed solver time
+    cpu_seconds: float             # mean over ranks of the summed CPU time
     acc_mean: float
     acc_min: float
     acc_max: float
@@ -88,6 +97,8 @@ def summarize(name: str, run: RunLog, target_iters: int | None = None) -> RunSum
         factor = (target_iters / iters) if (target_iters and iters > 0) else 1.0
         scaled = float(np.max(np.nansum(tot + solve * (factor - 1.0), axis=0)))
         wait = float(np.max(np.nansum(np.asarray(L["wait_seconds"], dtype=float), axis=0)))
+        solve_total = float(np.max(np.sum(solve, axis=0)))
+        cpu = float(np.mean(np.nansum(np.asarray(L["cpu_seconds"], dtype=float), axis=0)))
         acc = np.asarray(L["test_accuracy"], dtype=float)
         last = acc[-1]
         acc_mean = float(np.nanmean(last)) if np.isfinite(last).any() else math.nan
@@ -97,7 +108,7 @@ def summarize(name: str, run: RunLog, target_iters: int | None = None) -> RunSum
         acc_layers = _per_layer(acc, "mean")
         layer_secs = _per_layer(tot, "max")
     else:
-        train = scaled = median_rank = wait = math.nan
+        train = scaled = median_rank = wait = solve_total = cpu = math.nan
         acc_mean = acc_min = acc_max = math.nan
         rel_layers = acc_layers = layer_secs = np.zeros(0)
     return RunSummary(
@@ -109,6 +120,8 @@ def summarize(name: str, run: RunLog, target_iters: int | None = None) -> RunSum
         layer_seconds=layer_secs,
         median_rank_seconds=median_rank,
         wait_seconds=wait,
+        solve_seconds=solve_total,
+        cpu_seconds=cpu,
         acc_mean=acc_mean,
         acc_min=acc_min,
         acc_max=acc_max,
