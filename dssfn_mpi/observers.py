@@ -161,6 +161,7 @@ class Tracing(Observer):
     With the check, rank 0 broadcasts the exact solution ``O*`` and every rank
     measures its own snapshots against it (NaN without the check). The traces
     are gathered to rank 0 when the run log is written, like :class:`RankRows`.
+    Without ``--out`` there is no run log, and it does nothing.
     """
 
     def __init__(self, state: RunState) -> None:
@@ -168,13 +169,13 @@ class Tracing(Observer):
         self.plan = trace_plan(state.cfg, state.graph)
         self.tables = TraceTables(self.plan, state.size)  # rank 0
         self.pending: list[tuple[int, dict[str, np.ndarray]]] = []  # layers not yet gathered
-        if state.rank == 0 and self.plan.active and not self.plan.record:
+        if state.rank == 0 and state.cfg.out and self.plan.active and not self.plan.record:
             _print(f"note: no per-activation trace recorded: {self.plan.why} "
                    "(the trajectories are kept)")
 
     def after_layer(self, step: LayerStep) -> None:
         s = self.state
-        if step.trace is None:
+        if step.trace is None or s.cfg.out is None:  # nothing to trace, or no run log
             return
         O_star = s.comm.bcast(step.O_star, root=0) if s.checking else None
         self.pending.append((step.layer, step.trace.export(self.plan.width, O_star)))
@@ -186,7 +187,7 @@ class Tracing(Observer):
 
     def _gather(self) -> None:
         s = self.state
-        if not self.plan.active:
+        if not self.plan.active or s.cfg.out is None:
             return
         gathered = s.comm.gather(self.pending, root=0)
         if s.rank == 0:
