@@ -215,6 +215,12 @@ class TrainConfig:
                          True)
     evaluate: bool = option("output", "skip per-layer train/test accuracy", True,
                             flag="--no-eval")
+    snapshot_every: int = option(
+        "output", "keep each rank's O every S activations for the run log's trajectories "
+        "(default 0: K // 20, at least 1)", 0, metavar="S")
+    trace_limit_mb: float = option(
+        "output", "record per-activation traces unless they would exceed MB megabytes "
+        "({default:g}; 0 = no trace)", 256.0, flag="--trace-limit", metavar="MB")
     timeout: float = option(
         "output", "seconds an async rank waits for silent neighbours before aborting "
         "({default:g})", 600.0)
@@ -283,6 +289,14 @@ class TrainConfig:
         require(
             isinstance(self.log_every, int) and self.log_every >= 0,
             f"--log-every must be an integer >= 0 (0: only at the end), got {self.log_every!r}",
+        )
+        require(
+            isinstance(self.snapshot_every, int) and self.snapshot_every >= 0,
+            f"--snapshot-every must be an integer >= 0 (0: K // 20), got {self.snapshot_every!r}",
+        )
+        require(
+            math.isfinite(self.trace_limit_mb) and self.trace_limit_mb >= 0,
+            f"--trace-limit must be >= 0 megabytes (0: no trace), got {self.trace_limit_mb}",
         )
         require(
             math.isfinite(self.timeout) and self.timeout > 0,

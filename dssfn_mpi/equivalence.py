@@ -15,11 +15,21 @@ import numpy as np
 
 from .solver import exact_solve, objective
 
-__all__ = ["measure_equivalence"]
+__all__ = ["measure_equivalence", "relative_distance"]
+
+
+def relative_distance(O: np.ndarray, O_star: np.ndarray) -> float:
+    """``||O - O*||_F / ||O*||_F`` (the denominator kept above zero).
+
+    The one formula behind ``rel_distance`` in ``/layers`` and ``/trajectory``, so a
+    layer's final snapshot has exactly the distance the check reports.
+    """
+    ref = max(float(np.linalg.norm(O_star)), np.finfo(float).tiny)
+    return float(np.linalg.norm(O - O_star)) / ref
 
 
 def measure_equivalence(comm: Any, G: np.ndarray, B: np.ndarray, tt: float, O: np.ndarray,
-                        eps: float) -> dict[str, np.ndarray] | None:
+                        eps: float) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
     """Distances of every rank's ``O_m`` to the exact solution of the stacked problem.
 
     Collective over ``comm``: every rank passes its own statistics and solution.
@@ -39,11 +49,12 @@ def measure_equivalence(comm: Any, G: np.ndarray, B: np.ndarray, tt: float, O: n
 
     Returns
     -------
-    dict or None
+    (dict, ndarray) or None
         On rank 0, the ``check`` fields of :mod:`dssfn_mpi.schema`, each an
         array of length M (``rel_distance``, ``objective_gap``, and the
-        per-layer ``consensus_spread`` and ``lambda_star`` repeated); ``None``
-        on the other ranks.
+        per-layer ``consensus_spread`` and ``lambda_star`` repeated), and the
+        exact solution ``O*`` (the trajectories' reference); ``None`` on the
+        other ranks.
     """
     from mpi4py import MPI
 
@@ -58,16 +69,16 @@ def measure_equivalence(comm: Any, G: np.ndarray, B: np.ndarray, tt: float, O: n
     if not root:
         return None
     sol = exact_solve(Gs, Bs, eps)
-    ref = max(float(np.linalg.norm(sol.O)), np.finfo(float).tiny)
     fstar = objective(sol.O, Gs, Bs, tts)
     mean = Os.mean(axis=0)
     spread = max(np.linalg.norm(Om - mean) for Om in Os) / max(
         float(np.linalg.norm(mean)), np.finfo(float).tiny
     )
-    return {
-        "rel_distance": np.array([np.linalg.norm(Om - sol.O) / ref for Om in Os]),
+    fields = {
+        "rel_distance": np.array([relative_distance(Om, sol.O) for Om in Os]),
         "objective_gap": np.array([(objective(Om, Gs, Bs, tts) - fstar) / abs(fstar)
                                    for Om in Os]),
         "consensus_spread": np.full(len(Os), spread),
         "lambda_star": np.full(len(Os), sol.lam),
     }
+    return fields, sol.O

@@ -10,9 +10,11 @@ layer it calls :meth:`Observer.finish` on each, in the same order:
 4. :class:`Checkpointing`: each rank's checkpoint (before anything that waits
    for other ranks, so a rank that fails elsewhere cannot cost it);
 5. :class:`RankRows`: rank 0 gathers every rank's rows when someone needs them;
-6. :class:`Progress`: rank 0's progress line;
-7. :class:`ModelSaver`: every node's weights (at the end, with ``--save-model``);
-8. :class:`LogWriter`: the run log, every ``--log-every`` layers and at the end,
+6. :class:`Tracing`: the trajectories' distances to the exact solution, and
+   rank 0's copy of every rank's traces (gathered when the run log needs them);
+7. :class:`Progress`: rank 0's progress line;
+8. :class:`ModelSaver`: every node's weights (at the end, with ``--save-model``);
+9. :class:`LogWriter`: the run log, every ``--log-every`` layers and at the end,
    when it also removes the checkpoints.
 
 Observers never change the model. Some communicate (the check reduces to rank
@@ -37,6 +39,7 @@ from .fmt import number as _fmt
 from .model import accuracy, layer_features
 from .runstate import ROW_FIELDS, RunState
 from .solver import objective
+from .trace import PHASES, LayerTrace, TraceTables, trace_plan
 
 __all__ = [
     "Checkpointing",
@@ -49,6 +52,7 @@ __all__ = [
     "Observer",
     "Progress",
     "RankRows",
+    "Tracing",
     "default_observers",
 ]
 
@@ -62,6 +66,8 @@ class LayerStep:
     O_prev: np.ndarray | None  # the previous layer's (None at layer 0)
     row: dict[str, Any]  # this rank's log row: the loop's and engine's fields so far
     solved_at: float  # time.perf_counter() when the solve returned
+    trace: LayerTrace | None = None  # the layer's trace (None in central mode)
+    O_star: np.ndarray | None = None  # rank 0, with the check: the exact solution
 
     @property
     def layer(self) -> int:
@@ -107,7 +113,8 @@ class Equivalence(Observer):
         s, p = self.state, step.problem
         res = measure_equivalence(s.comm, p.G, p.B, s.tt, step.O, p.eps)
         if res is not None:
-            for k, v in res.items():
+            fields, step.O_star = res
+            for k, v in fields.items():
                 s.checks[k].append(v)
 
 
@@ -146,6 +153,65 @@ class RankRows(Observer):
         if s.rank == 0:
             s.history.extend([t[i] for t in tables] for i in range(done - self.sent))
         self.sent = done
+
+
+class Tracing(Observer):
+    """Each layer's trajectory distances, and rank 0's copy of every rank's traces.
+
+    With the check, rank 0 broadcasts the exact solution ``O*`` and every rank
+    measures its own snapshots against it (NaN without the check). The traces
+    are gathered to rank 0 when the run log is written, like :class:`RankRows`.
+    Without ``--out`` there is no run log, and it does nothing.
+    """
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__(state)
+        self.plan = trace_plan(state.cfg, state.graph)
+        self.tables = TraceTables(self.plan, state.size)  # rank 0
+        self.pending: list[tuple[int, dict[str, np.ndarray]]] = []  # layers not yet gathered
+        if state.rank == 0 and state.cfg.out and self.plan.active and not self.plan.record:
+            _print(f"note: no per-activation trace recorded: {self.plan.why} "
+                   "(the trajectories are kept)")
+
+    def after_layer(self, step: LayerStep) -> None:
+        s = self.state
+        if step.trace is None or s.cfg.out is None:  # nothing to trace, or no run log
+            return
+        O_star = s.comm.bcast(step.O_star, root=0) if s.checking else None
+        self.pending.append((step.layer, step.trace.export(self.plan.width, O_star)))
+        if s.log_due(step.layer):
+            self._gather()
+
+    def finish(self) -> None:
+        self._gather()
+
+    def _gather(self) -> None:
+        s = self.state
+        if not self.plan.active or s.cfg.out is None:
+            return
+        gathered = s.comm.gather(self.pending, root=0)
+        if s.rank == 0:
+            for i, (layer, _) in enumerate(self.pending):
+                self.tables.add(layer, [g[i][1] for g in gathered])
+        self.pending = []
+
+    def runlog_groups(self, rows: int) -> dict[str, Any]:
+        """Rank 0: the ``trace``, ``trajectory`` and ``trace_attrs`` of the run log."""
+        s, plan = self.state, self.plan
+        trace, trajectory = self.tables.arrays(rows)
+        attrs: dict[str, Any] = {"recorded": plan.record, "why": plan.why}
+        if plan.active:
+            widths = [s.X.shape[0]] + [s.hidden] * s.cfg.layers  # d_l, the input width
+            mix = [r[0]["mix_rounds"] for r in s.history]
+            attrs.update(
+                phases=list(PHASES), origin="perf_counter after the start barrier",
+                bytes_per_message=s.n_classes * max(widths) * 8,
+                max_lead=-1 if s.cfg.max_lead is None else s.cfg.max_lead,
+                mix_rounds=int(max(mix, default=-1)), snapshot_every=plan.snapshot_every)
+            if plan.record:
+                trace["message_bytes"] = np.array([s.n_classes * widths[i] * 8
+                                                   for i in range(rows)], dtype=np.int64)
+        return {"trace": trace, "trajectory": trajectory, "trace_attrs": attrs}
 
 
 class Progress(Observer):
@@ -201,6 +267,10 @@ class LogWriter(Observer):
     run's checkpoints are obsolete and removed.
     """
 
+    def __init__(self, state: RunState, tracing: Tracing) -> None:
+        super().__init__(state)
+        self.tracing = tracing
+
     def after_layer(self, step: LayerStep) -> None:
         if self.state.rank == 0 and self.state.log_due(step.layer):
             self._write(complete=False)
@@ -219,8 +289,10 @@ class LogWriter(Observer):
         from .runlog import write_runlog
 
         s = self.state
-        attrs = {**s.attrs, "complete": complete, "layers_done": len(s.history)}
-        write_runlog(s.cfg.out, attrs, s.layer_arrays(), s.rank_table(), overwrite=True)
+        rows = len(s.history)
+        attrs = {**s.attrs, "complete": complete, "layers_done": rows}
+        write_runlog(s.cfg.out, attrs, s.layer_arrays(), s.rank_table(), overwrite=True,
+                     **self.tracing.runlog_groups(rows))
 
 
 class Checkpointing(Observer):
@@ -244,10 +316,11 @@ def default_observers(state: RunState, quiet: bool = False) -> list[Observer]:
     observers.append(LogRow(state))
     if cfg.out is not None:
         observers.append(Checkpointing(state))
-    observers += [RankRows(state), Progress(state, quiet)]
+    tracing = Tracing(state)
+    observers += [RankRows(state), tracing, Progress(state, quiet)]
     if cfg.save_model is not None:
         observers.append(ModelSaver(state))
-    observers.append(LogWriter(state))
+    observers.append(LogWriter(state, tracing))
     return observers
 
 

@@ -37,7 +37,7 @@ import numpy as np
 
 from .errors import UserError
 from .fileio import atomic_write
-from .schema import LAYER_FIELDS, LAYER_UNITS
+from .schema import LAYER_FIELDS, LAYER_UNITS, TRACE, TRAJECTORY, trace_fields
 
 __all__ = [
     "ATTRIBUTES",
@@ -366,6 +366,55 @@ class _Prepared:
     layers: dict[str, np.ndarray]
     ranks: dict[str, np.ndarray]
     extra: dict[str, np.ndarray]
+    timing: _Timing
+
+
+@dataclass
+class _Timing:
+    """The ``/trace`` and ``/trajectory`` groups (:data:`dssfn_mpi.schema.TRACE_SCHEMA`)."""
+
+    trace: dict[str, np.ndarray] = field(default_factory=dict)
+    trajectory: dict[str, np.ndarray] = field(default_factory=dict)
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_axes(group: str, arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> str | None:
+    """Why the datasets of ``group`` disagree with the schema's shapes (None: they agree).
+
+    ``sizes`` holds the known axis lengths (L, M) and learns the others (K, D, ...).
+    """
+    fields = trace_fields(group)
+    for name, arr in arrays.items():
+        if name not in fields:
+            return f"unknown {group} dataset {name!r}; known: {sorted(fields)}"
+        axes = fields[name].shape
+        if arr.ndim != len(axes):
+            return f"/{group}/{name} has shape {arr.shape}, expected ({', '.join(axes)})"
+        for axis, n in zip(axes, arr.shape):
+            if sizes.setdefault(axis, n) != n:
+                return (f"/{group}/{name} has {n} along {axis}, expected {sizes[axis]} "
+                        f"(shape {arr.shape})")
+    return None
+
+
+def _prepare_timing(trace: dict[str, Any] | None, trajectory: dict[str, Any] | None,
+                    attrs: dict[str, Any] | None, rows: int, m: int) -> _Timing:
+    """Check and convert the trace groups; ValueError for a caller's bug."""
+    out = _Timing(attrs={_check_name("trace attribute", k): _coerce_free_attr(k, v)
+                         for k, v in (attrs or {}).items()})
+    for group, given, into in ((TRACE, trace, out.trace), (TRAJECTORY, trajectory,
+                                                            out.trajectory)):
+        fields = trace_fields(group)
+        for name, value in (given or {}).items():
+            arr = np.asarray(value)
+            dtype = fields[name].dtype if name in fields else arr.dtype
+            if arr.size and arr.dtype.kind not in "biuf":
+                raise ValueError(f"{group} dataset {name!r} must be numeric, got {arr.dtype}")
+            into[name] = arr.astype(dtype)
+        problem = _check_axes(group, into, {"L": rows, "M": m})
+        if problem is not None:
+            raise ValueError(problem)
+    return out
 
 
 def _prepare(
@@ -373,6 +422,9 @@ def _prepare(
     layers: dict[str, Any],
     ranks: dict[str, Any] | None,
     extra: dict[str, Any] | None,
+    trace: dict[str, Any] | None = None,
+    trajectory: dict[str, Any] | None = None,
+    trace_attrs: dict[str, Any] | None = None,
 ) -> _Prepared:
     """Validate and normalise everything before any file is touched."""
     unknown = sorted(set(layers) - set(LAYER_FIELDS))
@@ -458,7 +510,8 @@ def _prepare(
         _check_name("extra", name): _as_extra_array(name, value)
         for name, value in (extra or {}).items()
     }
-    return _Prepared(out_attrs, out_layers, out_ranks, out_extra)
+    timing = _prepare_timing(trace, trajectory, trace_attrs, rows, m)
+    return _Prepared(out_attrs, out_layers, out_ranks, out_extra, timing)
 
 
 # --------------------------------------------------------------------------- writing
@@ -549,6 +602,19 @@ def _write_run(group: h5py.Group, prep: _Prepared) -> None:
     g_extra = group.create_group("extra")
     for name, data in prep.extra.items():
         _write_dataset(g_extra, name, data)
+    timing = prep.timing
+    for name, data, attrs in ((TRACE, timing.trace, timing.attrs),
+                              (TRAJECTORY, timing.trajectory, {})):
+        if not (data or attrs):
+            continue
+        sub = group.create_group(name)
+        for key, value in attrs.items():
+            sub.attrs[key] = value
+        fields = trace_fields(name)
+        for key, arr in data.items():
+            ds = sub.create_dataset(key, data=arr)
+            ds.attrs["units"] = fields[key].unit
+            ds.attrs["description"] = fields[key].description
 
 
 def write_runlog(
@@ -558,6 +624,10 @@ def write_runlog(
     ranks: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
     overwrite: bool = True,
+    *,
+    trace: dict[str, Any] | None = None,
+    trajectory: dict[str, Any] | None = None,
+    trace_attrs: dict[str, Any] | None = None,
 ) -> None:
     """Write a complete run log atomically.
 
@@ -592,6 +662,12 @@ def write_runlog(
     overwrite
         If False and ``path`` exists, raise :class:`UserError`. Training checks
         ``--overwrite`` once up front and then rewrites its own file each layer.
+    trace, trajectory
+        The ``/trace`` and ``/trajectory`` datasets, named and shaped as in
+        :data:`dssfn_mpi.schema.TRACE_SCHEMA` (L = ``layers_done``, M ranks);
+        a group is written when it has datasets or attributes.
+    trace_attrs
+        Attributes of ``/trace`` (:data:`dssfn_mpi.schema.TRACE_ATTRIBUTES`).
 
     Raises
     ------
@@ -602,7 +678,7 @@ def write_runlog(
         ``path`` exists and ``overwrite`` is False, or it cannot be written.
     """
     target = Path(path)
-    prep = _prepare(attrs, layers, ranks, extra)  # fail before touching the disk
+    prep = _prepare(attrs, layers, ranks, extra, trace, trajectory, trace_attrs)  # check first
     check_output_path(target, overwrite)
 
     def write(tmp: Path) -> None:
@@ -663,6 +739,10 @@ class RunLog:
         Anything else the writer stored.
     source
         Where it was read from (file, or ``file:/runs/<name>``).
+    trace, trajectory
+        The ``/trace`` and ``/trajectory`` datasets (empty when the file has none).
+    trace_attrs
+        The attributes of ``/trace`` and ``/trajectory`` (empty when absent).
     """
 
     attrs: dict[str, Any]
@@ -670,6 +750,9 @@ class RunLog:
     ranks: dict[str, np.ndarray] = field(default_factory=dict)
     extra: dict[str, np.ndarray] = field(default_factory=dict)
     source: str = ""
+    trace: dict[str, np.ndarray] = field(default_factory=dict)
+    trajectory: dict[str, np.ndarray] = field(default_factory=dict)
+    trace_attrs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def nodes(self) -> int:
@@ -731,12 +814,24 @@ def _read_run(group: h5py.Group, source: str) -> RunLog:
         # Files from an older writer of the same version may lack newer fields.
         layers.setdefault(name, np.full((rows, m), -1 if dtype == _I8 else np.nan, dtype=dtype))
 
+    timing = _Timing(_read_datasets(group, TRACE), _read_datasets(group, TRAJECTORY))
+    for name in (TRACE, TRAJECTORY):
+        if isinstance(group.get(name), h5py.Group):
+            timing.attrs.update({k: _attr_value(v) for k, v in group[name].attrs.items()})
+    for name, arrays in ((TRACE, timing.trace), (TRAJECTORY, timing.trajectory)):
+        known = {k: v for k, v in arrays.items() if k in trace_fields(name)}  # ignore newer
+        problem = _check_axes(name, known, {"L": rows, "M": m})
+        if problem is not None:
+            raise UserError(f"{source}: {problem}; the file is damaged")
     return RunLog(
         attrs=attrs,
         layers=layers,
         ranks=_read_datasets(group, "ranks"),
         extra=_read_datasets(group, "extra"),
         source=source,
+        trace=timing.trace,
+        trajectory=timing.trajectory,
+        trace_attrs=timing.attrs,
     )
 
 
@@ -872,6 +967,10 @@ def append_run(
     layers: dict[str, Any],
     ranks: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
+    *,
+    trace: dict[str, Any] | None = None,
+    trajectory: dict[str, Any] | None = None,
+    trace_attrs: dict[str, Any] | None = None,
 ) -> None:
     """Add one run as ``/runs/<group_name>`` of a sweep file, atomically.
 
@@ -886,8 +985,9 @@ def append_run(
         The sweep file; created if it does not exist.
     group_name
         Name of the run inside ``/runs`` (no ``/``).
-    attrs, layers, ranks, extra
-        As for :func:`write_runlog`.
+    attrs, layers, ranks, extra, trace, trajectory, trace_attrs
+        As for :func:`write_runlog` (a read run passes ``run.trace``,
+        ``run.trajectory`` and ``run.trace_attrs`` to keep its trace).
 
     Raises
     ------
@@ -899,7 +999,7 @@ def append_run(
     """
     _check_name("run group", group_name)
     target = Path(path)
-    prep = _prepare(attrs, layers, ranks, extra)
+    prep = _prepare(attrs, layers, ranks, extra, trace, trajectory, trace_attrs)
     check_output_path(target, overwrite=True)
     exists = target.exists()
     if exists:

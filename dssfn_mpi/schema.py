@@ -13,6 +13,9 @@ code that fills it:
     the centralized-equivalence check: computed on rank 0 for all ranks at
     once, only when the check runs (NaN otherwise).
 
+The per-activation ``/trace`` and ``/trajectory`` datasets have their own
+table, :data:`TRACE_SCHEMA` (shapes, dtypes, units, descriptions).
+
 Everything else is derived from :data:`LAYER_SCHEMA`: the run log's tables
 (:data:`LAYER_FIELDS`, :data:`LAYER_UNITS`), the loop's rows and the
 checkpoint contents (:func:`names`), and the table in ``docs/RUNLOG.md``
@@ -37,10 +40,18 @@ __all__ = [
     "LAYER_UNITS",
     "LOOP",
     "SOURCES",
+    "TRACE",
+    "TRACE_ATTRIBUTES",
+    "TRACE_SCHEMA",
+    "TRAJECTORY",
     "LayerField",
+    "TraceField",
     "layer_field",
     "markdown_table",
     "names",
+    "trace_attributes_table",
+    "trace_fields",
+    "trace_markdown_table",
 ]
 
 ENGINE, LOOP, CHECK = "engine", "loop", "check"
@@ -166,5 +177,100 @@ def markdown_table() -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class TraceField:
+    """One dataset of the ``/trace`` or ``/trajectory`` group (docs/RUNLOG.md)."""
+
+    group: str
+    name: str
+    shape: tuple[str, ...]  # axis names: L layers_done, M ranks, K iters, D degree, ...
+    dtype: np.dtype
+    unit: str
+    description: str
+
+    @property
+    def missing(self) -> float | int:
+        """The value that means "not recorded": NaN for floats, -1 for integers."""
+        return -1 if self.dtype == _I8 else float("nan")
+
+
+TRACE, TRAJECTORY = "trace", "trajectory"
+
+#: Every ``/trace`` and ``/trajectory`` dataset. Times are seconds relative to the run's
+#: origin (each rank's ``perf_counter`` right after the barrier that starts the run).
+TRACE_SCHEMA: tuple[TraceField, ...] = (
+    TraceField(TRACE, "start", ("L", "M", "K"), _F8, "s",
+               "activation (iteration) k began: async, the start of the successful poll (the "
+               "read of the neighbours' Z the update uses); sync, sync-graph: the primal update"),
+    TraceField(TRACE, "end", ("L", "M", "K"), _F8, "s",
+               "it ended: async, after its puts; sync, sync-graph: after the collective (the "
+               "last mixing round) and the dual update"),
+    TraceField(TRACE, "cpu", ("L", "M", "K"), _F8, "s",
+               "thread CPU time of its compute, without any MPI wait or collective (async: "
+               "read, update and puts; sync: primal and dual; sync-graph: also the mixing "
+               "arithmetic)"),
+    TraceField(TRACE, "comm_start", ("L", "M", "K"), _F8, "s",
+               "sync, sync-graph: the collective (first mixing round) began; NaN for async"),
+    TraceField(TRACE, "versions", ("L", "M", "K", "D"), _I8, "version",
+               "async only: version of each neighbour's Z read by activation k, neighbours in "
+               "the order of /ranks/neighbors (j+1 = written by its activation j, 0 = nothing "
+               "yet), padded with -1"),
+    TraceField(TRACE, "phase_start", ("L", "M", "P"), _F8, "s",
+               "layer-start phases (attribute phases): features, penalty (the auto-penalty "
+               "exchange, ~0 when fixed), parity_wait (async only, NaN elsewhere), factor"),
+    TraceField(TRACE, "phase_end", ("L", "M", "P"), _F8, "s", "the phases' ends"),
+    TraceField(TRACE, "phase_cpu", ("L", "M", "P"), _F8, "s",
+               "thread CPU time of each phase (the penalty's includes its exchange)"),
+    TraceField(TRACE, "message_bytes", ("L",), _I8, "bytes",
+               "payload of one Z put / one collective of the layer: Q d_l 8, d_l its input "
+               "width"),
+    TraceField(TRAJECTORY, "activation", ("S",), _I8, "count",
+               "activations done at each snapshot: s, 2s, ..., and always K"),
+    TraceField(TRAJECTORY, "rel_distance", ("L", "M", "S"), _F8, "1",
+               "||O_m - O*||_F / ||O*||_F of rank m's snapshot (sync: its Zbar), O* the "
+               "layer's exact solution; NaN without the check; the last equals "
+               "/layers/rel_distance"),
+)
+
+
+#: The attributes of ``/trace`` (``RunLog.trace_attrs``): name -> description.
+TRACE_ATTRIBUTES: dict[str, str] = {
+    "recorded": "bool: whether the per-activation datasets were recorded (False: none, "
+                "see why)",
+    "why": "str: why not (--trace-limit, or central mode), '' when recorded",
+    "phases": "list of str: the phase order of phase_*: features, penalty, parity_wait, factor",
+    "origin": "str: the time origin, 'perf_counter after the start barrier' (each rank's own)",
+    "bytes_per_message": "int: Q max(d_l) 8, the largest Z put / collective payload",
+    "max_lead": "int: the async bounded delay --max-lead (-1: unbounded)",
+    "mix_rounds": "int: sync-graph mixing rounds per iteration (-1 in other modes)",
+    "snapshot_every": "int: s, the activations between trajectory snapshots",
+}
+
+
+def trace_fields(group: str) -> dict[str, TraceField]:
+    """The datasets of ``group`` (``"trace"`` or ``"trajectory"``) by name."""
+    return {f.name: f for f in TRACE_SCHEMA if f.group == group}
+
+
+def trace_markdown_table(group: str) -> str:
+    """The ``/trace`` or ``/trajectory`` table of ``docs/RUNLOG.md``, from :data:`TRACE_SCHEMA`."""
+    lines = ["| dataset | shape | dtype | units | meaning |", "|---|---|---|---|---|"]
+    for f in trace_fields(group).values():
+        text = f.description.replace("|", "\\|")
+        shape = ", ".join(f.shape) + ("," if len(f.shape) == 1 else "")
+        lines.append(f"| `{f.name}` | ({shape}) | {f.dtype.name} | {f.unit} | {text} |")
+    return "\n".join(lines)
+
+
+def trace_attributes_table() -> str:
+    """The table of ``/trace`` attributes in ``docs/RUNLOG.md``, from :data:`TRACE_ATTRIBUTES`."""
+    lines = ["| attribute | meaning |", "|---|---|"]
+    lines += [f"| `{name}` | {text} |" for name, text in TRACE_ATTRIBUTES.items()]
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     print(markdown_table())
+    for group in (TRACE, TRAJECTORY):
+        print(f"\n{group}:\n{trace_markdown_table(group)}")
+    print(f"\ntrace attributes:\n{trace_attributes_table()}")

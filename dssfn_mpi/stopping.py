@@ -141,7 +141,8 @@ def _mark_stopped(out: str, stopped_by: str) -> int:
 
     run = read_runlog(out)
     attrs = {**run.attrs, "complete": False, "stopped_by": stopped_by, "end_time": utc_now()}
-    write_runlog(out, attrs, run.layers, run.ranks, run.extra or None, overwrite=True)
+    write_runlog(out, attrs, run.layers, run.ranks, run.extra or None, overwrite=True,
+                 trace=run.trace, trajectory=run.trajectory, trace_attrs=run.trace_attrs)
     return run.layers_done
 
 

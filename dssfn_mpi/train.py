@@ -33,6 +33,7 @@ from .model import layer_features
 from .observers import LayerStep, Observer, default_observers
 from .runstate import RunState, prepare_run, root_call
 from .solver import local_multiplier
+from .trace import trace_plan
 
 __all__ = ["RunResult", "root_call", "run_training"]
 
@@ -79,10 +80,10 @@ def run_training(
     engine = make_engine(state.context())
     observers = default_observers(state, quiet)
     comm.Barrier()  # common start line for the timings, outside every layer
-    t_run = time.perf_counter()
+    t_run = time.perf_counter()  # also the origin of the run log's traces
     # No try/finally around the loop: closing an engine is collective, and a rank
     # that failed must reach MPI_Abort (in the CLI) instead of waiting in it.
-    _layer_loop(state, engine, observers)
+    _layer_loop(state, engine, observers, t_run)
     engine.close()
     wall = time.perf_counter() - t_run
     if state.rank == 0:
@@ -95,22 +96,32 @@ def run_training(
                      out=cfg.out)
 
 
-def _layer_loop(state: RunState, engine: Engine, observers: list[Observer]) -> None:
-    """Solve layers ``state.first .. L``: features -> penalty -> solve (timed) -> observers."""
+def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
+                origin: float) -> None:
+    """Solve layers ``state.first .. L``: features -> penalty -> solve (timed) -> observers.
+
+    Each layer is traced (:mod:`dssfn_mpi.trace`) with times relative to ``origin``.
+    """
     cfg, T, eps = state.cfg, state.T, state.eps
     Y, O = state.Y, (state.Os[-1] if state.Os else None)
+    plan, degree = trace_plan(cfg, state.graph), state.graph.degree(state.rank)
     for layer in range(state.first, state.n_layers):
         _inject_failure(cfg, state.rank, layer)
-        c0, t0 = time.process_time(), time.perf_counter()
+        trace = plan.layer_trace(degree, origin)
+        c0, t0, tc0 = time.process_time(), time.perf_counter(), time.thread_time()
         O_prev = O
         if layer > 0:
             (Y,) = layer_features(O_prev, cfg.seed, layer, state.hidden, Y)
         G, B = Y @ Y.T, T @ Y.T
-        t1 = time.perf_counter()
+        t1, tc1 = time.perf_counter(), time.thread_time()
         penalty = _penalty(cfg, engine, layer, Y, T, G, eps)
-        t_penalty = time.perf_counter() - t1
+        tp, tcp = time.perf_counter(), time.thread_time()
+        t_penalty = tp - t1
+        if trace is not None:
+            trace.phase("features", t0, t1, tc1 - tc0)
+            trace.phase("penalty", t1, tp, tcp - tc1)
         problem = LayerProblem(layer=layer, Y=Y, T=T, G=G, B=B, eps=eps, penalty=penalty)
-        O, solved = engine.solve(problem)
+        O, solved = engine.solve(problem, trace)
         t2, cpu = time.perf_counter(), time.process_time() - c0
         row = {
             **asdict(solved),
@@ -121,7 +132,8 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer]) -> N
             "gamma": float(np.mean(penalty)),
         }
         state.Os.append(O)
-        step = LayerStep(problem=problem, O=O, O_prev=O_prev, row=row, solved_at=t2)
+        step = LayerStep(problem=problem, O=O, O_prev=O_prev, row=row, solved_at=t2,
+                         trace=trace)
         for observer in observers:
             observer.after_layer(step)
 

@@ -26,9 +26,10 @@ EVERYTHING = {
     "central_solver": "admm", "mu": "10,100", "mix_rounds": 5, "max_lead": 2, "seed": 9,
     "slow": ["1:3"], "preset": "paper", "out": "o.h5", "overwrite": True, "check": False,
     "evaluate": False, "log_every": 2, "timeout": 60.0, "save_model": "m.h5", "fail_at": "1:2:kill",
+    "snapshot_every": 5, "trace_limit_mb": 12.5,
 }
 FLAGS = {"check": ["--no-check"], "evaluate": ["--no-eval"], "overwrite": ["--overwrite"],
-         "slow": ["--slow", "1:3"]}
+         "slow": ["--slow", "1:3"], "trace_limit_mb": ["--trace-limit", "12.5"]}
 
 
 def _argv(values):

@@ -77,6 +77,14 @@ def test_async_resume_restores_the_checkpointed_weights_and_ends_at_the_central_
             assert np.array_equal(model.nodes[m][layer], saved[m][layer]), (m, layer)
     for key, rows in partial.layers.items():
         np.testing.assert_array_equal(log.layers[key][:first], rows[:first], err_msg=key)
+    # The trace covers the resumed run's own layers; those before the resume are NaN.
+    start, end = log.trace["start"], log.trace["end"]
+    assert start.shape == (PROBLEM["layers"] + 1, NODES, 2000)
+    assert np.all(np.isnan(start[:first])) and np.all(log.trace["versions"][:first] == -1)
+    assert np.all(start[first:] < end[first:]) and np.all(start[first:] >= 0)
+    assert np.all(np.isnan(log.trajectory["rel_distance"][:first]))
+    np.testing.assert_array_equal(log.trajectory["rel_distance"][first:, :, -1],
+                                  log.layers["rel_distance"][first:])
 
     ds = load_dataset("synthetic", seed=PROBLEM["seed"], n_train=N_TRAIN, n_test=N_TEST)
     central = train_central(ds, PROBLEM["layers"], PROBLEM["hidden"], seed=PROBLEM["seed"])

@@ -105,3 +105,14 @@ def test_checkpoint_without_a_newer_field_reads_it_as_not_measured(tmp_path: Pat
     np.savez(ckpt.path, **kept)
     _, stats, checks = ckpt.load()
     assert stats["mix_rounds"] == [-1, -1] and stats["puts"] == [1, 2] and checks == {}
+
+
+def test_docs_trace_tables_are_the_trace_schema() -> None:
+    for group in (schema.TRACE, schema.TRAJECTORY):
+        table = _doc_table(f"### `/{group}`")
+        assert "\n".join(table) == schema.trace_markdown_table(group), (
+            "run python -m dssfn_mpi.schema")
+    attrs = _doc_table("Attributes of `/trace`")
+    assert "\n".join(attrs) == schema.trace_attributes_table()
+    assert all(f.unit and f.description for f in schema.TRACE_SCHEMA)
+    assert {f.group for f in schema.TRACE_SCHEMA} == {schema.TRACE, schema.TRAJECTORY}

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import RankError
 from ..solver import LocalInverse, auto_penalty
+from ..trace import LayerTrace
 from ..transport import NeighborTimeout, ZMailbox
 from ..waiting import sleep_until
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
@@ -48,6 +49,7 @@ class AsyncEngine(Engine):
         self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
         self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width)
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
+        self._polled = (0.0, 0.0)  # perf_counter, thread_time at the start of the last poll
         # Neighbour-only exchange of the two numbers behind the auto penalty.
         self.dcomm = ctx.comm.Create_dist_graph_adjacent(
             self.neighbors, self.neighbors, reorder=False
@@ -75,21 +77,26 @@ class AsyncEngine(Engine):
         size = self.ctx.size
         return np.array([auto_penalty(lam, s, size, consensus=False) for lam, s in pair])
 
-    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, SolveStats]:
+    def solve(self, prob: LayerProblem,
+              trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
         cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
         wait = 0.0
+        t0, c0 = time.perf_counter(), time.thread_time()
         if layer - 2 >= self.ctx.first_layer:
             # Parity slots: nobody may write layer l before its neighbours left l-2.
             try:
                 wait = mb.wait_neighbors_done(layer - 2, cfg.timeout)
             except NeighborTimeout as exc:
                 raise RankError(self.ctx.rank, f"layer {layer}: {exc}") from None
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.thread_time()
         eta, eps = cfg.eta, prob.eps
         dm = len(self.neighbors)
         gamma = np.broadcast_to(np.asarray(prob.penalty, dtype=float), (dm,))
         inv = LocalInverse(prob.Y, float(gamma.sum()), prob.G)
         t2 = time.perf_counter()
+        if trace is not None:
+            trace.phase("parity_wait", t0, t1, c1 - c0)
+            trace.phase("factor", t1, t2, time.thread_time() - c1)
 
         Q, d = prob.B.shape
         Z = np.zeros((dm, Q, d))
@@ -122,6 +129,8 @@ class AsyncEngine(Engine):
             self.throttle.after(started)
             for i, n in enumerate(self.neighbors):
                 mb.put(n, Z[i], layer)
+            if trace is not None:  # from the successful poll's read to the last put
+                trace.record_activation(k, O, *self._polled, versions=versions)
         if not np.all(np.isfinite(O)):
             raise RankError(
                 self.ctx.rank,
@@ -154,6 +163,7 @@ class AsyncEngine(Engine):
         of the slowest neighbour. A neighbour that has not written yet reads as 0.
         Only this rank's own window is read.
         """
+        self._polled = time.perf_counter(), time.thread_time()  # this poll's start
         self.mailbox.read_all(layer, Zr, versions)
         lead = self.ctx.cfg.max_lead
         return lead is None or k <= versions.min() + lead

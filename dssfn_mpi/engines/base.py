@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..config import TrainConfig
+
+if TYPE_CHECKING:
+    from ..trace import LayerTrace
 
 __all__ = ["Engine", "LayerProblem", "RunContext", "SolveStats", "Throttle"]
 
@@ -94,8 +97,13 @@ class Throttle:
 class Engine:
     """Interface of a per-layer solver."""
 
-    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, SolveStats]:
-        """Return this rank's ``O_m`` for the layer and what the solve measured."""
+    def solve(self, prob: LayerProblem,
+              trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
+        """Return this rank's ``O_m`` for the layer and what the solve measured.
+
+        With a ``trace``, also record every activation (iteration), the engine's
+        layer-start phases and the snapshots into it (:mod:`dssfn_mpi.trace`).
+        """
         raise NotImplementedError
 
     def auto_penalty(self, layer: int, stats: np.ndarray) -> float | np.ndarray:

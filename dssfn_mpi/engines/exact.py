@@ -25,7 +25,8 @@ class ExactEngine(Engine):
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
 
-    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, SolveStats]:
+    def solve(self, prob: LayerProblem, trace: None = None) -> tuple[np.ndarray, SolveStats]:
+        # No iterations, so nothing to trace (the run log says so: /trace recorded=False).
         cfg = self.ctx.cfg
         t0 = time.perf_counter()
         O, _ = solve_layer(prob.Y, prob.T, prob.eps, prob.layer, cfg.central_solver, cfg.mu,

@@ -12,12 +12,16 @@ import time
 import numpy as np
 
 from ..solver import LocalInverse, auto_penalty
+from ..trace import LayerTrace
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
 from .updates import consensus_dual, consensus_primal
 
 
 class SyncAllreduceEngine(Engine):
     """Consensus ADMM, averaging with ``MPI_Allreduce`` (``--mode sync``)."""
+
+    # Thread CPU of the arithmetic inside the last :meth:`average` (compute, not waiting).
+    mix_cpu = 0.0
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
@@ -36,25 +40,32 @@ class SyncAllreduceEngine(Engine):
         self.average(stats, mean)
         return auto_penalty(mean[0], mean[1], self.ctx.size, consensus=True)
 
-    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, SolveStats]:
+    def solve(self, prob: LayerProblem,
+              trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
         cfg = self.ctx.cfg
         rho = float(prob.penalty)
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.thread_time()
         inv = LocalInverse(prob.Y, rho, prob.G)
         t2 = time.perf_counter()
+        if trace is not None:
+            trace.phase("factor", t1, t2, time.thread_time() - c1)
         B2 = 2.0 * prob.B
         U = np.zeros_like(prob.B)
         Zbar = np.zeros_like(prob.B)
         mean = np.empty_like(prob.B)
         comm_seconds = 0.0
-        for _ in range(cfg.iters):
-            started = time.perf_counter()
+        for k in range(cfg.iters):
+            started, cpu0 = time.perf_counter(), time.thread_time()
             O = consensus_primal(inv, B2, rho, Zbar, U)
             self.throttle.after(started)
-            tc = time.perf_counter()
+            tc, cc = time.perf_counter(), time.thread_time()
             self.average(O + U, mean)
             comm_seconds += time.perf_counter() - tc
+            # Leave out the collective's CPU (MPI spins while it waits) but not its arithmetic.
+            cpu0 += time.thread_time() - cc - self.mix_cpu
             Zbar = consensus_dual(mean, prob.eps, O, U)
+            if trace is not None:
+                trace.record_activation(k, Zbar, started, cpu0, comm=tc)
         t3 = time.perf_counter()
         return Zbar, SolveStats(
             factor_seconds=t2 - t1,

@@ -10,10 +10,12 @@ falls as the degree grows (the paper's figure 2).
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
 
+from ..trace import LayerTrace
 from .base import LayerProblem, RunContext, SolveStats
 from .sync_allreduce import SyncAllreduceEngine
 
@@ -40,13 +42,17 @@ class SyncGraphEngine(SyncAllreduceEngine):
         """Approximate the network average of ``x`` by ``self.rounds`` mixing rounds."""
         recv = np.empty((len(self.neighbors),) + x.shape)
         out[...] = x
+        self.mix_cpu = 0.0
         for _ in range(self.rounds):
             self.dcomm.Neighbor_allgather(out, recv)
+            c = time.thread_time()
             np.multiply(out, self.w_self, out=out)
             out += np.tensordot(self.w_nbr, recv, axes=1)
+            self.mix_cpu += time.thread_time() - c
 
-    def solve(self, prob: LayerProblem) -> tuple[np.ndarray, SolveStats]:
-        O, stats = super().solve(prob)
+    def solve(self, prob: LayerProblem,
+              trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
+        O, stats = super().solve(prob, trace)
         sent = self.ctx.cfg.iters * self.rounds * len(self.neighbors) * prob.B.nbytes
         return O, replace(stats, bytes_sent=sent, mix_rounds=self.rounds)
 
