@@ -128,6 +128,10 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
     "neighbors": ("rank", "neighbor"),
 }
 
+#: Dimension names of the /trace and /trajectory axes (the letters of
+#: :attr:`dssfn_mpi.schema.TraceField.shape`).
+_TRACE_AXES = {"L": "layer", "M": "rank", "K": "activation", "D": "neighbor", "P": "phase",
+               "S": "snapshot"}
 
 # --------------------------------------------------------------------------- helpers
 
@@ -615,6 +619,10 @@ def _write_run(group: h5py.Group, prep: _Prepared) -> None:
             ds = sub.create_dataset(key, data=arr)
             ds.attrs["units"] = fields[key].unit
             ds.attrs["description"] = fields[key].description
+            try:
+                label_axes(ds, [_TRACE_AXES[a] for a in fields[key].shape], group)
+            except ValueError:  # e.g. versions of a 1-rank run: no neighbour axis to share
+                pass
 
 
 def write_runlog(
