@@ -63,8 +63,39 @@ slurm-test: $(VENV)/.installed
 	slurm/testcluster.sh run -- env DSSFN_SLURM_TEST=1 DSSFN_VENV=$(abspath $(VENV)) \
 	    $(PY) -m pytest -q -p no:cacheprovider tests/slurm
 
+# The MPI portability matrix (README, "MPI stacks tested"; docs/MPI.md): the MPI tests and one
+# 4-rank async run with the equivalence check per MPI stack, the runs' distances to O* compared
+# (tests/compare_stacks.py). Open MPI osc/sm and osc/rdma over TCP run from .venv (make test
+# runs tests/mpi under both); MPICH and Intel MPI each get a venv of their own (.venv-mpich,
+# .venv-impi: the stack's wheel, mpi4py >= 4 and the package, no Open MPI), whose bin/ goes
+# first on PATH as `activate` would put it (Intel's mpirun script calls mpiexec.hydra by name).
+MATRIX       := runs/matrix
+MATRIX_TRAIN := -m dssfn_mpi train --config tests/matrix_run.json --quiet --overwrite --out
+.PHONY: test-matrix
+test-matrix: $(VENV)/.installed .venv-mpich/.installed .venv-impi/.installed
+	rm -rf $(MATRIX) && mkdir -p $(MATRIX)
+	$(MPIRUN) -n 4 $(PY) $(MATRIX_TRAIN) $(MATRIX)/openmpi-sm.h5
+	OMPI_MCA_osc=rdma OMPI_MCA_btl=self,tcp $(MPIRUN) -n 4 $(PY) $(MATRIX_TRAIN) \
+	    $(MATRIX)/openmpi-rdma-tcp.h5
+	for stack in mpich impi; do \
+	    PATH="$(CURDIR)/.venv-$$stack/bin:$$PATH" && export PATH && \
+	    mpiexec -n 3 python -m pytest -q -p no:cacheprovider --with-mpi tests/mpi && \
+	    mpiexec -n 4 python $(MATRIX_TRAIN) $(MATRIX)/$$stack.h5 || exit 1; \
+	done
+	$(PY) tests/compare_stacks.py "$(MATRIX)/openmpi-sm.h5:Open MPI:sm" \
+	    "$(MATRIX)/openmpi-rdma-tcp.h5:Open MPI:rdma" "$(MATRIX)/mpich.h5:MPICH" \
+	    "$(MATRIX)/impi.h5:Intel(R) MPI"
+
+# .venv-mpich, .venv-impi: the extra of the same name (pyproject.toml) plus the test extras.
+.venv-%/.installed: pyproject.toml $(wildcard */__init__.py)
+	rm -rf .venv-$*
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --upgrade pip
+	.venv-$*/bin/python -m pip install --quiet -e '.[$*,test]'
+	touch $@
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check dssfn_mpi tests
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) .venv-mpich .venv-impi runs .pytest_cache

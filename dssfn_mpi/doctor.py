@@ -17,7 +17,12 @@ from mpi4py import MPI
 
 from .rmacheck import passive_put_check
 
-__all__ = ["doctor_report", "mpi_facts", "passive_put_ok"]
+__all__ = ["RUN_CHECK_SLEEP", "doctor_report", "mpi_facts", "passive_put_ok"]
+
+#: Seconds rank 0 sleeps in the passive-put check a training run takes at start-up
+#: (``doctor`` sleeps 1 s). A 64 KiB put takes about 0.1 ms when passive, and
+#: about this long when it waits for its target.
+RUN_CHECK_SLEEP = 0.05
 
 _THREAD_LEVELS = {
     MPI.THREAD_SINGLE: "MPI_THREAD_SINGLE",
@@ -34,13 +39,7 @@ _PLACEMENT_VARS = (
 )
 
 
-def _window_model(comm: MPI.Intracomm) -> str:
-    """Memory model of an MPI-allocated window (collective)."""
-    win = MPI.Win.Allocate(8, 8, comm=comm)
-    try:
-        model = win.model
-    finally:
-        win.Free()
+def _model_name(model: int) -> str:
     if model == MPI.WIN_UNIFIED:
         return "unified"
     if model == MPI.WIN_SEPARATE:
@@ -48,15 +47,36 @@ def _window_model(comm: MPI.Intracomm) -> str:
     return f"unknown ({model})"
 
 
-def _osc_component() -> str:
-    """The one-sided component asked for; MPI has no call naming the one in use.
+def _window_facts(comm: MPI.Intracomm) -> tuple[str, dict[str, str]]:
+    """Memory model and info hints of an MPI-allocated window (collective)."""
+    win = MPI.Win.Allocate(8, 8, comm=comm)
+    try:
+        model, info = win.model, win.Get_info()
+        hints = {key: info.Get(key) or "" for key in info.keys()}
+        info.Free()
+    finally:
+        win.Free()
+    return _model_name(model), hints
+
+
+def _osc_component(library: str, hints: dict[str, str]) -> str:
+    """The one-sided component, as far as MPI lets one tell (no call names it).
 
     Open MPI reads ``OMPI_MCA_osc`` (``sm`` on one node; ``rdma`` or ``ucx``
-    over a network); unset means Open MPI's own choice. Other MPIs ignore it.
+    over a network): naming one component allows only that one (a window it
+    cannot serve fails to allocate), so a set value is the component in use;
+    unset means Open MPI's own choice. MPICH has one RMA implementation per
+    device: its ``MPICH Device`` line, and whether the window is in shared
+    memory (its ``alloc_shm`` hint).
     """
-    if "Open MPI" not in MPI.Get_library_version():
-        return "(not Open MPI: the library's own RMA)"
-    return os.environ.get("OMPI_MCA_osc") or "default (Open MPI's choice)"
+    if "Open MPI" in library:
+        return os.environ.get("OMPI_MCA_osc") or "default (Open MPI's choice)"
+    device = next((line.split(":", 1)[1].split() for line in MPI.Get_library_version()
+                   .splitlines() if line.startswith("MPICH Device:")), None)
+    if device is not None:
+        shm = ", shared-memory window" if hints.get("alloc_shm") == "true" else ""
+        return f"MPICH {' '.join(device)}{shm}"
+    return "(the library's own RMA)"
 
 
 def _affinity() -> list[int]:
@@ -66,52 +86,59 @@ def _affinity() -> list[int]:
         return []
 
 
-def mpi_facts(comm: MPI.Intracomm, sleep: float = 0.5) -> dict[str, Any]:
-    """What a run log should record about MPI and the ranks' placement (collective).
+def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, Any]:
+    """What a run log records about MPI and the ranks' placement (collective).
 
     Costs two window allocations and, with two or more ranks, one
     :func:`dssfn_mpi.rmacheck.passive_put_check` of 64 KiB with rank 0 out of
-    MPI for ``sleep`` seconds.
+    MPI for ``sleep`` seconds: about 0.06 s at the default, which training
+    pays once per run (:func:`dssfn_mpi.runstate.prepare_run`).
 
     Parameters
     ----------
     comm : mpi4py.MPI.Intracomm
         The communicator training runs on.
     sleep : float
-        Seconds rank 0 sleeps in the passive-put check.
+        Seconds rank 0 sleeps in the passive-put check; a put is passive if it
+        completes within a quarter of it (a put that waits for its target
+        takes nearly all of it).
 
     Returns
     -------
     dict
-        The same on every rank, every value a str, int or float (ready to be
-        stored as HDF5 attributes): ``mpi_library`` (first line of the
-        library's version string), ``mpi_vendor``, ``mpi_standard``,
-        ``mpi_osc`` (the one-sided component asked for), ``mpi_thread_level``
-        (as provided, e.g. ``MPI_THREAD_FUNNELED``), ``mpi_window_model``
-        (``unified`` or ``separate``), ``mpi_passive_put`` (``pass``,
-        ``fail`` or ``untested`` with one rank), ``mpi_passive_put_seconds``
-        (nan if untested), ``mpi_passive_put_error``, ``placement`` (the
+        The same on every rank, every value a str or float (ready to be
+        stored as HDF5 attributes, declared in :data:`dssfn_mpi.runlog.ATTRIBUTES`):
+        ``mpi_library`` (first line of the library's version string),
+        ``mpi_vendor``, ``mpi_standard``, ``mpi_osc`` (the one-sided
+        component, see :func:`_osc_component`), ``mpi_thread_level`` (as
+        provided, e.g. ``MPI_THREAD_FUNNELED``), ``mpi_window_model``
+        (``unified`` or ``separate``), ``mpi_passive_put`` (``passive``,
+        ``not passive``, or ``n/a`` with one rank), ``mpi_passive_put_seconds``
+        (nan if n/a), ``mpi_passive_put_error``, ``placement`` (the
         ``DSSFN_PLACEMENT`` request a Slurm template exports, or ``""``),
         ``slurm_env`` (JSON of the ``SLURM_*`` placement variables) and
         ``cpu_affinity`` (JSON list, per rank, of the CPUs it may run on).
     """
-    model = _window_model(comm)
+    from .runlog import software_versions
+
+    model, hints = _window_facts(comm)
     check = passive_put_check(comm, sleep=sleep, allocate=True, nbytes=1 << 16) \
         if comm.Get_size() >= 2 else None
     affinity = comm.allgather(_affinity())
     vendor, vversion = MPI.get_vendor()
     if check is None:
-        verdict, seconds, error = "untested", float("nan"), ""
+        verdict, seconds, error = "n/a", float("nan"), ""
     else:
         ok = check["passive"] and check["data_ok"]
-        verdict, seconds = ("pass" if ok else "fail"), float(check["put_seconds"])
+        verdict, seconds = ("passive" if ok else "not passive"), float(check["put_seconds"])
         error = check["error"] or ""
+    library = software_versions()["mpi_library"]
     slurm = {v: os.environ[v] for v in _PLACEMENT_VARS if v in os.environ}
     return {
-        "mpi_library": MPI.Get_library_version().strip().splitlines()[0],
+        "mpi_library": library,
         "mpi_vendor": f"{vendor} {'.'.join(map(str, vversion))}",
         "mpi_standard": ".".join(map(str, MPI.Get_version())),
-        "mpi_osc": _osc_component(),
+        "mpi_osc": _osc_component(library, hints),
         "mpi_thread_level": _THREAD_LEVELS.get(MPI.Query_thread(), str(MPI.Query_thread())),
         "mpi_window_model": model,
         "mpi_passive_put": verdict,
@@ -124,8 +151,8 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = 0.5) -> dict[str, Any]:
 
 
 def passive_put_ok(facts: dict[str, Any]) -> bool:
-    """False only when the passive-put check ran and failed (one rank: untested, True)."""
-    return facts["mpi_passive_put"] != "fail"
+    """False only when the passive-put check ran and failed (one rank: n/a, True)."""
+    return facts["mpi_passive_put"] != "not passive"
 
 
 def _blas_lines() -> list[str]:
@@ -152,11 +179,12 @@ def _blas_lines() -> list[str]:
 
 def _passive_line(facts: dict[str, Any]) -> str:
     verdict = facts["mpi_passive_put"]
-    if verdict == "untested":
+    if verdict == "n/a":
         return "passive put: run with 2 ranks to test passive puts"
     if facts["mpi_passive_put_error"]:
         return f"passive put: FAIL (window or put failed: {facts['mpi_passive_put_error']})"
-    return (f"passive put: {verdict.upper()} (64 KiB put + flush took "
+    word = "PASS" if passive_put_ok(facts) else "FAIL"
+    return (f"passive put: {word} (64 KiB put + flush took "
             f"{facts['mpi_passive_put_seconds'] * 1e3:.3f} ms while the target slept "
             "outside MPI)")
 

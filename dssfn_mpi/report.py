@@ -94,6 +94,20 @@ def _header(run: RunLog) -> list[str]:
         f"layers {setting(a.get('layers'))}  hidden {setting(a.get('hidden'))}  "
         f"iters {setting(a.get('iters'))}  complete {'yes' if run.complete else 'no'}  "
         f"(layers done {done})",
+        *_mpi_lines(a),
+    ]
+
+
+def _mpi_lines(a: dict) -> list[str]:
+    """What the run measured about MPI at start-up (docs/RUNLOG.md, ``mpi_*``)."""
+    seconds = a.get("mpi_passive_put_seconds")
+    ms = number(seconds * 1e3 if isinstance(seconds, float) else None, ".3f")
+    timed = f" ({ms} ms)" if ms != MISSING else ""
+    return [
+        f"MPI library: {setting(a.get('mpi_library'))}",
+        f"one-sided {setting(a.get('mpi_osc'))}  thread level "
+        f"{setting(a.get('mpi_thread_level'))}  window {setting(a.get('mpi_window_model'))}  "
+        f"passive put {setting(a.get('mpi_passive_put'))}{timed}",
     ]
 
 

@@ -81,6 +81,7 @@ RANK_FIELDS: dict[str, tuple[np.dtype | str, str]] = {
 
 # Root attribute kinds: how a caller's value is checked and coerced.
 _STR, _INT, _BOOL, _JSON, _INTS, _CMD = "str", "int", "bool", "json", "int array", "cmd"
+_FLOAT = "float"
 
 #: Documented root attributes: name -> (kind, default, description).
 #: A missing attribute is written with its default so the schema is complete.
@@ -107,6 +108,18 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
     "hdf5": (_STR, "", "HDF5 library version"),
     "mpi4py": (_STR, "", "mpi4py version ('' if not installed)"),
     "mpi_library": (_STR, "", "first line of MPI_Get_library_version ('' if MPI not loaded)"),
+    # What training measured about MPI at start-up (dssfn_mpi.doctor.mpi_facts).
+    "mpi_vendor": (_STR, "", "MPI vendor and version, as mpi4py reports it"),
+    "mpi_standard": (_STR, "", "MPI standard version the library implements"),
+    "mpi_osc": (_STR, "", "one-sided component: Open MPI's OMPI_MCA_osc, or the MPICH device"),
+    "mpi_thread_level": (_STR, "", "thread level MPI provided, e.g. MPI_THREAD_FUNNELED"),
+    "mpi_window_model": (_STR, "", "memory model of an MPI-allocated window: unified or separate"),
+    "mpi_passive_put": (_STR, "", "passive-put check: 'passive', 'not passive', 'n/a' (1 rank)"),
+    "mpi_passive_put_seconds": (_FLOAT, float("nan"), "put + flush time in that check [s]"),
+    "mpi_passive_put_error": (_STR, "", "MPI error of that check's window or put, or ''"),
+    "placement": (_STR, "", "placement a Slurm template asked for (DSSFN_PLACEMENT), or ''"),
+    "slurm_env": (_JSON, "{}", "JSON object of the SLURM_* placement variables set"),
+    "cpu_affinity": (_JSON, "[]", "JSON list, per rank, of the CPUs it was allowed to run on"),
     "hostnames": (_JSON, "[]", "JSON list of the host of each rank (index = rank)"),
     "start_time": (_STR, "", "ISO 8601 UTC time the run started"),
     "end_time": (_STR, "", "ISO 8601 UTC time the run ended ('' while running)"),
@@ -172,7 +185,7 @@ def software_versions() -> dict[str, str]:
         try:
             # Open MPI ends the string with a NUL, which HDF5 strings cannot hold.
             lines = str(mpi.Get_library_version()).replace("\x00", "").strip().splitlines()
-            mpi_library = lines[0].strip() if lines else ""
+            mpi_library = " ".join(lines[0].split()) if lines else ""  # MPICH pads with spaces
         except Exception:  # a broken MPI must not lose the run log
             mpi_library = ""
     return {
@@ -233,6 +246,11 @@ def _coerce_attr(name: str, value: Any) -> Any:
             if not _is_int(value):
                 raise ValueError(f"attribute {name!r} must be an int, got {value!r}")
             return int(value)
+        if kind == _FLOAT:
+            real = isinstance(value, (int, float, np.integer, np.floating))
+            if not real or isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"attribute {name!r} must be a float, got {value!r}")
+            return float(value)
         if kind == _BOOL:
             if not isinstance(value, (bool, np.bool_)):
                 raise ValueError(f"attribute {name!r} must be a bool, got {value!r}")

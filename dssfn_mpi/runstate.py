@@ -27,7 +27,7 @@ from .engines import RunContext
 from .errors import UserError, require
 from .model import layer_features, one_hot
 
-__all__ = ["ROW_FIELDS", "RunState", "prepare_run", "root_call"]
+__all__ = ["ROW_FIELDS", "RunState", "make_graph", "prepare_run", "root_call", "run_attributes"]
 
 #: The fields of a rank's own log rows (the check fields are rank 0's).
 ROW_FIELDS = schema.names(schema.ENGINE, schema.LOOP)
@@ -280,20 +280,39 @@ def make_graph(cfg: TrainConfig, size: int):
     return graph
 
 
-def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps: float,
-           command_line: str) -> dict[str, Any]:
-    """The run log's root attributes on rank 0 (``{}`` elsewhere); gathers the host names."""
-    from .runlog import software_versions
+def run_attributes(cfg: TrainConfig, graph: Any, dataset: str, n_classes: int, hidden: int,
+                   eps: float, command_line: str = "") -> dict[str, Any]:
+    """The run log's root attributes that follow from the settings alone (no MPI).
 
-    start_time = datetime.now(timezone.utc).isoformat()
-    hostnames = comm.gather(socket.gethostname(), root=0)
-    if comm.Get_rank() != 0:
-        return {}
+    Training adds what it measures at start-up (:func:`prepare_run`); a run
+    log rebuilt from checkpoints after a stop (:mod:`dssfn_mpi.stopping`)
+    has only these.
+
+    Parameters
+    ----------
+    cfg : TrainConfig
+        The run's settings.
+    graph : Topology
+        The run's communication graph (:func:`make_graph`).
+    dataset : str
+        Dataset name.
+    n_classes : int
+        Q, classes of the dataset.
+    hidden, eps : int, float
+        The hidden width and norm bound in use (defaults resolved).
+    command_line : str
+        The command line that started the run.
+
+    Returns
+    -------
+    dict
+        Attribute name to value, as :func:`dssfn_mpi.runlog.write_runlog` takes them.
+    """
     degrees = [graph.degree(m) for m in range(graph.n_nodes)]
     return {
         "mode": cfg.mode,
         "update": cfg.update if cfg.mode == "async" else "",
-        "dataset": meta["name"],
+        "dataset": dataset,
         "nodes": graph.n_nodes,
         "topology": graph.name,
         "graph_diameter": int(graph.diameter),
@@ -304,13 +323,35 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
         "iters": cfg.iters,
         "seed": cfg.seed,
         "eps": eps,
-        "n_classes": meta["n_classes"],
+        "n_classes": n_classes,
         "config": json.dumps(cfg.to_dict()),
         "command_line": command_line,
+    }
+
+
+def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps: float,
+           command_line: str) -> dict[str, Any]:
+    """The run log's root attributes on rank 0 (``{}`` elsewhere).
+
+    Collective: gathers the host names and takes the MPI facts once
+    (:func:`dssfn_mpi.doctor.mpi_facts`, its passive-put check included).
+    """
+    from .doctor import mpi_facts
+    from .runlog import software_versions
+
+    start_time = datetime.now(timezone.utc).isoformat()
+    hostnames = comm.gather(socket.gethostname(), root=0)
+    facts = mpi_facts(comm)
+    if comm.Get_rank() != 0:
+        return {}
+    return {
+        **run_attributes(cfg, graph, meta["name"], meta["n_classes"], hidden, eps,
+                         command_line),
         "shard_sizes": np.array(meta["shard_sizes"], dtype=np.int64),
         "hostnames": json.dumps(hostnames),
         "start_time": start_time,
         "git_revision": _git_revision(),
         "blas_threads": os.environ.get("OMP_NUM_THREADS", ""),
         **software_versions(),
+        **facts,
     }

