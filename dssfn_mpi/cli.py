@@ -102,6 +102,16 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USER_ERROR)
 
 
+
+def _add_projection_arguments(p: argparse.ArgumentParser) -> None:
+    """``--network`` and ``--eps`` of the projected times in bench tables and plots."""
+    p.add_argument("--network", default="shm", metavar="NAME",
+                   help="network of the projected dedicated-core times: shm, ib, eth10 or "
+                   "alpha=SECONDS,beta=BYTES_PER_S (default shm; see dssfn-mpi replay)")
+    p.add_argument("--eps", type=float, default=1e-2,
+                   help="target relative distance to O* of the projected time to eps "
+                   "(default 1e-2)")
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = _Parser(
@@ -159,9 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=["degree", "nodes", "table2", "straggler"],
                    help="collect: which benchmark the run logs belong to (default: guessed)")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    _add_projection_arguments(p)
     p = sub.add_parser("plot", help="draw the figures of a benchmark or run file")
     p.add_argument("file", help="HDF5 file written by bench or train")
     p.add_argument("--out", default="figures", help="folder for the PNG and PDF figures")
+    _add_projection_arguments(p)
     # --- end of benchmarks ---
 
     p = sub.add_parser("data", help="list, verify or download the public datasets")
@@ -303,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "plot":
             from .bench.plot import plot_file
 
-            for path in plot_file(args.file, args.out):
+            for path in plot_file(args.file, args.out, args.network, args.eps):
                 print(path)
             return 0
         raise AssertionError(args.command)

@@ -11,6 +11,7 @@ returned failures into a non-zero exit status.
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import subprocess
@@ -25,6 +26,7 @@ from ..errors import UserError
 from ..fmt import percent
 from ..launch import mpi_env, train_command
 from ..runlog import append_run, check_output_path, read_runlog
+from .projection import DEFAULT_NETWORK
 from .specs import RunSpec
 from .summary import summarize
 
@@ -130,6 +132,7 @@ def run_specs(
     job_timeout: float | None = None,
     common_meta: dict[str, Any] | None = None,
     target_iters: int | None = None,
+    network: str | None = None,
     stream: TextIO | None = None,
 ) -> list[str]:
     """Run every spec as a job and append its run log to the sweep file ``out``.
@@ -150,6 +153,9 @@ def run_specs(
         Attributes stored with every run (preset name, ...).
     target_iters : int, optional
         The sweep's K, for the scaled time of shortened runs in progress lines.
+    network : str, optional
+        Network of the projected time in progress lines (default ``shm``);
+        shown for runs that carry a trace.
     stream : file, optional
         Where progress goes (default stdout).
 
@@ -201,10 +207,12 @@ def run_specs(
         finally:
             tmp.unlink(missing_ok=True)
         if ok:
-            s = summarize(spec.group, log, target_iters)
+            s = summarize(spec.group, log, target_iters, network=network or DEFAULT_NETWORK)
             extra = ""
             if target_iters and s.iters != target_iters:
                 extra = f" (K={s.iters}; {s.scaled_seconds:.2f} s at K={target_iters})"
+            if math.isfinite(s.projected_seconds):
+                extra += f"  projected {s.network} {s.projected_seconds:.3f} s"
             print(f"ok      job {res.seconds:6.1f} s  train {s.train_seconds:7.2f} s{extra}  "
                   f"test acc {percent(s.acc_mean, suffix=' %')}", file=stream, flush=True)
         else:
