@@ -30,7 +30,7 @@ from .projection import DEFAULT_NETWORK
 from .specs import RunSpec
 from .summary import summarize
 
-__all__ = ["JobResult", "job_env", "prepare_output", "run_job", "run_specs"]
+__all__ = ["JobResult", "job_env", "prepare_output", "run_job", "run_specs", "timing_of"]
 
 
 @dataclass
@@ -110,12 +110,19 @@ def _read_log(path: Path):
         return None  # a half-made or foreign file: record the failure without it
 
 
+def timing_of(log: Any) -> dict[str, Any]:
+    """The trace groups of a read run log, as ``append_run`` keywords (only those it has),
+    so a sweep keeps every run's ``/trace`` and ``/trajectory``."""
+    return {key: getattr(log, key) for key in ("trace", "trajectory", "trace_attrs")
+            if getattr(log, key, None)}
+
+
 def _record(out: Path, spec: RunSpec, log, meta: dict[str, Any]) -> None:
     """Append one run (or its failure record) to the sweep file."""
     if log is not None:
         attrs = {k: v for k, v in log.attrs.items() if k not in ("write_time",)}
         attrs.update(meta)
-        append_run(out, spec.group, attrs, log.layers, log.ranks, log.extra)
+        append_run(out, spec.group, attrs, log.layers, log.ranks, log.extra, **timing_of(log))
         return
     attrs = {"mode": meta.get("bench_mode", ""), "nodes": spec.nodes or 1, "complete": False,
              **meta}

@@ -12,9 +12,11 @@ time to eps
     ``total_seconds - (solve_seconds - time_to_eps)`` of the **last layer**:
     the projected training time cut where every rank's snapshot of the last
     layer is within ``eps`` (relative Frobenius distance) of that layer's
-    exact solution O*, i.e. the projected time until the trained network's
-    output layer is within eps. NaN when the last layer never got there in K
-    activations, and when there is no O* (``--no-check``). Earlier layers
+    exact solution O*, i.e. the projected moment, from the run's start, at
+    which the trained network's output layer is within eps (replay's last
+    layer ends the run, and its solve is timed from its first activation).
+    NaN when the last layer never got there in K activations, and when there
+    is no O* (``--no-check``). Earlier layers
     count with their full projected time: they are what the last layer's
     features are made of, and layer 0 (badly conditioned) often stays above
     eps although the network is accurate.

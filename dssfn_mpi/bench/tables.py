@@ -103,7 +103,9 @@ def straggler_rows(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
         Keys ``pattern``, ``factor``, ``ranks`` (str), ``mode``, ``live``
         (RunSummary of the live run or None), ``projected`` and
         ``time_to_eps`` (from the unslowed run with the straggler applied in
-        replay; NaN without a trace), sorted by pattern, factor, variant.
+        replay; NaN without a trace), ``projected_live`` (the live run's own
+        projection, its ``--slow`` applied by replay: a check of the former),
+        sorted by pattern, factor, variant.
     """
     order = {"none": 0, "one": 1, "several": 2}
     live: dict[tuple[str, float, str], tuple[dict, RunSummary]] = {}
@@ -129,6 +131,7 @@ def straggler_rows(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
                 "pattern": pattern, "factor": factor,
                 "ranks": ",".join(map(str, sorted(slow))), "mode": mode,
                 "live": got[1] if got else None,
+                "projected_live": got[1].projected_seconds if got else math.nan,
                 "projected": float(proj.total_seconds) if proj is not None else math.nan,
                 "time_to_eps": run_time_to_eps(proj),
             })
@@ -145,8 +148,8 @@ def straggler_markdown(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWOR
     lines = [
         "| slowed | factor | variant | slowest rank [s] | median rank [s] | max wait [s] "
         f"| max rel. distance | test acc [%] | projected {network} [s] "
-        f"| to eps {eps:g} [s] |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| to eps {eps:g} [s] | projected, live run [s] |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in straggler_rows(runs, network, eps):
         s = r["live"]
@@ -155,9 +158,12 @@ def straggler_markdown(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWOR
             number(s.wait_seconds, ".2f"), number(s.rel_distance, ".1e"), percent(s.acc_mean)])
         lines.append(f"| {r['pattern']} ({r['ranks'] or '-'}) | {r['factor']:g} | {r['mode']} | "
                      + " | ".join(live) + f" | {number(r['projected'], '.3f')} "
-                     f"| {number(r['time_to_eps'], '.3f')} |")
+                     f"| {number(r['time_to_eps'], '.3f')} "
+                     f"| {number(r['projected_live'], '.3f')} |")
     lines += ["", "Left: the live runs (`--slow`, all ranks sharing this machine's cores). "
               f"Projected: the variant's unslowed run replayed with one core per rank, network "
               f"{network}, and the slowed ranks' compute multiplied by the factor (replay "
-              "--slow); `-` on the left: no live run (sync-graph has no --slow)."]
+              "--slow); `-` on the left: no live run (sync-graph has no --slow). Projected, "
+              "live run: the live run's own trace replayed likewise (its --slow re-applied by "
+              "replay, since a sleep is not CPU time): it should match the column before."]
     return "\n".join(lines)
