@@ -638,3 +638,35 @@ def test_paper_width_presets_and_sync_graph_everywhere():
     iters = {s.meta["bench_mode"]: s.train_args[s.train_args.index("--iters", 8) + 1]
              if s.train_args.count("--iters") > 1 else None for s in t2}
     assert iters["sync-graph"] == "5" and iters["async"] is None
+
+
+@pytest.mark.mpirun
+@pytest.mark.slow
+@needs_mpirun
+@pytest.mark.timeout(600)
+def test_quick_sweep_projects_with_the_real_replay(tmp_path, capsys):
+    # Needs the real dssfn_mpi.replay and run logs with traces (issue 11, items 1 and 3).
+    pytest.importorskip("dssfn_mpi.replay")
+    from dssfn_mpi.runlog import RunLog
+
+    if "trace" not in RunLog.__dataclass_fields__:
+        pytest.skip("run logs carry no trace in this version")
+    out = tmp_path / "nodes.h5"
+    code, stdout, _ = _bench(capsys, "nodes", "--values", "2,3", "--out", str(out))
+    assert code == 0, stdout
+    assert stdout.count("projected shm") == 6  # every decentralized run, none for central
+    runs = read_sweep(out)
+    for name, run in runs.items():
+        s = summarize(name, run)
+        if run.attrs["mode"] == "central":
+            assert math.isnan(s.projected_seconds)
+            continue
+        assert run.trace and 0 < s.projected_seconds < s.train_seconds * 10, name
+        assert np.isfinite(s.projected_per_layer).all() and s.projected_per_layer.size == 2
+        # the time to eps, when reached, lies inside the projected run
+        assert math.isnan(s.time_to_eps) or 0 < s.time_to_eps <= s.projected_seconds + 1e-12
+    assert math.isfinite(summarize("sync-M02", runs["sync-M02"]).time_to_eps)
+    names = {p.name for p in plot_file(out, tmp_path / "fig", network="ib")}
+    assert {"nodes.md", "nodes_time.png", "jitter.md", "jitter.png"} <= names
+    text = (tmp_path / "fig" / "jitter.md").read_text()
+    assert "| no jitter |" in text and "network ib" in text

@@ -79,6 +79,9 @@ def sweep_time_figure(runs: Mapping[str, RunLog], bench: str, outdir: Path,
             if np.isfinite(y).any():
                 ax.plot(x, y, linestyle=ls, **style(mode), label=mode + note)
                 drawn[ax] = True
+        if np.isfinite(proj).any() and not np.isfinite(tte).any():
+            ax_e.plot([], [], linestyle="none", **style(mode),
+                      label=f"{mode}: never within eps in K={k_run}")
         acc = np.array([s.acc_mean for _, s in pts]) * 100
         lo = np.clip(acc - np.array([s.acc_min for _, s in pts]) * 100, 0, None)
         hi = np.clip(np.array([s.acc_max for _, s in pts]) * 100 - acc, 0, None)
