@@ -201,8 +201,8 @@ def _time_lines(by: dict, datasets: list[str]) -> list[str]:
             seeds = max((r["seeds"] for r in (sync, graph, asyn) if r), default=0)
             lines.append(
                 f"| {ds} | {setting} | {seeds} | "
-                + " | ".join(_val(r, k, f) for k, f in (("seconds", ".1f"), ("projected", ".2f"),
-                                                        ("time_to_eps", ".2f"))
+                + " | ".join(_val(r, k, f) for k, f in (("seconds", ".1f"), ("projected", ".3f"),
+                                                        ("time_to_eps", ".3f"))
                              for r in (sync, graph, asyn))
                 + f" | {_ratio(graph, asyn)} | {_ratio(sync, asyn)} | {paper} |")
         if ds in PAPER_TABLE2:
