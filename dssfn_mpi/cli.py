@@ -159,8 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--values", help="the swept values instead of the preset's, comma-separated "
                    "(degree: degrees, nodes: rank counts, straggler: slow-down factors)")
     p.add_argument("--modes", help="comma-separated modes to run (degree/nodes: async, sync, "
-                   "sync-graph; table2: central, sync, async; straggler: async, "
-                   "async-unbounded, sync)")
+                   "sync-graph; table2: central, sync, sync-graph, async; straggler: async, "
+                   "async-unbounded, sync, sync-graph (unslowed only))")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a preset field, e.g. --set layers=5 --set dataset=satimage "
                    "(repeatable; see BENCHMARKS.md)")

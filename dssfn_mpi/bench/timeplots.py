@@ -257,10 +257,11 @@ def table2_time_figure(rows: list[dict], outdir: Path, network: str) -> list[Pat
     ax_r.axhline(1.0, color="black", linestyle=":", linewidth=1)
     ax_t.set_yscale("log")
     ax_t.set_ylabel("training time [s] (log)")
-    ax_t.set_title(f"hatched: measured wall (ranks sharing this machine's cores); solid: "
-                   f"projected, dedicated cores, network {network}", fontsize=8)
+    ax_t.set_title(f"exact setting; hatched: measured wall (ranks sharing this machine's "
+                   f"cores),\nsolid: projected, dedicated cores, network {network}", fontsize=8)
     ax_r.set_ylabel("time ratio to async")
-    ax_r.set_title("async speed-up: ours projected vs the paper's measured", fontsize=9)
+    ax_r.set_title("async speed-up (exact setting):\nours projected vs the paper's measured",
+                   fontsize=9)
     for ax in (ax_t, ax_r):
         ax.set_xticks(x, datasets)
         ax.grid(alpha=0.3, axis="y", which="both")
