@@ -102,7 +102,6 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USER_ERROR)
 
 
-
 def _add_projection_arguments(p: argparse.ArgumentParser) -> None:
     """``--network`` and ``--eps`` of the projected times in bench tables and plots."""
     p.add_argument("--network", default="shm", metavar="NAME",
@@ -111,6 +110,7 @@ def _add_projection_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--eps", type=float, default=1e-2,
                    help="target relative distance to O* of the projected time to eps "
                    "(default 1e-2)")
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
