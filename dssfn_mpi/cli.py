@@ -102,6 +102,16 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USER_ERROR)
 
 
+def _add_projection_arguments(p: argparse.ArgumentParser) -> None:
+    """``--network`` and ``--eps`` of the projected times in bench tables and plots."""
+    p.add_argument("--network", default="shm", metavar="NAME",
+                   help="network of the projected dedicated-core times: shm, ib, eth10 or "
+                   "alpha=SECONDS,beta=BYTES_PER_S (default shm; see dssfn-mpi replay)")
+    p.add_argument("--eps", type=float, default=1e-2,
+                   help="target relative distance to O* of the projected time to eps "
+                   "(default 1e-2)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = _Parser(
@@ -172,8 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(degree: degrees, nodes: rank counts, straggler: slow-down factors, "
                    "contention: busy-process counts)")
     p.add_argument("--modes", help="comma-separated modes to run (degree/nodes/contention: "
-                   "async, sync, sync-graph; table2: central, sync, async; straggler: async, "
-                   "async-unbounded, sync)")
+                   "async, sync, sync-graph; table2: central, sync, sync-graph, async; straggler: "
+                   "async, async-unbounded, sync, sync-graph (unslowed only))")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a preset field, e.g. --set layers=5 --set dataset=satimage "
                    "(repeatable; see BENCHMARKS.md)")
@@ -182,9 +192,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=["degree", "nodes", "table2", "straggler"],
                    help="collect: which benchmark the run logs belong to (default: guessed)")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    _add_projection_arguments(p)
     p = sub.add_parser("plot", help="draw the figures of a benchmark or run file")
     p.add_argument("file", help="HDF5 file written by bench or train")
     p.add_argument("--out", default="figures", help="folder for the PNG and PDF figures")
+    _add_projection_arguments(p)
     # --- end of benchmarks ---
 
     p = sub.add_parser("data", help="list, verify or download the public datasets",
@@ -339,7 +351,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
         raise UserError("plot needs matplotlib, which is not installed: install the [plot] "
                         "extra, pip install 'dssfn-mpi[plot]' (in a checkout: "
                         "pip install -e '.[plot]')") from None
-    for path in plot_file(args.file, args.out):
+    for path in plot_file(args.file, args.out, args.network, args.eps):
         print(path)
     return 0
 

@@ -77,8 +77,8 @@ def test_degree_quick_sweep_one_file(sweeps, tmp_path_factory, capsys):
         assert np.all(run.layers["total_seconds"] > 0)
     assert runs["async-d05"].attrs["degree"] == 5 and runs["async-d05"].nodes == 6
     assert runs["central"].nodes == 1
-    # Timing runs skip the equivalence check (it synchronises every layer).
-    assert np.all(np.isnan(runs["async-d02"].layers["rel_distance"]))
+    # Timing runs keep the equivalence check: the time to eps needs each layer's O*.
+    assert np.all(np.isfinite(runs["async-d02"].layers["rel_distance"]))
     # One progress line per run, with its time.
     lines = [ln for ln in stdout.splitlines() if ln.startswith("[")]
     assert len(lines) == 5 and all(" s " in ln and "ok" in ln for ln in lines)
@@ -96,7 +96,8 @@ def test_plot_degree_sweep_writes_png_and_pdf(sweeps, tmp_path_factory, capsys, 
             "degree.md"} <= names
     for p in paths:
         assert p.stat().st_size > (100 if p.suffix == ".md" else 1000), p
-    assert "| d | async time [s]" in (tmp_path / "fig" / "degree.md").read_text()
+    text = (tmp_path / "fig" / "degree.md").read_text()
+    assert "| d | async measured [s] | sync-graph measured [s] | async projected shm [s]" in text
     assert (tmp_path / "fig" / "degree_time.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "fig" / "degree_time.pdf").read_bytes()[:4] == b"%PDF"
 
@@ -257,7 +258,9 @@ def test_dry_run_prints_commands_and_runs_nothing(tmp_path, capsys, monkeypatch)
     lines = stdout.strip().splitlines()
     assert len(lines) == 1 + 3 * 3  # central + 3 degrees x 3 modes
     assert "--mode central" in lines[0] and "mpirun" not in lines[0]
-    assert all(" -n 6 " in ln and "--no-check" in ln for ln in lines[1:])
+    # The check stays on (time to eps needs O*); no per-layer log gather.
+    assert all(" -n 6 " in ln and "--log-every 0" in ln and "--no-check" not in ln
+               for ln in lines[1:])
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
@@ -380,7 +383,7 @@ def test_table2_markdown_uses_each_settings_own_central(monkeypatch):
 
     rows = [row("exact", "central", 0.111), row("exact", "sync", 0.2),
             row("paper", "central", 0.333), row("paper", "sync", 0.4)]
-    monkeypatch.setattr(t2, "table2_rows", lambda runs: rows)
+    monkeypatch.setattr(t2, "table2_rows", lambda runs, *args: rows)
     run = types.SimpleNamespace(attrs={"bench_dataset": "vowel", "layers": 2, "mode": "sync"})
     lines = t2.table2_markdown({"r": run}).splitlines()
     assert any(ln.startswith("| vowel | exact |") and "| 11.1±0.0 |" in ln for ln in lines)
@@ -403,3 +406,268 @@ def test_penalty_sweep_backs_the_auto_rho():
     # (digits: ~2e5 against ~4e2 at layer 1): no penalty gets it near O* in K = 200.
     assert rows[0]["cond"] > 100 * rows[1]["cond"]
     assert min(rows[0]["rel_distance"]) > 100 * dist[1]
+
+
+# --------------------------------------------------------------------------- projected time
+# Summaries, tables and figures of measured vs projected time on in-memory runs with a
+# made-up trace and the stand-in replay of tests/benchfakes.py (its rules are exact and
+# simple, so every number below is computed by hand). The real replay is tested in
+# tests/test_replay.py; test_quick_sweep_projects_with_the_real_replay runs both together.
+
+import math  # noqa: E402
+
+from benchfakes import install, traced_run  # noqa: E402
+
+from dssfn_mpi.bench.projection import run_time_to_eps  # noqa: E402
+from dssfn_mpi.bench.summary import summarize  # noqa: E402
+
+
+@pytest.fixture
+def fake_replay(monkeypatch):
+    """The stand-in replay as ``dssfn_mpi.replay`` for one test; yields its call list."""
+    import benchfakes
+
+    install(monkeypatch)
+    return benchfakes.FakeReplay
+
+
+def _two_rank_async() -> object:
+    cpu = np.full((2, 2, 4), 0.01)
+    cpu[1, 1] = 0.02  # layer 1: rank 1 twice as slow -> async layer solve = 4 x 0.02
+    rel = np.full((2, 2, 2), 0.5)  # layer 0 never within eps (it does not count)
+    rel[1, :, 0] = 5e-3  # layer 1: within 1e-2 after 2 of 4 activations,
+    rel[1, :, 1] = 1e-3  # within 1e-3 after 4
+    return traced_run("async", 2, cpu=cpu, rel=rel, bench_value=2, bench_mode="async")
+
+
+def test_summary_projected_time_and_time_to_eps(fake_replay):
+    run = _two_rank_async()
+    s = summarize("a", run)
+    # setup 0.5 per layer + solves 0.04 and 0.08
+    assert s.network == "shm" and s.projected_seconds == pytest.approx(1.12)
+    np.testing.assert_allclose(s.projected_per_layer, [0.54, 0.58])
+    # last layer within 1e-2 half-way through its solve: 1.12 - (0.08 - 0.04)
+    assert s.time_to_eps == pytest.approx(1.08)
+    assert math.isnan(s.tte_per_layer[0]) and s.tte_per_layer[1] == pytest.approx(0.04)
+    assert summarize("a", run, eps=1e-3).time_to_eps == pytest.approx(1.12)
+    assert math.isnan(summarize("a", run, eps=1e-4).time_to_eps)  # never: NaN, no error
+    ib = summarize("a", run, network="ib")  # the stand-in's ib halves the solves
+    assert (ib.network, ib.projected_seconds, ib.time_to_eps) == ("ib", pytest.approx(1.06),
+                                                                  pytest.approx(1.04))
+    # measured numbers are untouched by the projection
+    assert s.train_seconds == 2.0 and s.projected_scaled_seconds == s.projected_seconds
+    assert run_time_to_eps(None) != run_time_to_eps(None)  # NaN
+
+
+def test_summary_without_trace_is_nan_and_never_calls_replay(fake_replay):
+    old = traced_run("sync", 3, trace=False)
+    central = traced_run("central", 1)
+    for run in (old, central):
+        s = summarize("x", run)
+        assert math.isnan(s.projected_seconds) and math.isnan(s.time_to_eps)
+        assert s.train_seconds == 2.0
+    assert fake_replay.calls == []
+    skipped = traced_run("sync", 3)
+    skipped.trace_attrs = {"recorded": False, "why": "too large"}
+    assert math.isnan(summarize("x", skipped).projected_seconds)
+
+
+def test_summary_scales_the_projected_solve_of_a_shortened_run(fake_replay):
+    # sync-graph run at K = 4 of a sweep with K = 40: each layer's projected solve
+    # (4 x 0.01) counts 10 times in the scaled time; the time to eps is never scaled.
+    rel = np.full((2, 2, 2), 1e-3)
+    run = traced_run("sync-graph", 2, rel=rel, bench_target_iters=40)
+    s = summarize("g", run, target_iters=40)
+    assert s.projected_seconds == pytest.approx(1.08)
+    assert s.projected_scaled_seconds == pytest.approx(1.08 + 2 * 0.04 * 9)
+    assert s.time_to_eps == pytest.approx(1.08 - 0.02)
+
+
+def _degree_runs() -> dict:
+    runs = {"central": traced_run("central", 1, bench="degree", bench_mode="central",
+                                  bench_value=-1)}
+    rel = np.full((2, 2, 2), 1e-3)
+    for d in (2, 4):
+        for mode, c in (("async", 0.01), ("sync", 0.02), ("sync-graph", 0.05)):
+            runs[f"{mode}-d{d:02d}"] = traced_run(
+                mode, 2, cpu=np.full((2, 2, 4), c * d / 2), rel=rel, bench="degree",
+                bench_mode=mode, bench_value=d, bench_target_iters=4)
+    return runs
+
+
+def test_sweep_markdown_measured_projected_and_time_to_eps(fake_replay):
+    from dssfn_mpi.bench.tables import sweep_markdown
+
+    text = sweep_markdown(_degree_runs(), "degree", network="ib", eps=1e-2)
+    head = text.splitlines()[0]
+    for col in ("async measured [s]", "sync-graph projected ib [s]", "sync to eps 0.01 [s]",
+                "async acc [%]"):
+        assert col in head, head
+    # d = 4 with ib: async solve 4 x 0.02 / 2 = 0.04 per layer -> 1.08; within eps at the
+    # first snapshot (2 of 4 activations): 1.08 - 0.02. sync-graph: 4 x 0.1 / 2 = 0.2.
+    row = next(ln for ln in text.splitlines() if ln.startswith("| 4 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["2.00", "2.00", "2.00"]  # measured, per mode
+    assert cells[4:7] == ["1.080", "1.160", "1.400"]  # projected
+    assert cells[7:10] == ["1.060", "1.120", "1.300"]  # to eps
+    assert "network ib" in text and "central (1 process, exact)" in text
+
+
+def test_table2_time_table_with_sync_graph_and_paper_ratio(fake_replay):
+    from dssfn_mpi.bench.table2 import paper_ratio, table2_markdown, table2_rows
+
+    runs = {}
+    for mode, c in (("central", 0.0), ("sync", 0.02), ("sync-graph", 0.1), ("async", 0.01)):
+        runs[f"vowel-exact-{mode}-s0"] = traced_run(
+            mode, 1 if mode == "central" else 2, cpu=np.full((2, 2, 4), c), bench="table2",
+            bench_mode=mode, bench_setting="exact", bench_dataset="vowel", bench_seed=0,
+            bench_target_iters=4)
+    rows = {r["mode"]: r for r in table2_rows(runs)}
+    assert rows["sync-graph"]["projected"] == pytest.approx(1.8)
+    assert rows["async"]["projected"] == pytest.approx(1.08)
+    assert math.isnan(rows["central"]["projected"])
+    text = table2_markdown(runs)
+    line = next(ln for ln in text.splitlines() if ln.startswith("| vowel | exact | 1 | 2.0"))
+    # sync-graph / async = 1.8 / 1.08, sync / async = 1.16 / 1.08, paper 34.9 / 7.8
+    assert line.endswith("| 1.67 | 1.07 | 4.5 |"), line
+    assert paper_ratio("vowel") == pytest.approx(34.9 / 7.8)
+    assert math.isnan(paper_ratio("digits"))
+    paper = [ln for ln in text.splitlines() if ln.startswith("| vowel | **paper** |")]
+    assert len(paper) == 2 and "| 34.9 | 7.8 |" in paper[1]  # paper's sync under sync-graph
+    assert "| sync-graph acc |" in text and "sync-graph / async proj." in text
+
+
+def _straggler_runs() -> dict:
+    runs = {}
+    for mode in ("async", "sync", "sync-graph"):
+        runs[f"{mode}-base"] = traced_run(mode, 4, bench="straggler", bench_mode=mode,
+                                          bench_pattern="none", bench_factor=1.0,
+                                          bench_slow_ranks="", bench_value=1.0)
+    for mode in ("async", "sync"):
+        runs[f"{mode}-one-x5"] = traced_run(mode, 4, bench="straggler", bench_mode=mode,
+                                            bench_pattern="one", bench_factor=5.0,
+                                            bench_slow_ranks="0", bench_value=5.0,
+                                            config={"slow": {"0": 5.0}})
+    return runs
+
+
+def test_straggler_rows_project_the_slowed_case_from_the_unslowed_run(fake_replay):
+    from dssfn_mpi.bench.tables import straggler_markdown, straggler_rows
+
+    rows = {(r["pattern"], r["mode"]): r for r in straggler_rows(_straggler_runs())}
+    assert rows[("none", "async")]["projected"] == pytest.approx(1.08)
+    # rank 0 five times slower: 4 x 0.05 per layer for every mode here
+    for mode in ("async", "sync", "sync-graph"):
+        assert rows[("one", mode)]["projected"] == pytest.approx(1.4), mode
+    assert rows[("one", "sync-graph")]["live"] is None  # no live --slow for sync-graph
+    assert rows[("one", "async")]["live"].train_seconds == 2.0
+    # the live run's own projection re-applies its --slow: the same number
+    assert rows[("one", "sync")]["projected_live"] == pytest.approx(1.4)
+    assert any(c[2] == {0: 5.0} and c[0] == "mem:sync-graph-4-1.0-none"
+               for c in fake_replay.calls)
+    text = straggler_markdown(_straggler_runs())
+    assert "| one (0) | 5 | sync-graph | - | - | - | - | - | 1.400 |" in text
+
+
+def test_jitter_rows_project_noise_and_a_straggler(fake_replay):
+    from dssfn_mpi.bench.jitter import baseline_runs, jitter_markdown, jitter_rows
+
+    runs = _straggler_runs()
+    base, what = baseline_runs(runs)
+    assert set(base) == {"async", "sync", "sync-graph"} and what == "M = 4, d = 2"
+    rows = {r["case"]: r for r in jitter_rows(runs, seeds=2)}
+    assert list(rows) == ["no jitter", "jitter exp:0.5", "jitter exp:1.0", "rank 0 x5"]
+    assert rows["no jitter"]["ratio"]["sync"] == pytest.approx(1.0)
+    # the stand-in's sync pays the slowest rank of every iteration, async its own sum
+    for case in ("jitter exp:0.5", "jitter exp:1.0"):
+        assert rows[case]["ratio"]["sync"] > 1.0 and rows[case]["ratio"]["sync-graph"] > 1.0
+    assert rows["rank 0 x5"]["seconds"]["async"] == pytest.approx(1.4)
+    seeds = {c[4] for c in fake_replay.calls if c[3] == ("exp", 1.0)}
+    assert seeds == {0, 1}  # jitter averaged over replay seeds
+    text = jitter_markdown(runs, seeds=2)
+    assert "| no jitter |" in text and "sync / async" in text and "sync-graph / async" in text
+    # nodes: the largest M; degree: the degree nearest 8
+    deg, what = baseline_runs(_degree_runs())
+    assert set(deg) == {"async", "sync", "sync-graph"} and what.startswith("M = 2")
+    assert all(r.attrs["bench_value"] == 4 for r in deg.values())
+
+
+def test_plot_runs_draws_the_time_views(fake_replay, tmp_path):
+    from dssfn_mpi.bench.plot import plot_runs
+
+    runs = {**_degree_runs(), **_straggler_runs()}
+    for name, run in list(runs.items()):
+        if run.attrs["mode"] != "central" and run.attrs.get("bench") == "degree":
+            table2 = traced_run(run.attrs["mode"], 2, bench="table2",
+                                bench_mode=run.attrs["mode"], bench_setting="exact",
+                                bench_dataset="satimage", bench_seed=0)
+            runs[f"t2-{name}"] = table2
+    names = {p.name for p in plot_runs(runs, tmp_path, network="ib")}
+    assert {"degree.md", "degree_time.png", "jitter.md", "jitter.png", "straggler.md",
+            "straggler.png", "table2.md", "table2_time.png"} <= names, names
+    assert "projected ib" in (tmp_path / "straggler.md").read_text()
+
+
+def test_plot_refuses_a_bad_network_before_writing(fake_replay, tmp_path):
+    from dssfn_mpi.bench.plot import plot_runs
+
+    with pytest.raises(UserError, match="--network"):
+        plot_runs(_degree_runs(), tmp_path, network="wifi")
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(UserError, match="--eps"):
+        plot_file(tmp_path / "missing.h5", tmp_path / "fig", eps=0.0)
+
+
+def test_paper_width_presets_and_sync_graph_everywhere():
+    from dssfn_mpi.bench.specs import straggler_specs, table2_specs
+
+    for bench in ("degree", "nodes"):
+        p = get_preset(bench, "mid")
+        assert (p.nodes if bench == "degree" else max(p.values)) == 20
+        assert (p.hidden, p.iters, p.layers, p.sync_graph_iters) == (None, 200, 2, None)
+        assert "sync-graph" in p.modes
+    p = get_preset("straggler", "mid")
+    assert (p.nodes, p.degree, p.hidden, p.iters) == (20, 8, None, 200)
+    specs = straggler_specs(p, None)
+    graph = [s for s in specs if s.meta["bench_mode"] == "sync-graph"]
+    assert [s.meta["bench_pattern"] for s in graph] == ["none"]  # projected, never live
+    assert all("--slow" not in s.train_args for s in graph)
+    q = get_preset("table2", "quick")
+    assert "sync-graph" in q.modes and "sync-graph" in get_preset("table2", "mid").modes
+    short = apply_overrides(q, ["sync_graph_iters=5"])
+    t2 = table2_specs(short, ["digits"], None, {"digits": False})
+    iters = {s.meta["bench_mode"]: s.train_args[s.train_args.index("--iters", 8) + 1]
+             if s.train_args.count("--iters") > 1 else None for s in t2}
+    assert iters["sync-graph"] == "5" and iters["async"] is None
+
+
+@pytest.mark.mpirun
+@pytest.mark.slow
+@needs_mpirun
+@pytest.mark.timeout(600)
+def test_quick_sweep_projects_with_the_real_replay(tmp_path, capsys):
+    # Needs the real dssfn_mpi.replay and run logs with traces (issue 11, items 1 and 3).
+    pytest.importorskip("dssfn_mpi.replay")
+    from dssfn_mpi.runlog import RunLog
+
+    if "trace" not in RunLog.__dataclass_fields__:
+        pytest.skip("run logs carry no trace in this version")
+    out = tmp_path / "nodes.h5"
+    code, stdout, _ = _bench(capsys, "nodes", "--values", "2,3", "--out", str(out))
+    assert code == 0, stdout
+    assert stdout.count("projected shm") == 6  # every decentralized run, none for central
+    runs = read_sweep(out)
+    for name, run in runs.items():
+        s = summarize(name, run)
+        if run.attrs["mode"] == "central":
+            assert math.isnan(s.projected_seconds)
+            continue
+        assert run.trace and 0 < s.projected_seconds < s.train_seconds * 10, name
+        assert np.isfinite(s.projected_per_layer).all() and s.projected_per_layer.size == 2
+        # the time to eps, when reached, lies inside the projected run
+        assert math.isnan(s.time_to_eps) or 0 < s.time_to_eps <= s.projected_seconds + 1e-12
+    assert math.isfinite(summarize("sync-M02", runs["sync-M02"]).time_to_eps)
+    names = {p.name for p in plot_file(out, tmp_path / "fig", network="ib")}
+    assert {"nodes.md", "nodes_time.png", "jitter.md", "jitter.png"} <= names
+    text = (tmp_path / "fig" / "jitter.md").read_text()
+    assert "| no jitter |" in text and "network ib" in text

@@ -7,12 +7,16 @@ from which ``plot`` draws the figures. See BENCHMARKS.md; the repository's
 
 Modules: ``command`` (the ``bench`` subcommand), ``presets`` (sizes),
 ``specs`` (configurations), ``driver`` (jobs and the sweep file), ``summary``
-(numbers per run), ``table2`` (the paper comparison), ``tables`` (Markdown
-summaries), ``collect`` (Slurm array results into one sweep), ``rma`` (the
-mailbox micro-benchmark, an MPI program), ``rma_bench`` (its launcher),
-``plot``, ``busy`` (the CPU hogs of ``bench contention`` and the signal
-handling that always stops them), and ``penalty`` (the serial ADMM penalty
-study behind the ``auto`` constants, run by hand).
+(numbers per run), ``projection`` (projected dedicated-core time and time to
+eps, the one door to :mod:`dssfn_mpi.replay`), ``table2`` (the paper
+comparison), ``tables`` (Markdown summaries), ``jitter`` (noisy and
+slow-node clusters projected from one configuration), ``collect`` (Slurm
+array results into one sweep), ``rma`` (the mailbox micro-benchmark, an MPI
+program), ``rma_bench`` (its launcher), ``plot`` with ``timeplots`` (the
+measured-vs-projected figures) and ``figstyle`` (what figures share), ``busy``
+(the CPU hogs of ``bench contention`` and the signal handling that always
+stops them), and ``penalty`` (the serial ADMM penalty study behind the
+``auto`` constants, run by hand).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import require
 from ..runlog import RunLog, append_run, read_runlog
-from .driver import prepare_output
+from .driver import prepare_output, timing_of
 from .specs import slow_ranks
 
 __all__ = ["guess_kind", "labels_for", "run_collect"]
@@ -105,7 +105,7 @@ def run_collect(args: argparse.Namespace) -> int:
             continue
         attrs = {k2: v for k2, v in run.attrs.items() if k2 != "write_time"}
         attrs.update(meta)
-        append_run(out, group, attrs, run.layers, run.ranks, run.extra)
+        append_run(out, group, attrs, run.layers, run.ranks, run.extra, **timing_of(run))
         print(f"{path} -> /runs/{group}" + ("" if run.complete else "  (incomplete)"))
     if not args.dry_run:
         print(f"wrote {out}: {len(inputs)} runs as a {kind} sweep")

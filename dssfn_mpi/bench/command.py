@@ -59,6 +59,14 @@ def available_datasets(p: Preset, data_dir: str | None, explicit: bool,
     return found
 
 
+def _projection(args: argparse.Namespace) -> tuple[str, float]:
+    """``--network`` and ``--eps`` (defaults when called without them)."""
+    from .projection import DEFAULT_EPS, DEFAULT_NETWORK
+
+    return (getattr(args, "network", None) or DEFAULT_NETWORK,
+            getattr(args, "eps", None) or DEFAULT_EPS)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run benchmark ``args.name``; return the exit status (1 if any run failed)."""
     if args.name == "collect":
@@ -101,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
         common_meta={"bench_preset": args.preset, "bench_preset_json": as_dict(p),
                      "bench_target_iters": p.iters},
         target_iters=p.iters,
+        network=getattr(args, "network", None),
     )
     if args.dry_run:
         return 0
@@ -109,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         from .table2 import table2_markdown
 
         print()
-        print(table2_markdown(read_sweep(out)))
+        print(table2_markdown(read_sweep(out), *_projection(args)))
     if args.name == "contention":
         from ..runlog import read_sweep
         from .tables import contention_markdown

@@ -16,6 +16,7 @@ SIGKILL), its busy processes are killed, its temporary log is removed.
 
 from __future__ import annotations
 
+import math
 import os
 import shlex
 import subprocess
@@ -31,10 +32,12 @@ from ..fmt import percent
 from ..launch import mpi_env, train_command
 from ..runlog import append_run, check_output_path, read_runlog
 from .busy import busy_processes, exit_on_signals
+from .projection import DEFAULT_NETWORK
 from .specs import RunSpec
 from .summary import summarize
 
-__all__ = ["BUSY_LIFETIME", "JobResult", "job_env", "prepare_output", "run_job", "run_specs"]
+__all__ = ["BUSY_LIFETIME", "JobResult", "job_env", "prepare_output", "run_job", "run_specs",
+           "timing_of"]
 
 #: Deadline of a busy process (seconds) when the sweep has no job timeout; it
 #: only matters if the driver hangs (see :mod:`dssfn_mpi.bench.busy`).
@@ -139,12 +142,19 @@ def _read_log(path: Path):
         return None  # a half-made or foreign file: record the failure without it
 
 
+def timing_of(log: Any) -> dict[str, Any]:
+    """The trace groups of a read run log, as ``append_run`` keywords (only those it has),
+    so a sweep keeps every run's ``/trace`` and ``/trajectory``."""
+    return {key: getattr(log, key) for key in ("trace", "trajectory", "trace_attrs")
+            if getattr(log, key, None)}
+
+
 def _record(out: Path, spec: RunSpec, log, meta: dict[str, Any]) -> None:
     """Append one run (or its failure record) to the sweep file."""
     if log is not None:
         attrs = {k: v for k, v in log.attrs.items() if k not in ("write_time",)}
         attrs.update(meta)
-        append_run(out, spec.group, attrs, log.layers, log.ranks, log.extra)
+        append_run(out, spec.group, attrs, log.layers, log.ranks, log.extra, **timing_of(log))
         return
     attrs = {"mode": meta.get("bench_mode", ""), "nodes": spec.nodes or 1, "complete": False,
              **meta}
@@ -161,6 +171,7 @@ def run_specs(
     job_timeout: float | None = None,
     common_meta: dict[str, Any] | None = None,
     target_iters: int | None = None,
+    network: str | None = None,
     stream: TextIO | None = None,
 ) -> list[str]:
     """Run every spec as a job and append its run log to the sweep file ``out``.
@@ -182,6 +193,9 @@ def run_specs(
         Attributes stored with every run (preset name, ...).
     target_iters : int, optional
         The sweep's K, for the scaled time of shortened runs in progress lines.
+    network : str, optional
+        Network of the projected time in progress lines (default ``shm``);
+        shown for runs that carry a trace.
     stream : file, optional
         Where progress goes (default stdout).
 
@@ -193,7 +207,8 @@ def run_specs(
     stream = stream or sys.stdout
     env = job_env(launcher)
     parts = out.parent / f".{out.name}.runs"
-    job = _Job(out, parts, env, launcher, job_timeout, common_meta or {}, target_iters, stream,
+    job = _Job(out, parts, env, launcher, job_timeout, common_meta or {}, target_iters,
+               network or DEFAULT_NETWORK, stream,
                width=max((len(s.label) for s in specs), default=10), total=len(specs))
     if dry_run:
         for spec in specs:
@@ -227,6 +242,7 @@ class _Job:
     timeout: float | None
     common_meta: dict[str, Any]
     target_iters: int | None
+    network: str
     stream: TextIO
     width: int
     total: int
@@ -273,10 +289,12 @@ class _Job:
         finally:
             tmp.unlink(missing_ok=True)
         if ok:
-            s = summarize(spec.group, log, self.target_iters)
+            s = summarize(spec.group, log, self.target_iters, network=self.network)
             extra = ""
             if self.target_iters and s.iters != self.target_iters:
                 extra = f" (K={s.iters}; {s.scaled_seconds:.2f} s at K={self.target_iters})"
+            if math.isfinite(s.projected_seconds):
+                extra += f"  projected {s.network} {s.projected_seconds:.3f} s"
             print(f"ok      job {res.seconds:6.1f} s  train {s.train_seconds:7.2f} s{extra}  "
                   f"test acc {percent(s.acc_mean, suffix=' %')}", file=self.stream, flush=True)
         else:

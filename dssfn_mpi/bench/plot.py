@@ -3,15 +3,18 @@
 What is drawn depends on the file:
 
 * a sweep written by ``dssfn-mpi bench`` (or ``bench collect``): per
-  benchmark found in it, time and accuracy against degree (paper fig. 2) or
-  node count (fig. 3), accuracy and relative distance to the exact solution
-  per layer, straggler bars, Table 2 bars (plus ``table2.md``), contention
-  slowdown bars per mode and wait policy (plus ``contention.md``);
+  benchmark found in it, measured wall time, projected dedicated-core time,
+  projected time to eps and accuracy against degree (paper fig. 2) or node
+  count (fig. 3), accuracy and relative distance to the exact solution per
+  layer, straggler bars (live runs and projections), the jitter view, Table 2
+  bars and times, contention slowdown bars per mode and wait policy (plus a
+  Markdown table per benchmark);
 * an RMA file (``bench rma``): the mailbox's put and read latencies against
   the size of Z, and the per-activation overhead against the compute floor;
 * a single run log (``train --out``): accuracy, distance and time per layer.
 
-Only the file is read; numbers are defined in :mod:`dssfn_mpi.bench.summary`.
+Only the file is read; numbers are defined in :mod:`dssfn_mpi.bench.summary` and
+:mod:`dssfn_mpi.bench.projection`; the time figures are in :mod:`dssfn_mpi.bench.timeplots`.
 """
 
 from __future__ import annotations
@@ -22,129 +25,23 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+import h5py
+import numpy as np
+from matplotlib.ticker import MaxNLocator
 
-matplotlib.use("Agg")  # files only, never a display
+from ..errors import UserError
+from ..runlog import RunLog, read_runlog, read_sweep
+from .figstyle import describe as _describe
+from .figstyle import ok_runs as _ok_runs
+from .figstyle import plt
+from .figstyle import save as _save
+from .figstyle import style as _style
+from .projection import DEFAULT_EPS, DEFAULT_NETWORK, check_network, has_trace
+from .summary import summarize
 
-import h5py  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
-
-from ..errors import UserError  # noqa: E402
-from ..runlog import RunLog, read_runlog, read_sweep  # noqa: E402
-from .summary import RunSummary, summarize  # noqa: E402
-
-__all__ = ["plot_file"]
-
-_MODE_STYLE = {
-    "async": dict(color="tab:blue", marker="o"),
-    "async-unbounded": dict(color="tab:cyan", marker="v"),
-    "sync": dict(color="tab:orange", marker="s"),
-    "sync-graph": dict(color="tab:green", marker="^"),
-    "central": dict(color="black", marker="x"),
-}
-_DPI = 100
-
-
-def _save(fig: Any, outdir: Path, stem: str) -> list[Path]:
-    paths = []
-    for ext in ("png", "pdf"):
-        path = outdir / f"{stem}.{ext}"
-        fig.savefig(path, dpi=_DPI, bbox_inches="tight")
-        paths.append(path)
-    plt.close(fig)
-    _shrink_png(paths[0])
-    return paths
-
-
-def _shrink_png(path: Path) -> None:
-    """Re-save a figure PNG with a 256-colour palette: a third of the size, same look
-    (line plots use few colours), so figures can be committed."""
-    try:
-        from PIL import Image
-    except ImportError:  # matplotlib depends on Pillow, but stay optional
-        return
-    with Image.open(path) as im:
-        small = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
-    small.save(path, optimize=True)
-
-
-def _style(mode: str) -> dict:
-    return dict(_MODE_STYLE.get(mode, {}))
-
-
-def _describe(run: RunLog) -> str:
-    a = run.attrs
-    return (f"{a.get('dataset', '?')}, L = {a.get('layers', '?')}, n = {a.get('hidden', '?')}, "
-            f"K = {a.get('bench_target_iters', a.get('iters', '?'))}")
-
+__all__ = ["plot_file", "plot_runs"]
 
 # --------------------------------------------------------------------------- sweeps
-
-
-def _ok_runs(runs: dict[str, RunLog]) -> dict[str, RunLog]:
-    return {k: r for k, r in runs.items() if r.attrs.get("bench_status", "ok") == "ok"
-            and r.layers_done > 0}
-
-
-def _sweep_vs(runs: dict[str, RunLog], bench: str, outdir: Path) -> list[Path]:
-    """Time and accuracy against the swept variable (degree or node count)."""
-    xlabel = "node degree d" if bench == "degree" else "number of nodes M (ranks)"
-    series: dict[str, list[tuple[float, RunSummary]]] = defaultdict(list)
-    central = None
-    example = None
-    for name, run in _ok_runs(runs).items():
-        target = int(run.attrs.get("bench_target_iters", run.attrs.get("iters", 0)) or 0)
-        s = summarize(name, run, target or None)
-        mode = str(run.attrs.get("bench_mode", run.attrs.get("mode", "")))
-        if mode == "central":
-            central = s
-            continue
-        example = example or run
-        series[mode].append((float(run.attrs.get("bench_value", -1)), s))
-    if not series:
-        return []
-    fig, (ax_t, ax_a) = plt.subplots(1, 2, figsize=(10, 4))
-    for mode, pts in sorted(series.items()):
-        pts.sort(key=lambda p: p[0])
-        x = [p[0] for p in pts]
-        scaled = any(s.iters != int(runs[s.name].attrs.get("bench_target_iters", s.iters))
-                     for _, s in pts)
-        if scaled:
-            k_run = pts[0][1].iters
-            ax_t.plot(x, [s.scaled_seconds for _, s in pts], linestyle="--", **_style(mode),
-                      label=f"{mode} (measured at K={k_run}, solver time scaled)")
-        else:
-            ax_t.plot(x, [s.train_seconds for _, s in pts], **_style(mode), label=mode)
-        acc = np.array([s.acc_mean for _, s in pts]) * 100
-        # Clipped: the mean of equal values can round past the min or max.
-        lo = np.clip(acc - np.array([s.acc_min for _, s in pts]) * 100, 0, None)
-        hi = np.clip(np.array([s.acc_max for _, s in pts]) * 100 - acc, 0, None)
-        kacc = f" (K={pts[0][1].iters})" if scaled else ""
-        ax_a.errorbar(x, acc, yerr=[lo, hi], capsize=3, **_style(mode), label=mode + kacc)
-    if central is not None:
-        ax_t.axhline(central.train_seconds, color="black", linestyle=":",
-                     label="central (1 process, exact)")
-        ax_a.axhline(central.acc_mean * 100, color="black", linestyle=":", label="central")
-    xs = sorted({p[0] for pts in series.values() for p in pts})
-    for ax in (ax_t, ax_a):
-        ax.set_xticks(xs, [f"{v:g}" for v in xs])
-    ax_t.set_xlabel(xlabel)
-    ax_t.set_ylabel("training time [s] (slowest rank, log scale)")
-    ax_t.set_yscale("log")  # sync-graph is orders of magnitude above the rest at low degree
-    ax_a.set_xlabel(xlabel)
-    ax_a.set_ylabel("test accuracy, last layer [%]\n(mean over nodes, bars: min-max)")
-    for ax in (ax_t, ax_a):
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    assert example is not None
-    where = (f"M = {example.attrs.get('nodes')}, circular graph" if bench == "degree"
-             else "ring (d = 2; d = 1 for M = 2)")
-    fig.suptitle(f"{'Training time vs degree' if bench == 'degree' else 'Training time vs nodes'}"
-                 f": {where}; {_describe(example)}", fontsize=10)
-    fig.tight_layout()
-    return _save(fig, outdir, f"{bench}_time")
 
 
 def _line_style(label: str) -> dict:
@@ -214,62 +111,6 @@ def _pick_layer_runs(runs: dict[str, RunLog], bench: str) -> tuple[list, str]:
     return chosen, title
 
 
-def _straggler(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
-    ok = _ok_runs(runs)
-    if not ok:
-        return []
-    cases: list[tuple[str, float]] = []
-    table: dict[tuple[str, str, float], RunSummary] = {}
-    modes: list[str] = []
-    for name, run in ok.items():
-        a = run.attrs
-        case = (str(a.get("bench_pattern", "none")), float(a.get("bench_factor", 1.0)))
-        mode = str(a.get("bench_mode", a.get("mode")))
-        if case not in cases:
-            cases.append(case)
-        if mode not in modes:
-            modes.append(mode)
-        table[(mode, *case)] = summarize(name, run)
-    order = {"none": 0, "one": 1, "several": 2}
-    cases.sort(key=lambda c: (order.get(c[0], 3), c[1]))
-    labels = ["none" if p == "none" else f"{p}\n×{f:g}" for p, f in cases]
-    x = np.arange(len(cases))
-    width = 0.8 / max(len(modes), 1)
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
-    for i, mode in enumerate(modes):
-        off = x + (i - (len(modes) - 1) / 2) * width
-        s = [table.get((mode, *c)) for c in cases]
-
-        def val(attr: str, scale: float = 1.0, s=s) -> np.ndarray:
-            return np.array([getattr(v, attr) * scale if v is not None else np.nan for v in s])
-
-        color = _style(mode).get("color")
-        axes[0].bar(off, val("train_seconds"), width, color=color, label=f"{mode}: slowest rank")
-        axes[0].bar(off, val("median_rank_seconds"), width * 0.5, color="white", alpha=0.7,
-                    edgecolor=color, hatch="//", label=f"{mode}: median rank")
-        axes[1].bar(off, val("rel_distance"), width, color=color, label=mode)
-        axes[2].bar(off, val("acc_mean", 100), width, color=color, label=mode)
-    axes[1].set_yscale("log")
-    axes[0].set_ylabel("training time [s]")
-    axes[1].set_ylabel(r"max$_m$ $\|O_m - O^*\| / \|O^*\|$, last layer (log)")
-    axes[2].set_ylabel("test accuracy, last layer [%] (mean over nodes)")
-    accs = [v.acc_mean * 100 for v in table.values() if math.isfinite(v.acc_mean)]
-    if accs:
-        axes[2].set_ylim(max(0.0, min(accs) - 5), min(100.0, max(accs) + 2))
-    for ax in axes:
-        ax.set_xticks(x, labels, fontsize=8)
-        ax.set_xlabel("slowed ranks × slow-down factor")
-        ax.grid(alpha=0.3, axis="y")
-    axes[0].legend(fontsize=6)
-    axes[1].legend(fontsize=7)
-    example = next(iter(ok.values()))
-    fig.suptitle(f"Stragglers: M = {example.attrs.get('nodes')}, d = "
-                 f"{example.attrs.get('degree')}; {_describe(example)}; async = bounded delay "
-                 f"(--max-lead 4), async-unbounded = --max-lead -1", fontsize=9)
-    fig.tight_layout()
-    return _save(fig, outdir, "straggler")
-
-
 _WAIT_COLOR = {"spin": "tab:red", "hybrid": "tab:purple", "auto": "tab:green"}
 
 
@@ -319,18 +160,20 @@ def _contention(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
     return _save(fig, outdir, "contention")
 
 
-def _table2(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
+def _table2(runs: dict[str, RunLog], outdir: Path, network: str, eps: float) -> list[Path]:
     from .table2 import PAPER_TABLE2, table2_markdown, table2_rows
+    from .timeplots import table2_time_figure
 
-    rows = [r for r in table2_rows(runs) if r["seeds"]]
+    rows = [r for r in table2_rows(runs, network, eps) if r["seeds"]]
     md = outdir / "table2.md"
-    md.write_text(table2_markdown(runs) + "\n")
+    md.write_text(table2_markdown(runs, network, eps) + "\n")
     out = [md]
     if not rows:
         return out
+    out += table2_time_figure(rows, outdir, network)
     datasets = sorted({r["dataset"] for r in rows})
-    bars = [("exact", "central"), ("exact", "sync"), ("exact", "async"),
-            ("paper", "central"), ("paper", "sync"), ("paper", "async")]
+    bars = [(setting, mode) for setting in ("exact", "paper")
+            for mode in ("central", "sync", "sync-graph", "async")]
     bars = [b for b in bars if any((r["setting"], r["mode"]) == b for r in rows)]
     by = {(r["dataset"], r["setting"], r["mode"]): r for r in rows}
     x = np.arange(len(datasets))
@@ -344,11 +187,12 @@ def _table2(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
         ax.bar(off, mean, width, yerr=std, capsize=2, color=_style(mode).get("color"),
                hatch="//" if setting == "paper" else None, edgecolor="white",
                label=f"{mode} ({setting})")
-    paper_cols = {"central": 0, "sync": 1, "async": 3}
+    # The paper's synchronous dSSFN is consensus over the graph: its tick goes on sync-graph.
+    paper_cols = {"central": 0, "sync-graph": 1, "async": 3}
     for j, d in enumerate(datasets):
         if d in PAPER_TABLE2:
             for i, (setting, mode) in enumerate(bars):
-                if setting == "exact":
+                if setting == "exact" and mode in paper_cols:
                     off = j + (i - (len(bars) - 1) / 2) * width
                     ax.plot(off, PAPER_TABLE2[d][paper_cols[mode]][0], "k_", markersize=12,
                             label="paper, Table 2" if (j, i) == (0, 0) else None)
@@ -411,28 +255,71 @@ def _table2_layers(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
     return out
 
 
-def _plot_sweep(path: Path, outdir: Path) -> list[Path]:
-    runs = read_sweep(path)
+def _timing_tables(group: dict[str, RunLog], bench: str, outdir: Path, network: str,
+                   eps: float) -> list[Path]:
+    """``<bench>.md`` and, when the runs carry traces, ``jitter.md`` and the jitter figure."""
+    from .jitter import jitter_markdown
+    from .tables import straggler_markdown, sweep_markdown
+    from .timeplots import jitter_figure
+
+    md = outdir / f"{bench}.md"
+    md.write_text((straggler_markdown(group, network, eps) if bench == "straggler"
+                   else sweep_markdown(group, bench, network, eps)) + "\n")
+    out = [md]
+    if any(has_trace(r) for r in group.values()):
+        fig = jitter_figure(group, outdir, network, eps)
+        if fig:
+            jmd = outdir / "jitter.md"
+            jmd.write_text(jitter_markdown(group, network, eps) + "\n")
+            out += [jmd, *fig]
+    return out
+
+
+def plot_runs(runs: dict[str, RunLog], outdir: Path, name: str = "sweep",
+              network: str = DEFAULT_NETWORK, eps: float = DEFAULT_EPS) -> list[Path]:
+    """Every figure and table of the runs of a sweep file, per benchmark found in them.
+
+    Parameters
+    ----------
+    runs : dict of str to RunLog
+        As read by ``read_sweep``.
+    outdir : pathlib.Path
+        Existing folder for the files.
+    name : str
+        Title of runs that belong to no benchmark.
+    network : str
+        Network of the projected times.
+    eps : float
+        Target of the time to eps.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
+    from .timeplots import straggler_figure, sweep_time_figure
+
+    if any(has_trace(r) for r in runs.values()):
+        check_network(network)  # a bad --network fails before any file is written
     by_bench: dict[str, dict[str, RunLog]] = defaultdict(dict)
-    for name, run in runs.items():
-        by_bench[str(run.attrs.get("bench", "sweep"))][name] = run
+    for key, run in runs.items():
+        by_bench[str(run.attrs.get("bench", "sweep"))][key] = run
     out: list[Path] = []
     for bench, group in by_bench.items():
-        if bench in ("degree", "nodes", "straggler", "contention"):
-            from .tables import contention_markdown, straggler_markdown, sweep_markdown
+        if bench in ("degree", "nodes", "straggler"):
+            out += _timing_tables(group, bench, outdir, network, eps)
+        if bench == "contention":
+            from .tables import contention_markdown
 
-            md = outdir / f"{bench}.md"
-            text = (straggler_markdown(group) if bench == "straggler"
-                    else contention_markdown(group) if bench == "contention"
-                    else sweep_markdown(group, bench))
-            md.write_text(text + "\n")
+            md = outdir / "contention.md"
+            md.write_text(contention_markdown(group) + "\n")
             out.append(md)
         if bench in ("degree", "nodes"):
-            out += _sweep_vs(group, bench, outdir)
+            out += sweep_time_figure(group, bench, outdir, network, eps)
             chosen, title = _pick_layer_runs(group, bench)
             out += _per_layer(chosen, outdir, bench, title)
         elif bench == "straggler":
-            out += _straggler(group, outdir)
+            out += straggler_figure(group, outdir, network, eps)
             base = [(str(r.attrs.get("bench_mode")) + " " + str(r.attrs.get("bench_pattern"))
                      + f" x{float(r.attrs.get('bench_factor', 1)):g}", r)
                     for r in _ok_runs(group).values()
@@ -444,11 +331,11 @@ def _plot_sweep(path: Path, outdir: Path) -> list[Path]:
         elif bench == "contention":
             out += _contention(group, outdir)
         elif bench == "table2":
-            out += _table2(group, outdir)
+            out += _table2(group, outdir, network, eps)
             out += _table2_layers(group, outdir)
         else:
             out += _per_layer([(str(r.attrs.get("mode")), r) for r in _ok_runs(group).values()],
-                              outdir, "sweep", str(path.name))
+                              outdir, "sweep", name)
     return out
 
 
@@ -562,7 +449,8 @@ def _plot_run(path: Path, outdir: Path) -> list[Path]:
     return out
 
 
-def plot_file(path: str | os.PathLike, outdir: str | os.PathLike) -> list[Path]:
+def plot_file(path: str | os.PathLike, outdir: str | os.PathLike,
+              network: str = DEFAULT_NETWORK, eps: float = DEFAULT_EPS) -> list[Path]:
     """Draw every figure the file supports into ``outdir`` (PNG and PDF).
 
     Parameters
@@ -572,13 +460,19 @@ def plot_file(path: str | os.PathLike, outdir: str | os.PathLike) -> list[Path]:
         run log (``train --out``).
     outdir : str or path-like
         Folder for the figures; created if missing.
+    network : str
+        Network of the projected dedicated-core times of sweeps (``shm``,
+        ``ib``, ``eth10`` or ``alpha=S,beta=B``).
+    eps : float
+        Target relative distance to O* of the projected time to eps.
 
     Returns
     -------
     list of pathlib.Path
         The files written: PNG and PDF of each figure, and a Markdown summary
         table per benchmark (``degree.md``, ``nodes.md``, ``straggler.md``,
-        ``table2.md``, ``contention.md``).
+        ``table2.md``, ``contention.md``; ``jitter.md`` for degree, nodes and
+        straggler sweeps with traces).
 
     Raises
     ------
@@ -586,6 +480,9 @@ def plot_file(path: str | os.PathLike, outdir: str | os.PathLike) -> list[Path]:
         The file is missing, not HDF5 or holds nothing to plot.
     """
     p = Path(path)
+    if not (math.isfinite(eps) and eps > 0):
+        raise UserError(f"--eps {eps:g}: the target distance must be a positive number, "
+                        "e.g. --eps 1e-2")
     if not p.is_file():
         raise UserError(f"{p} does not exist; give a file written by dssfn-mpi bench or train")
     try:
@@ -603,7 +500,7 @@ def plot_file(path: str | os.PathLike, outdir: str | os.PathLike) -> list[Path]:
     if kind == "rma":
         paths = _plot_rma(p, out)
     elif kind == "sweep":
-        paths = _plot_sweep(p, out)
+        paths = plot_runs(read_sweep(p), out, p.name, network, eps)
     else:
         paths = _plot_run(p, out)
     if not paths:

@@ -1,9 +1,12 @@
 """Sizes of every benchmark for each preset: ``quick``, ``mid`` and ``paper``.
 
 ``quick`` smoke-runs each benchmark in well under a minute on a 2-core
-laptop (tiny layers, few ranks); ``mid`` is what BENCHMARKS.md measured on
-such a machine (paper-width layers, fewer of them); ``paper`` uses the
-paper's sizes (M = 20, L = 20, n = 2Q + 1000, K = 200).
+laptop (tiny layers, few ranks); ``mid`` reproduces the paper's figures 2
+and 3, Table 2 and the straggler / jitter study at the paper's layer width
+(n = 2Q + 1000, K = 200, M = 20) with L = 2 layers, about 10 - 20 minutes per
+sweep on such a machine (every mode at the full K: the projected times come
+from each activation's CPU time, so oversubscription does not distort them);
+``paper`` uses the paper's sizes (M = 20, L = 20, n = 2Q + 1000, K = 200).
 
 A preset is plain data. ``--set KEY=VALUE`` overrides any field and
 ``--values`` / ``--modes`` narrow the swept lists, so tests and users can
@@ -44,7 +47,9 @@ class Preset:
         Modes (or straggler variants) to run at every value.
     sync_graph_iters : int or None
         K for ``sync-graph`` only, when its full-K runs are too slow for the
-        machine; times are then also reported scaled to K (see plot/summary).
+        machine; its measured and projected times are then scaled to K (solver
+        part, linear) and marked ``*`` as scaled, its time to eps and accuracy
+        are those of the shorter run (see plot/summary).
     datasets : tuple of str
         table2: datasets to try (only those whose files load are run).
     seeds : int
@@ -74,39 +79,45 @@ class Preset:
 
 
 _TABLE2_ALL = ("vowel", "satimage", "letter", "mnist", "norb", "caltech101")
+_TABLE2_MODES = ("central", "sync", "sync-graph", "async")
 _STRAGGLER_MODES = ("async", "async-unbounded", "sync")
+# sync-graph runs only without a straggler (its engine has no --slow); the straggler and
+# jitter views project it from that run.
+_STRAGGLER_ALL = (*_STRAGGLER_MODES, "sync-graph")
 
 PRESETS: dict[str, dict[str, Preset]] = {
     "degree": {
         "quick": Preset(nodes=6, values=(2, 4, 5)),
-        "mid": Preset(layers=2, hidden=None, iters=200, nodes=20, values=(2, 4, 8, 12, 19),
-                      sync_graph_iters=20),
+        "mid": Preset(dataset="satimage", layers=2, hidden=None, iters=200, nodes=20,
+                      values=(2, 4, 8, 12, 19)),
         "paper": Preset(dataset="satimage", layers=20, hidden=None, iters=200, nodes=20,
                         values=(2, 4, 6, 8, 10, 12, 14, 16, 18, 19)),
     },
     "nodes": {
         "quick": Preset(values=(2, 4, 6)),
-        "mid": Preset(layers=2, hidden=None, iters=200, values=(2, 4, 8, 12, 16, 20),
-                      sync_graph_iters=20),
+        "mid": Preset(dataset="satimage", layers=2, hidden=None, iters=200,
+                      values=(2, 4, 8, 12, 16, 20)),
         "paper": Preset(dataset="satimage", layers=20, hidden=None, iters=200,
                         values=(2, 4, 6, 8, 10, 12, 14, 16, 18, 20)),
     },
     "table2": {
-        "quick": Preset(nodes=4, degree=2, modes=("central", "sync", "async"),
+        "quick": Preset(nodes=4, degree=2, modes=_TABLE2_MODES,
                         datasets=("digits", "vowel"), central=False),
         "mid": Preset(layers=2, hidden=None, iters=200, nodes=20, degree=8,
-                      modes=("central", "sync", "async"), datasets=_TABLE2_ALL, central=False),
+                      modes=_TABLE2_MODES, datasets=_TABLE2_ALL, central=False),
         "paper": Preset(layers=20, hidden=None, iters=200, nodes=20, degree=8,
-                        modes=("central", "sync", "async"), datasets=_TABLE2_ALL, seeds=3,
+                        modes=_TABLE2_MODES, datasets=_TABLE2_ALL, seeds=3,
                         central=False),
     },
     "straggler": {
         "quick": Preset(nodes=4, degree=2, values=(5.0,), modes=_STRAGGLER_MODES,
                         central=False),
-        "mid": Preset(layers=2, hidden=None, iters=200, nodes=8, degree=4,
-                      values=(2.0, 5.0, 10.0), modes=_STRAGGLER_MODES, central=False),
+        # M = 20 at the paper's width: compute dominates the emulated delay, and the
+        # unslowed runs feed the jitter view.
+        "mid": Preset(dataset="satimage", layers=2, hidden=None, iters=200, nodes=20, degree=8,
+                      values=(2.0, 5.0, 10.0), modes=_STRAGGLER_ALL, central=False),
         "paper": Preset(dataset="satimage", layers=20, hidden=None, iters=200, nodes=20,
-                        degree=8, values=(2.0, 5.0, 10.0), modes=_STRAGGLER_MODES,
+                        degree=8, values=(2.0, 5.0, 10.0), modes=_STRAGGLER_ALL,
                         central=False),
     },
     # values = busy processes beside the job. mid: the issue's measurement (4 ranks on

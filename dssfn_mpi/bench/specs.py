@@ -74,17 +74,20 @@ def _mode_iters(p: Preset, mode: str) -> list[str]:
     return []
 
 
-# Timing runs: no per-layer gather to rank 0 (no check, the log written at the end only).
-_NO_SYNC = ("--no-check", "--log-every", "0")
+# Timing runs: the log written at the end only (no per-layer gather of rows to rank 0). The
+# equivalence check stays on: the trajectories' distances to O* (time to eps) need its O*.
+_NO_SYNC = ("--log-every", "0")
 
 
 def degree_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     """Paper figure 2: M fixed on the circular graph, every degree in ``p.values``.
 
-    Timing runs use ``--no-check --log-every 0``: the equivalence check and
-    the per-layer log write gather to rank 0 at the end of each layer, a
-    per-layer synchronisation that would hide exactly what async saves.
-    Accuracy is still evaluated.
+    Timing runs use ``--log-every 0`` (no per-layer gather of log rows). The
+    equivalence check stays on, since the time to eps needs each layer's O*;
+    it synchronises the ranks between layers (outside the timed region), so
+    the measured wall time hides async's layer overlap. The projected time
+    (:mod:`dssfn_mpi.bench.projection`) replays the run without that
+    synchronisation. Accuracy is evaluated.
     """
     M = p.nodes
     specs = [_central("degree", p, data_dir, [*_NO_SYNC])] if p.central else []
@@ -122,7 +125,8 @@ def nodes_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
 
 def table2_specs(p: Preset, datasets: list[str], data_dir: str | None,
                  paper_ok: dict[str, bool]) -> list[RunSpec]:
-    """Paper Table 2: central / sync / async on M nodes, degree d, per dataset and seed.
+    """Paper Table 2: central / sync / sync-graph / async on M nodes, degree d, per
+    dataset and seed (sync-graph at ``p.sync_graph_iters`` if set, its times then scaled).
 
     Two settings: ``exact`` (the project's defaults: edge update, auto
     penalty) and ``paper`` (``--preset paper``: Table 3 gammas and rhos, eq. 7
@@ -147,7 +151,7 @@ def table2_specs(p: Preset, datasets: list[str], data_dir: str | None,
                         group=f"{ds}-{setting}-{mode}-s{seed}",
                         label=f"{ds} {setting} {mode} seed {seed}",
                         nodes=None if mode == "central" else p.nodes,
-                        train_args=[*base, "--mode", mode, *topo, *extra],
+                        train_args=[*base, "--mode", mode, *topo, *extra, *_mode_iters(p, mode)],
                         meta={"bench": "table2", "bench_mode": mode, "bench_setting": setting,
                               "bench_dataset": ds, "bench_seed": seed, "bench_value": -1},
                     ))
@@ -170,13 +174,16 @@ def straggler_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     delay and sync; one baseline run per variant without a straggler.
 
     The equivalence check stays on: the distance to the exact solution is the
-    price unbounded delay pays for its speed.
+    price unbounded delay pays for its speed, and the time to eps needs O*.
+    Variant ``sync-graph`` runs only the baseline (its engine has no
+    ``--slow``); the plots project its stragglers from that run's trace.
     """
     M = p.nodes
     variants = {
         "async": ["--mode", "async", "--max-lead", "4"],
         "async-unbounded": ["--mode", "async", "--max-lead", "-1"],
         "sync": ["--mode", "sync"],
+        "sync-graph": ["--mode", "sync-graph", *_mode_iters(p, "sync-graph")],
     }
     for mode in p.modes:
         require(mode in variants, f"straggler: unknown variant {mode!r}; "
@@ -189,6 +196,8 @@ def straggler_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
         for r in ranks:
             slow += ["--slow", f"{r}:{factor:g}"]
         for mode in p.modes:
+            if mode == "sync-graph" and ranks:
+                continue  # no live straggler for sync-graph: projected from its baseline
             args = [*_common(p, p.dataset, data_dir), *variants[mode], "--topology", "circular",
                     "--degree", str(p.degree), *slow]
             tag = "base" if pattern == "none" else f"{pattern}-x{factor:g}"

@@ -18,6 +18,14 @@ scaled time
     for runs made with fewer iterations than the sweep's K (sync-graph in the
     ``mid`` preset). Only the solver scales; features and factorisation are
     per layer.
+projected time, time to eps
+    From :func:`dssfn_mpi.bench.projection.project_run` under the network
+    named in the summary (default ``shm``): the dedicated-core replay of the
+    run's trace, and that time cut where the last layer is within eps of O*
+    (definitions in :mod:`dssfn_mpi.bench.projection`). NaN for runs without
+    a trace. ``projected_scaled_seconds`` scales each layer's projected
+    solve time to ``K_target`` as the scaled time does; the time to eps is
+    never scaled (it is as measured at the run's own K).
 accuracy
     Test accuracy of each rank's own model at the last layer; ``acc_mean`` is
     the mean over ranks (nodes), ``acc_min`` / ``acc_max`` the extremes.
@@ -27,11 +35,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..runlog import RunLog
+from .projection import DEFAULT_EPS, DEFAULT_NETWORK, project_run, run_time_to_eps
 
 __all__ = ["RunSummary", "summarize"]
 
@@ -57,6 +66,13 @@ class RunSummary:
     rel_distance: float            # max over ranks at the last layer
     rel_per_layer: np.ndarray      # (layers,) max over ranks
     iters: int
+    network: str = DEFAULT_NETWORK
+    eps: float = DEFAULT_EPS
+    projected_seconds: float = math.nan         # dedicated cores, ``network``
+    projected_scaled_seconds: float = math.nan  # the same, solve scaled to K_target
+    time_to_eps: float = math.nan               # projected, last layer within eps
+    projected_per_layer: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    tte_per_layer: np.ndarray = field(default_factory=lambda: np.zeros(0))  # NaN: not reached
 
 
 def _per_layer(a: np.ndarray, how: str) -> np.ndarray:
@@ -69,7 +85,24 @@ def _per_layer(a: np.ndarray, how: str) -> np.ndarray:
         return {"max": np.nanmax, "mean": np.nanmean}[how](a, axis=1)
 
 
-def summarize(name: str, run: RunLog, target_iters: int | None = None) -> RunSummary:
+def _projected(run: RunLog, factor: float, network: str, eps: float) -> dict:
+    """The projection fields of :class:`RunSummary` (NaN without a trace)."""
+    proj = project_run(run, network, eps=eps)
+    if proj is None:
+        return {}
+    solve = sum(float(lp.solve_seconds) for lp in proj.layers)
+    return {
+        "projected_seconds": float(proj.total_seconds),
+        "projected_scaled_seconds": float(proj.total_seconds + solve * (factor - 1.0)),
+        "time_to_eps": run_time_to_eps(proj),
+        "projected_per_layer": np.array([lp.seconds for lp in proj.layers], dtype=float),
+        "tte_per_layer": np.array([math.nan if lp.time_to_eps is None else lp.time_to_eps
+                                   for lp in proj.layers], dtype=float),
+    }
+
+
+def summarize(name: str, run: RunLog, target_iters: int | None = None,
+              network: str = DEFAULT_NETWORK, eps: float = DEFAULT_EPS) -> RunSummary:
     """Reduce a run log to the numbers the benchmarks report.
 
     Parameters
@@ -80,6 +113,11 @@ def summarize(name: str, run: RunLog, target_iters: int | None = None) -> RunSum
         As read by :func:`dssfn_mpi.runlog.read_runlog` or ``read_sweep``.
     target_iters : int, optional
         K to scale the solver time to (default: the run's own K, no scaling).
+    network : str
+        Network of the projected times (``shm``, ``ib``, ``eth10``,
+        ``alpha=S,beta=B``).
+    eps : float
+        Target relative distance to O* of the time to eps.
 
     Returns
     -------
@@ -90,11 +128,11 @@ def summarize(name: str, run: RunLog, target_iters: int | None = None) -> RunSum
     solve = np.nan_to_num(np.asarray(L["solve_seconds"], dtype=float))
     iters = int(run.attrs.get("iters", -1))
     ok = bool(run.attrs.get("complete", False)) and run.attrs.get("bench_status", "ok") == "ok"
+    factor = (target_iters / iters) if (target_iters and iters > 0) else 1.0
     if tot.size:
         per_rank = np.nansum(tot, axis=0)
         train = float(np.max(per_rank))
         median_rank = float(np.median(per_rank))
-        factor = (target_iters / iters) if (target_iters and iters > 0) else 1.0
         scaled = float(np.max(np.nansum(tot + solve * (factor - 1.0), axis=0)))
         wait = float(np.max(np.nansum(np.asarray(L["wait_seconds"], dtype=float), axis=0)))
         solve_total = float(np.max(np.sum(solve, axis=0)))
@@ -129,4 +167,7 @@ def summarize(name: str, run: RunLog, target_iters: int | None = None) -> RunSum
         rel_distance=float(rel_layers[-1]) if rel_layers.size else math.nan,
         rel_per_layer=rel_layers,
         iters=iters,
+        network=network,
+        eps=eps,
+        **(_projected(run, factor, network, eps) if tot.size else {}),
     )

@@ -2,9 +2,12 @@
 
 Reads a table2 sweep file only. For every dataset, setting and mode it
 reports the test accuracy at the last layer as mean ± std over seeds of the
-node-mean accuracy, the min / max over nodes (over all seeds), the
-training time (mean over seeds; definition in :mod:`dssfn_mpi.bench.summary`) and
-the largest relative distance to the exact layer solution at the last layer.
+node-mean accuracy, the min / max over nodes (over all seeds), the largest
+relative distance to the exact layer solution at the last layer, and the
+times (means over seeds; definitions in :mod:`dssfn_mpi.bench.summary`):
+measured training time, projected dedicated-core time, projected time to eps,
+and the async speed-ups (projected sync-graph / async and sync / async) next
+to the paper's sync / async ratio.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ import numpy as np
 
 from ..fmt import MISSING, number
 from ..runlog import RunLog
+from .projection import DEFAULT_EPS, DEFAULT_NETWORK
 from .summary import summarize
 
-__all__ = ["PAPER_TABLE2", "PAPER_SOURCE", "table2_rows", "table2_markdown"]
+__all__ = ["PAPER_TABLE2", "PAPER_SOURCE", "paper_ratio", "table2_rows", "table2_markdown"]
 
 PAPER_SOURCE = (
     "Liang, Javid, Skoglund, Chatterjee, \"Asynchronous Decentralized Learning of a Neural "
@@ -40,13 +44,34 @@ PAPER_TABLE2: dict[str, tuple[tuple[float, float], tuple[float, float], float,
 }
 
 
-def table2_rows(runs: Mapping[str, RunLog]) -> list[dict]:
+def paper_ratio(dataset: str) -> float:
+    """The paper's sync / async training-time ratio of ``dataset`` (NaN if not in Table 2).
+
+    The paper's "synchronous dSSFN" is consensus over the graph, our sync-graph.
+    """
+    if dataset not in PAPER_TABLE2:
+        return math.nan
+    _c, _s, sync_t, _a, async_t = PAPER_TABLE2[dataset]
+    return sync_t / async_t
+
+
+def _mean(values: list[float]) -> float:
+    vals = [v for v in values if math.isfinite(v)]
+    return float(np.mean(vals)) if vals else math.nan
+
+
+def table2_rows(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
+                eps: float = DEFAULT_EPS) -> list[dict]:
     """Aggregate a table2 sweep into one row per (dataset, setting, mode).
 
     Parameters
     ----------
     runs : mapping of str to RunLog
         The sweep (``read_sweep``); runs without ``bench = "table2"`` are ignored.
+    network : str
+        Network of the projected times.
+    eps : float
+        Target of the time to eps.
 
     Returns
     -------
@@ -54,8 +79,12 @@ def table2_rows(runs: Mapping[str, RunLog]) -> list[dict]:
         Keys ``dataset``, ``setting``, ``mode``, ``seeds`` (successful runs),
         ``failed`` (failed runs), ``acc_mean``, ``acc_std`` (over seeds, of the
         node-mean), ``acc_min``, ``acc_max`` (over nodes and seeds),
-        ``seconds`` (mean training time), ``rel_distance`` (largest, last layer),
-        ``layers`` (L of the runs).
+        ``seconds`` (mean measured training time), ``projected`` (mean
+        projected dedicated-core time under ``network``), ``time_to_eps``
+        (mean over the seeds that reached eps), ``rel_distance`` (largest,
+        last layer), ``iters`` (K of the runs) and ``shortened`` (run at
+        fewer iterations than the sweep's K: both times scaled to it, time to
+        eps and accuracy as measured).
     """
     groups: dict[tuple[str, str, str], list] = defaultdict(list)
     for name, run in runs.items():
@@ -64,11 +93,14 @@ def table2_rows(runs: Mapping[str, RunLog]) -> list[dict]:
             continue
         key = (str(a.get("bench_dataset", a.get("dataset", ""))),
                str(a.get("bench_setting", "exact")), str(a.get("bench_mode", a.get("mode", ""))))
-        groups[key].append(summarize(name, run))
+        target = int(a.get("bench_target_iters", 0) or 0) or None
+        groups[key].append(summarize(name, run, target, network=network, eps=eps))
     rows = []
     for (ds, setting, mode), sums in groups.items():
         good = [s for s in sums if s.ok]
         accs = np.array([s.acc_mean for s in good])
+        target = int(runs[sums[0].name].attrs.get("bench_target_iters", 0) or 0)
+        short = bool(good) and target > 0 and good[0].iters != target
         rows.append({
             "dataset": ds,
             "setting": setting,
@@ -79,8 +111,13 @@ def table2_rows(runs: Mapping[str, RunLog]) -> list[dict]:
             "acc_std": float(accs.std()) if accs.size else math.nan,
             "acc_min": min((s.acc_min for s in good), default=math.nan),
             "acc_max": max((s.acc_max for s in good), default=math.nan),
-            "seconds": float(np.mean([s.train_seconds for s in good])) if good else math.nan,
+            "seconds": _mean([s.scaled_seconds if short else s.train_seconds for s in good]),
+            "projected": _mean([s.projected_scaled_seconds if short else s.projected_seconds
+                                for s in good]),
+            "time_to_eps": _mean([s.time_to_eps for s in good]),
             "rel_distance": max((s.rel_distance for s in good), default=math.nan),
+            "iters": good[0].iters if good else -1,
+            "shortened": short,
         })
     return rows
 
@@ -91,63 +128,129 @@ def _acc(row: dict | None) -> str:
     txt = f"{100 * row['acc_mean']:.1f}±{100 * row['acc_std']:.1f}"
     if row["mode"] != "central":
         txt += f" [{100 * row['acc_min']:.1f}, {100 * row['acc_max']:.1f}]"
-    return txt
+    return txt + _star(row)
 
 
-def _secs(row: dict | None) -> str:
-    return "-" if row is None or not row["seeds"] else f"{row['seconds']:.1f}"
+def _star(row: dict | None) -> str:
+    return "*" if row is not None and row.get("shortened") else ""
 
 
-def _rel(row: dict | None) -> str:
-    return MISSING if row is None or not row["seeds"] else number(row["rel_distance"], ".1e")
+def _val(row: dict | None, key: str, spec: str) -> str:
+    if row is None or not row["seeds"]:
+        return MISSING
+    return number(row.get(key, math.nan), spec) + _star(row)
 
 
-def table2_markdown(runs: Mapping[str, RunLog]) -> str:
-    """The comparison table in Markdown, the paper's numbers on the line below ours.
+def _ratio(num: dict | None, den: dict | None, key: str = "projected") -> str:
+    if not (num and den and num["seeds"] and den["seeds"]):
+        return MISSING
+    return number(num.get(key, math.nan) / den.get(key, math.nan), ".2f") + _star(num)
 
-    Columns: central accuracy; sync accuracy [min, max over nodes], time and
-    rel. distance; async likewise. Accuracies are mean ± std over seeds in %.
+
+_MODES = ("sync", "sync-graph", "async")
+
+
+def _datasets(rows: list[dict]) -> list[str]:
+    paper_order = list(PAPER_TABLE2)
+    return sorted({r["dataset"] for r in rows},
+                  key=lambda d: (paper_order.index(d) if d in paper_order else 99, d))
+
+
+def _accuracy_lines(runs: Mapping[str, RunLog], by: dict, datasets: list[str]) -> list[str]:
+    lines = [
+        "| dataset | setting | L | seeds | central acc | sync acc | sync-graph acc | async acc "
+        "| sync rel | sync-graph rel | async rel |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for ds in datasets:
+        layers = next((run.attrs.get("layers") for run in runs.values()
+                       if run.attrs.get("bench_dataset") == ds), "?")
+        for setting in ("exact", "paper"):
+            got = [by.get((ds, setting, m)) for m in _MODES]
+            if not any(got):
+                continue
+            # Each setting's own central model (the paper setting's is the authors'
+            # ADMM); files from before it was run per setting have only the exact one.
+            central = by.get((ds, setting, "central")) or by.get((ds, "exact", "central"))
+            seeds = max((r["seeds"] for r in (central, *got) if r), default=0)
+            lines.append(
+                f"| {ds} | {setting} | {layers} | {seeds} | {_acc(central)} | "
+                + " | ".join(_acc(r) for r in got) + " | "
+                + " | ".join(_val(r, "rel_distance", ".1e") for r in got) + " |")
+        if ds in PAPER_TABLE2:
+            c, s, _st, a, _at = PAPER_TABLE2[ds]
+            lines.append(f"| {ds} | **paper** | 20 | - | {c[0]:.1f}±{c[1]:.1f} | - "
+                         f"| {s[0]:.1f}±{s[1]:.1f} | {a[0]:.1f}±{a[1]:.1f} | - | - | - |")
+    return lines
+
+
+def _time_lines(by: dict, datasets: list[str]) -> list[str]:
+    lines = [
+        "| dataset | setting | seeds | sync [s] | sync-graph [s] | async [s] "
+        "| sync proj. [s] | sync-graph proj. [s] | async proj. [s] | sync to eps [s] "
+        "| sync-graph to eps [s] | async to eps [s] | sync-graph / async proj. "
+        "| sync / async proj. | paper sync / async |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for ds in datasets:
+        paper = number(paper_ratio(ds), ".1f")
+        for setting in ("exact", "paper"):
+            sync, graph, asyn = (by.get((ds, setting, m)) for m in _MODES)
+            if not any((sync, graph, asyn)):
+                continue
+            seeds = max((r["seeds"] for r in (sync, graph, asyn) if r), default=0)
+            lines.append(
+                f"| {ds} | {setting} | {seeds} | "
+                + " | ".join(_val(r, k, f) for k, f in (("seconds", ".1f"), ("projected", ".3f"),
+                                                        ("time_to_eps", ".3f"))
+                             for r in (sync, graph, asyn))
+                + f" | {_ratio(graph, asyn)} | {_ratio(sync, asyn)} | {paper} |")
+        if ds in PAPER_TABLE2:
+            _c, _s, st, _a, at = PAPER_TABLE2[ds]
+            lines.append(f"| {ds} | **paper** | - | - | {st:.1f} | {at:.1f} | - | - | - | - | - "
+                         f"| - | {paper} | - | {paper} |")
+    return lines
+
+
+def table2_markdown(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
+                    eps: float = DEFAULT_EPS) -> str:
+    """The comparison in Markdown: an accuracy table and a time table, the paper's
+    numbers on the line below ours.
+
+    Accuracy: central, sync, sync-graph and async test accuracy (mean ± std
+    over seeds [min, max over nodes]) and relative distance to O*. Time:
+    measured training time, projected dedicated-core time under ``network``,
+    projected time to ``eps``, the projected sync-graph / async and sync /
+    async ratios and the paper's sync / async ratio (its synchronous dSSFN is
+    consensus over the graph, our sync-graph).
     """
-    rows = table2_rows(runs)
+    rows = table2_rows(runs, network, eps)
     if not rows:
         return "(no table2 runs in this file)"
     by = {(r["dataset"], r["setting"], r["mode"]): r for r in rows}
     dist = [r for r in runs.values() if r.attrs.get("mode") != "central"]
     info = (dist or list(runs.values()))[0].attrs  # M and d of the decentralized runs
+    datasets = _datasets(rows)
     lines = [
         f"M = {info.get('nodes', '?')}, d = {info.get('degree', '?')}, "
-        f"K = {info.get('iters', '?')} (per node per layer), test accuracy at the last layer "
-        f"in %: mean ± std over seeds of the node-mean [min, max over nodes]; time = "
-        f"training time in s (slowest rank, layers only); rel = max_m ||O_m − O*|| / ||O*|| "
-        f"at the last layer.",
+        f"K = {info.get('bench_target_iters', info.get('iters', '?'))} (per node per layer), "
+        f"test accuracy at the last layer in %: mean ± std over seeds of the node-mean "
+        f"[min, max over nodes]; rel = max_m ||O_m − O*|| / ||O*|| at the last layer. The "
+        f"paper's synchronous dSSFN is consensus over the graph: its row is under sync-graph.",
         "",
-        "| dataset | setting | L | seeds | central acc | sync acc | sync time | sync rel "
-        "| async acc | async time | async rel |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *_accuracy_lines(runs, by, datasets),
+        "",
+        f"Time in s: measured = training time (slowest rank, layers only) as run on this "
+        f"machine, ranks sharing its cores; proj. = the same run replayed with one core per "
+        f"rank, network {network} (dssfn-mpi replay); to eps = projected time until every "
+        f"rank's last layer is within {eps:g} of O*; ratios of projected times; mean over "
+        f"seeds.",
+        "",
+        *_time_lines(by, datasets),
     ]
-    paper_order = list(PAPER_TABLE2)
-    datasets = sorted({r["dataset"] for r in rows},
-                      key=lambda d: (paper_order.index(d) if d in paper_order else 99, d))
-    for ds in datasets:
-        layers = next((run.attrs.get("layers") for run in runs.values()
-                       if run.attrs.get("bench_dataset") == ds), "?")
-        for setting in ("exact", "paper"):
-            sync, asyn = by.get((ds, setting, "sync")), by.get((ds, setting, "async"))
-            if sync is None and asyn is None:
-                continue
-            # Each setting's own central model (the paper setting's is the authors'
-            # ADMM); files from before it was run per setting have only the exact one.
-            central = by.get((ds, setting, "central")) or by.get((ds, "exact", "central"))
-            seeds = max((r["seeds"] for r in (central, sync, asyn) if r), default=0)
-            lines.append(
-                f"| {ds} | {setting} | {layers} | {seeds} | {_acc(central)} | {_acc(sync)} "
-                f"| {_secs(sync)} | {_rel(sync)} | {_acc(asyn)} | {_secs(asyn)} | {_rel(asyn)} |"
-            )
-        if ds in PAPER_TABLE2:
-            c, s, st, a, at = PAPER_TABLE2[ds]
-            lines.append(
-                f"| {ds} | **paper** | 20 | - | {c[0]:.1f}±{c[1]:.1f} | {s[0]:.1f}±{s[1]:.1f} "
-                f"| {st:.1f} | - | {a[0]:.1f}±{a[1]:.1f} | {at:.1f} | - |"
-            )
+    if any(r.get("shortened") for r in rows):
+        lines += ["", "`*`: run at fewer iterations than K; measured and projected times with "
+                  "the solver part scaled linearly to K, time to eps, accuracy and rel as "
+                  "measured at the smaller K."]
     lines += ["", f"Paper rows: {PAPER_SOURCE}."]
     return "\n".join(lines)

@@ -11,26 +11,37 @@ from typing import Any
 from ..fmt import number, percent
 from ..runlog import RunLog
 from .presets import WAIT_POLICIES
+from .projection import DEFAULT_EPS, DEFAULT_NETWORK, project_run, run_time_to_eps
 from .summary import RunSummary, summarize
 
-__all__ = ["contention_markdown", "contention_rows", "straggler_markdown", "sweep_markdown"]
+__all__ = ["contention_markdown", "contention_rows", "straggler_markdown", "straggler_rows",
+           "sweep_markdown"]
 
 
 def _ok(runs: Mapping[str, RunLog]) -> dict[str, RunLog]:
     return {k: r for k, r in runs.items() if r.attrs.get("bench_status", "ok") == "ok"}
 
 
-def sweep_markdown(runs: Mapping[str, RunLog], bench: str) -> str:
-    """One row per swept value (degree or node count), per mode: training time [s]
-    (``*``: measured at fewer iterations, solver time scaled to the sweep's K) and
-    test accuracy [%] (mean over nodes, last layer)."""
+def _shortened(runs: Mapping[str, RunLog], s: RunSummary) -> bool:
+    """Whether ``s`` was run at fewer iterations than its sweep's K (sync_graph_iters)."""
+    return s.iters != int(runs[s.name].attrs.get("bench_target_iters", s.iters))
+
+
+def sweep_markdown(runs: Mapping[str, RunLog], bench: str, network: str = DEFAULT_NETWORK,
+                   eps: float = DEFAULT_EPS) -> str:
+    """One row per swept value (degree or node count), per mode: measured training time
+    [s], projected dedicated-core time [s] under ``network``, projected time to ``eps`` [s]
+    and test accuracy [%] (mean over nodes, last layer). ``*``: measured at fewer
+    iterations; both times are then scaled to the sweep's K (solver part only), the time
+    to eps and the accuracy are not."""
     cells: dict[tuple[float, str], RunSummary] = {}
     modes: list[str] = []
     central = None
     for name, run in _ok(runs).items():
         a = run.attrs
         mode = str(a.get("bench_mode", a.get("mode")))
-        s = summarize(name, run, int(a.get("bench_target_iters", 0) or 0) or None)
+        s = summarize(name, run, int(a.get("bench_target_iters", 0) or 0) or None,
+                      network=network, eps=eps)
         if mode == "central":
             central = s
             continue
@@ -39,59 +50,126 @@ def sweep_markdown(runs: Mapping[str, RunLog], bench: str) -> str:
         cells[(float(a.get("bench_value", -1)), mode)] = s
     values = sorted({v for v, _ in cells})
     head = "d" if bench == "degree" else "M"
+    kinds = ("measured [s]", f"projected {network} [s]", f"to eps {eps:g} [s]", "acc [%]")
     lines = [
-        "| " + head + " | " + " | ".join(f"{m} time [s]" for m in modes) + " | "
-        + " | ".join(f"{m} acc [%]" for m in modes) + " |",
-        "|---" * (1 + 2 * len(modes)) + "|",
+        "| " + head + " | " + " | ".join(f"{m} {k}" for k in kinds for m in modes) + " |",
+        "|---" * (1 + len(kinds) * len(modes)) + "|",
     ]
     for v in values:
-        times, accs = [], []
+        cols: list[list[str]] = [[], [], [], []]
         for m in modes:
             s = cells.get((v, m))
             if s is None:
-                times.append("-")
-                accs.append("-")
+                for c in cols:
+                    c.append("-")
                 continue
-            scaled = s.iters != int(runs[s.name].attrs.get("bench_target_iters", s.iters))
-            times.append(number(s.scaled_seconds, ".2f") + "*" if scaled
-                         else number(s.train_seconds, ".2f"))
-            accs.append(percent(s.acc_mean) + ("*" if scaled else ""))
-        lines.append(f"| {v:g} | " + " | ".join(times) + " | " + " | ".join(accs) + " |")
+            star = "*" if _shortened(runs, s) else ""
+            cols[0].append(number(s.scaled_seconds if star else s.train_seconds, ".2f") + star)
+            cols[1].append(number(s.projected_scaled_seconds if star else s.projected_seconds,
+                                  ".3f") + star)
+            cols[2].append(number(s.time_to_eps, ".3f") + star)
+            cols[3].append(percent(s.acc_mean) + star)
+        lines.append(f"| {v:g} | " + " | ".join(" | ".join(c) for c in cols) + " |")
+    lines += ["", f"measured = training time, slowest rank, as run on this machine (ranks "
+              f"share its cores); projected = the same run replayed with one core per rank "
+              f"and network {network} (dssfn-mpi replay); to eps = projected time until every "
+              f"rank's last layer is within {eps:g} of O* (- = never within K, or no check)."]
     if central is not None:
         lines.append("")
         lines.append(f"central (1 process, exact): {number(central.train_seconds, '.2f')} s, "
                      f"{percent(central.acc_mean)} %")
-    if any(s.iters != int(runs[s.name].attrs.get("bench_target_iters", s.iters))
-           for s in cells.values()):
+    if any(_shortened(runs, s) for s in cells.values()):
         lines.append("")
-        lines.append("`*`: run with fewer iterations; time = solver time scaled linearly to "
-                     "the sweep's K, accuracy as measured at the smaller K.")
+        lines.append("`*`: run with fewer iterations; measured and projected time = solver "
+                     "time scaled linearly to the sweep's K; time to eps and accuracy as "
+                     "measured at the smaller K.")
     return "\n".join(lines)
 
 
-def straggler_markdown(runs: Mapping[str, RunLog]) -> str:
-    """One row per (case, variant): slowest-rank and median-rank training time, the
-    largest total wait of a rank, max relative distance and accuracy at the last layer."""
-    lines = [
-        "| slowed | factor | variant | slowest rank [s] | median rank [s] | max wait [s] "
-        "| max rel. distance | test acc [%] |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    rows = []
+def _slow_of(a: Mapping) -> dict[int, float]:
+    """The ``{rank: factor}`` of a straggler run, from its ``bench_*`` labels."""
+    ranks = [int(r) for r in str(a.get("bench_slow_ranks", "") or "").split(",") if r]
+    return {r: float(a.get("bench_factor", 1.0)) for r in ranks}
+
+
+def straggler_rows(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
+                   eps: float = DEFAULT_EPS) -> list[dict]:
+    """One row per (case, variant) of a straggler sweep, live and projected.
+
+    Every case (pattern and factor) is paired with every variant that has an
+    unslowed run, also when the variant was not run live with that straggler
+    (sync-graph: its engine has no ``--slow``): the projection slows the
+    unslowed run's trace in replay (``slow={rank: factor}``).
+
+    Returns
+    -------
+    list of dict
+        Keys ``pattern``, ``factor``, ``ranks`` (str), ``mode``, ``live``
+        (RunSummary of the live run or None), ``projected`` and
+        ``time_to_eps`` (from the unslowed run with the straggler applied in
+        replay; NaN without a trace), ``projected_live`` (the live run's own
+        projection, its ``--slow`` applied by replay: a check of the former),
+        sorted by pattern, factor, variant.
+    """
     order = {"none": 0, "one": 1, "several": 2}
+    live: dict[tuple[str, float, str], tuple[dict, RunSummary]] = {}
+    base: dict[str, RunLog] = {}
     for name, run in _ok(runs).items():
         a = run.attrs
-        s = summarize(name, run)
-        rows.append(((order.get(str(a.get("bench_pattern")), 3), float(a.get("bench_factor", 1)),
-                      str(a.get("bench_mode"))), a, s))
-    for _key, a, s in sorted(rows, key=lambda r: r[0]):
-        ranks = a.get("bench_slow_ranks", "") or "-"
-        lines.append(
-            f"| {a.get('bench_pattern')} ({ranks}) | {float(a.get('bench_factor', 1)):g} "
-            f"| {a.get('bench_mode')} | {number(s.train_seconds, '.2f')} "
-            f"| {number(s.median_rank_seconds, '.2f')} | {number(s.wait_seconds, '.2f')} "
-            f"| {number(s.rel_distance, '.1e')} | {percent(s.acc_mean)} |"
-        )
+        key = (str(a.get("bench_pattern", "none")), float(a.get("bench_factor", 1.0)),
+               str(a.get("bench_mode", a.get("mode"))))
+        live[key] = (a, summarize(name, run, network=network, eps=eps))
+        if key[0] == "none":
+            base[key[2]] = run
+    cases = {(p, f): _slow_of(a) for (p, f, _m), (a, _s) in live.items()}
+    modes = list(dict.fromkeys([m for *_c, m in live] + list(base)))
+    rows = []
+    for (pattern, factor), slow in cases.items():
+        for mode in modes:
+            got = live.get((pattern, factor, mode))
+            if got is None and mode not in base:
+                continue
+            proj = (project_run(base[mode], network, slow=slow or None, eps=eps)
+                    if mode in base else None)
+            rows.append({
+                "pattern": pattern, "factor": factor,
+                "ranks": ",".join(map(str, sorted(slow))), "mode": mode,
+                "live": got[1] if got else None,
+                "projected_live": got[1].projected_seconds if got else math.nan,
+                "projected": float(proj.total_seconds) if proj is not None else math.nan,
+                "time_to_eps": run_time_to_eps(proj),
+            })
+    rows.sort(key=lambda r: (order.get(r["pattern"], 3), r["factor"], modes.index(r["mode"])))
+    return rows
+
+
+def straggler_markdown(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
+                       eps: float = DEFAULT_EPS) -> str:
+    """One row per (case, variant): the live run's slowest-rank and median-rank training
+    time, largest total wait of a rank, max relative distance and accuracy at the last
+    layer; next to them the projection of the same case from the unslowed run (straggler
+    applied in replay) and its time to eps."""
+    lines = [
+        "| slowed | factor | variant | slowest rank [s] | median rank [s] | max wait [s] "
+        f"| max rel. distance | test acc [%] | projected {network} [s] "
+        f"| to eps {eps:g} [s] | projected, live run [s] |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in straggler_rows(runs, network, eps):
+        s = r["live"]
+        live = (["-"] * 5 if s is None else [
+            number(s.train_seconds, ".2f"), number(s.median_rank_seconds, ".2f"),
+            number(s.wait_seconds, ".2f"), number(s.rel_distance, ".1e"), percent(s.acc_mean)])
+        lines.append(f"| {r['pattern']} ({r['ranks'] or '-'}) | {r['factor']:g} | {r['mode']} | "
+                     + " | ".join(live) + f" | {number(r['projected'], '.3f')} "
+                     f"| {number(r['time_to_eps'], '.3f')} "
+                     f"| {number(r['projected_live'], '.3f')} |")
+    lines += ["", "Left: the live runs (`--slow`, all ranks sharing this machine's cores). "
+              f"Projected: the variant's unslowed run replayed with one core per rank, network "
+              f"{network}, and the slowed ranks' compute multiplied by the factor (replay "
+              "--slow); `-` on the left: no live run (sync-graph has no --slow). Projected, "
+              "live run: the live run's own trace replayed likewise (its --slow re-applied by "
+              "replay, since a sleep is not CPU time): it should match the column before."]
     return "\n".join(lines)
 
 
