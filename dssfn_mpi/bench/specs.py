@@ -239,7 +239,7 @@ def contention_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
             for busy in p.values:
                 busy = int(busy)
                 args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "ring",
-                        *_NO_SYNC, *_mode_iters(p, mode), *wait_args(policy)]
+                        "--no-check", *_NO_SYNC, *_mode_iters(p, mode), *wait_args(policy)]
                 specs.append(RunSpec(
                     group=f"{mode}-{policy}-b{busy}",
                     label=f"{mode} wait={policy} busy={busy}",

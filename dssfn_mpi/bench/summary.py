@@ -136,7 +136,8 @@ def summarize(name: str, run: RunLog, target_iters: int | None = None,
         scaled = float(np.max(np.nansum(tot + solve * (factor - 1.0), axis=0)))
         wait = float(np.max(np.nansum(np.asarray(L["wait_seconds"], dtype=float), axis=0)))
         solve_total = float(np.max(np.sum(solve, axis=0)))
-        cpu = float(np.mean(np.nansum(np.asarray(L["cpu_seconds"], dtype=float), axis=0)))
+        cpu = float(np.mean(np.nansum(np.asarray(L.get("cpu_seconds", np.nan * tot), dtype=float),
+                                      axis=0)))
         acc = np.asarray(L["test_accuracy"], dtype=float)
         last = acc[-1]
         acc_mean = float(np.nanmean(last)) if np.isfinite(last).any() else math.nan
