@@ -36,7 +36,14 @@ import numpy as np
 
 from ..solver import LocalInverse, project_frobenius
 
-__all__ = ["consensus_dual", "consensus_primal", "edge_activation", "paper_activation"]
+__all__ = [
+    "consensus_dual",
+    "consensus_primal",
+    "edge_activation",
+    "edge_dual",
+    "edge_rhs",
+    "paper_activation",
+]
 
 
 def edge_activation(
@@ -77,17 +84,41 @@ def edge_activation(
         The new ``O_m``.
     """
     lam = np.empty_like(Z) if work is None else work
+    O = inv.apply(edge_rhs(Z, Zr, B2, gamma, eps, lam))
+    edge_dual(Z, O, gamma, eta, lam)
+    return O
+
+
+def edge_rhs(
+    Z: np.ndarray, Zr: np.ndarray, B2: np.ndarray, gamma: np.ndarray, eps: float, work: np.ndarray
+) -> np.ndarray:
+    """First half of :func:`edge_activation`: the right-hand side of ``O_m``.
+
+    Returns ``2 B_m + sum_n (Z_mn + 2 gamma_mn Lam_mn)`` and leaves what
+    :func:`edge_dual` needs in ``work`` (shape of ``Z``). Parameters as in
+    :func:`edge_activation`.
+    """
+    lam = work
     # Lam_mn for all neighbours at once, in place: these arrays are d_m x Q x d.
     np.add(Z, Zr, out=lam)
     norms = np.sqrt(np.einsum("kqd,kqd->k", lam, lam)) * (0.5 / gamma)
     lam *= ((-0.5 / gamma) * np.minimum(1.0, np.sqrt(eps) / np.maximum(norms, 1e-300)))[
         :, None, None
     ]
-    O = inv.apply(B2 + Z.sum(axis=0) + 2.0 * np.tensordot(gamma, lam, axes=1))
+    return B2 + Z.sum(axis=0) + 2.0 * np.tensordot(gamma, lam, axes=1)
+
+
+def edge_dual(
+    Z: np.ndarray, O: np.ndarray, gamma: np.ndarray, eta: float, work: np.ndarray
+) -> None:
+    """Second half of :func:`edge_activation`: ``Z_mn += eta gamma_mn (Lam_mn - O_m)``.
+
+    ``work`` is what :func:`edge_rhs` left there (it is overwritten).
+    """
+    lam = work
     lam -= O
     lam *= eta * gamma[:, None, None]
     Z += lam
-    return O
 
 
 def paper_activation(
