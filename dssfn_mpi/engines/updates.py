@@ -38,6 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.linalg.blas import daxpy as _daxpy
 from scipy.linalg.blas import ddot as _ddot
+from scipy.linalg.blas import dger as _dger
 
 from ..solver import LocalInverse, project_frobenius
 
@@ -101,21 +102,23 @@ class EdgeStep:
     """The edge-form activation of one node for one layer, on buffers allocated once.
 
     Holds this node's ``Z_{m,n}`` (attribute :attr:`Z`, zeros at first) and the
-    scratch of an activation, so that an activation allocates nothing. It works
-    neighbour by neighbour with in-place BLAS calls, each neighbour's
-    ``Q x d`` blocks still in cache from the call before::
+    scratch of an activation, so that an activation allocates nothing. Before
+    the local inverse it works neighbour by neighbour with in-place BLAS calls
+    on one ``Q x d`` scratch block ``L`` that stays in cache::
 
-        L_n  = Z_mn + Zr_nm
-        t_n  = min(1, sqrt(eps) / ||L_n / (2 gamma_n)||)    so 2 gamma_n Lam_n = -t_n L_n
-        rhs  = 2 B_m + sum_n (Z_mn - t_n L_n)               two axpy per neighbour
+        L    = Z_mn + Zr_nm
+        t_n  = min(1, sqrt(eps) / ||L / (2 gamma_n)||)      so 2 gamma_n Lam_mn = -t_n L
+        rhs += Z_mn - t_n L                                 (rhs starts at 2 B_m)
+        Z_mn += (-eta t_n / 2) L                            half of the dual step, early
         O    = rhs H^-1                                     the local inverse
-        Z_mn += (-eta t_n / 2) L_n + (-eta gamma_n) O       two axpy per neighbour
+        Z_mn += (-eta gamma_n) O                            one rank-1 update for all n
 
-    ``rhs`` is ``2 B_m + sum_n (Z_mn + 2 gamma_mn Lam_mn)`` and the last line is
-    ``Z_mn += eta gamma_mn (Lam_mn - O_m)``: the formulas of this module, up to
-    rounding. (Measured with ``python -m dssfn_mpi.bench.activation``: whole-array
-    numpy expressions cost 2 - 3 times more here, in temporaries and passes over
-    data the local inverse has pushed out of the cache.)
+    ``rhs`` is ``2 B_m + sum_n (Z_mn + 2 gamma_mn Lam_mn)`` (with the old
+    ``Z_mn``) and the two updates of ``Z_mn`` make ``Z_mn += eta gamma_mn
+    (Lam_mn - O_m)``: the formulas of this module, up to rounding. (Measured with
+    ``python -m dssfn_mpi.bench.activation``: whole-array numpy expressions cost
+    2 - 3 times more, in temporaries and in passes over data that the local
+    inverse has pushed out of the cache.)
 
     Parameters
     ----------
@@ -142,49 +145,48 @@ class EdgeStep:
         self, B2: np.ndarray, gamma: np.ndarray, eta: float, eps: float, inv: LocalInverse
     ) -> None:
         gamma = np.asarray(gamma, dtype=float).reshape(-1)
-        d = gamma.size
-        self.Z = np.zeros((d, *B2.shape))
+        self.Z = np.zeros((gamma.size, *B2.shape))
         self.O = np.zeros(B2.shape)
-        self._L = np.empty((d, B2.size))
+        self.inv = inv
+        self._zt = self.Z.reshape(gamma.size, -1).T  # Fortran view for the rank-1 update
+        self._L = np.empty(B2.size)
         self._b2 = np.array(B2, dtype=float).reshape(-1)
         self._rhs = np.empty(B2.shape)
         self._rhs_flat = self._rhs.reshape(-1)
-        # Per neighbour: Z_mn and L_n as flat contiguous views, 1 / (2 gamma_n), -eta gamma_n.
-        self._edges = [(self.Z[i].reshape(-1), self._L[i], 0.5 / g, -eta * g)
-                       for i, g in enumerate(gamma.tolist())]
+        # Per neighbour: Z_mn as a flat view and 1 / (2 gamma_n).
+        self._edges = [(self.Z[i].reshape(-1), 0.5 / g) for i, g in enumerate(gamma.tolist())]
+        self._b = -eta * gamma
         self._sqrt_eps = float(np.sqrt(eps))
-        self._eta = float(eta)
-        self._t = [1.0] * d
-        self.inv = inv
+        self._half_eta = 0.5 * float(eta)
 
     def rhs(self, Zr: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
-        """First part: ``2 B_m + sum_n (Z_mn + 2 gamma_mn Lam_mn)`` (a buffer of the step).
+        """First part: the right-hand side of ``O_m`` (a buffer of the step).
 
-        ``Zr`` is a ``(d_m, Q, d)`` array or ``d_m`` arrays of shape ``(Q, d)``
-        (the mailbox's views).
+        Also applies the first half of the dual step to :attr:`Z`, so it must be
+        followed by :meth:`dual`. ``Zr`` is a ``(d_m, Q, d)`` array or ``d_m``
+        arrays of shape ``(Q, d)`` (the mailbox's views).
         """
         if len(Zr) != len(self._edges):
             raise ValueError(f"{len(Zr)} neighbour values for {len(self._edges)} edges")
-        rhs, se = self._rhs_flat, self._sqrt_eps
+        rhs, lrow, se, c = self._rhs_flat, self._L, self._sqrt_eps, -self._half_eta
         rhs[:] = self._b2
-        t = self._t
-        # Neighbour by neighbour, so that Z_n and L_n are still in cache for the axpys.
-        for i, ((z, lrow, h, _), zr) in enumerate(zip(self._edges, Zr)):
+        for (z, h), zr in zip(self._edges, Zr):
             np.add(z, zr.reshape(-1), out=lrow)
-            # t_n = min(1, sqrt(eps) / max(||L_n|| / (2 gamma_n), tiny))
-            t[i] = min(1.0, se / max(math.sqrt(_ddot(lrow, lrow)) * h, 1e-300))
+            # t_n = min(1, sqrt(eps) / max(||L|| / (2 gamma_n), tiny))
+            t = min(1.0, se / max(math.sqrt(_ddot(lrow, lrow)) * h, 1e-300))
             _daxpy(z, rhs, a=1.0)
-            _daxpy(lrow, rhs, a=-t[i])
+            _daxpy(lrow, rhs, a=-t)
+            _daxpy(lrow, z, a=c * t)  # Z_mn += eta gamma_n Lam_mn, while L is in cache
         return self._rhs
 
     def dual(self, O: np.ndarray) -> None:
-        """Second part: ``Z_mn += eta gamma_mn (Lam_mn - O_m)`` given ``O_m``."""
+        """Second part, given ``O_m``: ``Z_mn -= eta gamma_mn O_m`` for every ``n``."""
         if O is not self.O:
             self.O[...] = O
-        o, c = self.O.reshape(-1), -0.5 * self._eta
-        for (z, lrow, _, b), t in zip(self._edges, self._t):
-            _daxpy(lrow, z, a=c * t)
-            _daxpy(o, z, a=b)
+        # Z^T += O (-eta gamma)^T on the Fortran view of Z: in place, one call.
+        zt = _dger(1.0, self.O.reshape(-1), self._b, a=self._zt, overwrite_a=True)
+        if zt is not self._zt:  # BLAS made a copy: cannot happen for this view
+            self.Z[...] = zt.T.reshape(self.Z.shape)
 
     def __call__(self, Zr: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
         """One activation given the neighbours' ``Z_{n,m}``; returns :attr:`O`."""
