@@ -22,9 +22,11 @@ of ``n x n`` built from ``--samples`` random samples), exactly as
 * ``total``: all of it, timed around the whole sequence.
 
 The floor is what no implementation can avoid: the product (``product``, the
-same :meth:`LocalInverse.apply` timed alone on the same right-hand side) plus
-reading ``d`` and writing ``d`` matrices of ``Q x n`` once (``copy``: one
-``numpy.copyto`` of the ``d`` stacked Z). Both are measured in the same
+same :meth:`LocalInverse.apply` timed alone on a ``Q x n`` right-hand side)
+plus reading ``d`` and writing ``d`` matrices of ``Q x n`` once (``copy``: one
+``numpy.copyto`` of the node's ``d`` stacked Z within its own memory, a strict
+bound: the activation's reads and puts move data between cores, which costs
+more). Both are measured in the same
 process, interleaved with the activation (their order alternates between
 repetitions), and every part is timed in **thread CPU time** (the CPU the
 rank spends, which a loaded machine barely changes) and in wall time. The
@@ -32,8 +34,12 @@ ratio reported is the median over repetitions of ``total / floor`` in CPU
 time; ratios are much less sensitive to other load on the machine than the
 absolute times are.
 
-While the hub measures, the neighbours wait in a sleeping barrier (no busy
-polling), so with fewer cores than ranks they do not take the hub's core.
+Each repetition starts with an untimed activation (it reads the other parity
+slot, which the neighbours write too), so that the timed one runs as in a
+layer's steady state, right after the previous activation: without it, the
+wake-up from the barrier's sleep with cold caches made every part 2 - 5 times
+dearer. While the hub measures, the neighbours wait in a sleeping barrier (no
+busy polling), so with fewer cores than ranks they do not take the hub's core.
 
 The HDF5 layout (``/activation/<label>``) is documented in BENCHMARKS.md.
 """
