@@ -280,11 +280,15 @@ class LocalInverse:
             cf = scipy.linalg.cho_factor(H, check_finite=False)
             self._inv = scipy.linalg.cho_solve(cf, np.eye(d), check_finite=False)
 
-    def apply(self, X: np.ndarray) -> np.ndarray:
-        """Return ``X @ (2 G + c I)^{-1}`` for ``X`` of shape (Q, d)."""
+    def apply(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Return ``X @ (2 G + c I)^{-1}`` for ``X`` of shape (Q, d), into ``out`` if given.
+
+        ``out`` (C-contiguous, not overlapping ``X``) spares the async engine an
+        allocation per activation.
+        """
         if self.low_rank:
-            return (X - (X @ self._Y) @ self._A) / self.c
-        return X @ self._inv
+            return np.divide(X - (X @ self._Y) @ self._A, self.c, out=out)
+        return np.matmul(X, self._inv, out=out)
 
 
 # ``auto`` penalties. Consensus ADMM (sync, sync-graph): rho = AUTO_SYNC *

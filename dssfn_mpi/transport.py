@@ -261,8 +261,9 @@ class ZMailbox:
         self._win.Lock_all(MPI.MODE_NOCHECK)
         self._epoch_open = True
 
-        self._header = np.zeros(HEADER_WORDS - 2, dtype=np.int64)  # layer .. cols
-        self._seqbuf = np.zeros(1, dtype=np.int64)  # reusable counter word
+        # Reusable header (layer .. cols) and counter word, one per neighbour.
+        self._header = np.zeros((max(deg, 1), HEADER_WORDS - 2), dtype=np.int64)
+        self._seqbuf = np.zeros(max(deg, 1), dtype=np.int64)
         self._one = np.zeros(1, dtype=np.int64)  # reusable finished word
         self._versions: dict[tuple[int, int], int] = {}  # (n, layer) -> my put counter
         self._seq: dict[tuple[int, int], int] = {}  # (n, parity) -> my write counter
@@ -270,6 +271,8 @@ class ZMailbox:
         # The last consistent copy of each neighbour's slot (one per neighbour).
         self._kept: list[_Kept | None] = [None] * deg
         self._kept_data: list[np.ndarray | None] = [None] * deg
+        self._spare: list[np.ndarray | None] = [None] * deg  # read_views copies here first
+        self._zeros: np.ndarray | None = None  # read_views' answer for "nothing yet"
         self.puts = 0
         self.bytes_sent = 0
         self.torn_retries = 0
@@ -311,39 +314,72 @@ class ZMailbox:
         layer : int
             Non-negative layer index; selects the parity slot ``layer % 2``.
         """
-        win = self._check_open()
         self._check_neighbor(n)
         Z = np.ascontiguousarray(Z, dtype=np.float64)  # no copy in the usual case
         if Z.ndim != 2:
             raise ValueError(f"Z must be 2-D, got shape {Z.shape}")
-        if Z.size > self.max_elems:
-            raise ValueError(f"Z has {Z.size} elements, mailbox holds {self.max_elems}")
+        self._write((n,), Z[None], layer)
+
+    def put_all(self, Z: np.ndarray, layer: int) -> None:
+        """``put(n, Z[i], layer)`` for every neighbour ``n = neighbors[i]``, at once.
+
+        The same seqlock writes, phase by phase over all neighbours with one
+        ``Flush_all`` per phase instead of three flushes per neighbour: every
+        slot still sees ``begin``, then its payload, then ``end`` (the flush
+        between two phases completes the earlier one at every target). A slot's
+        write is in flight for the whole call, a little longer than with
+        :meth:`put`; a reader then retries or falls back, as always.
+
+        Parameters
+        ----------
+        Z : numpy.ndarray, shape (degree, rows, cols)
+            ``Z[i]`` goes to ``neighbors[i]``; C-contiguous float64 (no copy is made).
+        layer : int
+            Non-negative layer index.
+        """
+        if Z.ndim != 3 or Z.shape[0] != len(self.neighbors):
+            raise ValueError(f"Z must be (degree={len(self.neighbors)}, rows, cols), "
+                             f"got shape {Z.shape}")
+        if Z.dtype != np.float64 or not Z.flags.c_contiguous:
+            raise ValueError("Z must be C-contiguous float64")
+        self._write(self.neighbors, Z, layer)
+
+    def _write(self, targets: tuple[int, ...], Z: np.ndarray, layer: int) -> None:
+        """Seqlock writes of ``Z[k]`` (2-D each) to ``targets[k]``, one flush per phase."""
+        win = self._check_open()
+        rows, cols = Z.shape[1:]
+        size = rows * cols
+        if size > self.max_elems:
+            raise ValueError(f"Z has {size} elements, mailbox holds {self.max_elems}")
         if layer < 0:
             raise ValueError(f"layer must be >= 0, got {layer}")
-        key = (n, layer)
-        version = self._versions.get(key, 0) + 1
-        self._versions[key] = version
+        if not targets:
+            return
         parity = layer % 2
-        seq = self._seq.get((n, parity), 0) + 1
-        self._seq[(n, parity)] = seq
-        h = self._header
-        h[0], h[1], h[2] = layer, version, Z.size
-        h[3], h[4] = Z.shape
-        off = self._slot_offset(self._out_slot[n], parity)
-        s = self._seqbuf
-        s[0] = seq
-        # Each Flush completes the puts before it at the target, which orders
-        # begin < payload < end in n's memory (see the class notes).
-        win.Put(s, n, off + _S_BEGIN)
-        win.Flush(n)
-        win.Put(h, n, off + _S_LAYER)
-        if Z.size:
-            win.Put(Z, n, off + HEADER_WORDS)  # straight from Z: no packing copy
-        win.Flush(n)
-        win.Put(s, n, off + _S_END)
-        win.Flush(n)
-        self.puts += 1
-        self.bytes_sent += (HEADER_WORDS + Z.size) * _WORD
+        # One header and counter word per target: all stay in use until the flushes.
+        h, s = self._header[: len(targets)], self._seqbuf[: len(targets)]
+        offs = []
+        for k, n in enumerate(targets):
+            version = self._versions[(n, layer)] = self._versions.get((n, layer), 0) + 1
+            s[k] = self._seq[(n, parity)] = self._seq.get((n, parity), 0) + 1
+            h[k] = layer, version, size, rows, cols
+            offs.append(self._slot_offset(self._out_slot[n], parity))
+        flush = win.Flush if len(targets) == 1 else (lambda _: win.Flush_all())
+        # Each flush completes the puts before it at the target, which orders
+        # begin < payload < end in every target's memory (see the class notes).
+        for k, n in enumerate(targets):
+            win.Put(s[k : k + 1], n, offs[k] + _S_BEGIN)
+        flush(targets[0])
+        for k, n in enumerate(targets):
+            win.Put(h[k], n, offs[k] + _S_LAYER)
+            if size:
+                win.Put(Z[k], n, offs[k] + HEADER_WORDS)  # straight from Z: no packing copy
+        flush(targets[0])
+        for k, n in enumerate(targets):
+            win.Put(s[k : k + 1], n, offs[k] + _S_END)
+        flush(targets[0])
+        self.puts += len(targets)
+        self.bytes_sent += len(targets) * (HEADER_WORDS + size) * _WORD
 
     def _read_slot(
         self, i: int, layer: int, dest: np.ndarray | None
@@ -397,10 +433,15 @@ class ZMailbox:
                     f"rank {self.neighbors[i]} wrote {nelems} values ({rows} x {cols}) for "
                     f"layer {layer}{expected}"
                 )
-            buf = self._kept_data[i]
-            if buf is None:
-                buf = self._kept_data[i] = np.empty(self.max_elems)
-            buf[:nelems] = got
+            spare = self._spare[i]
+            if spare is not None and got.base is spare:
+                # read_views copied into my spare buffer: it becomes the kept copy.
+                self._spare[i], self._kept_data[i] = self._kept_data[i], spare
+            else:
+                buf = self._kept_data[i]
+                if buf is None:
+                    buf = self._kept_data[i] = np.empty(self.max_elems)
+                buf[:nelems] = got
             self._kept[i] = _Kept(parity, e, layer_w, version, nelems, rows, cols)
             return version, got, (rows, cols)
         else:
@@ -477,6 +518,54 @@ class ZMailbox:
                     )
                 row[...] = data.reshape(row.shape)
             versions[i] = version
+
+    def read_views(
+        self, layer: int, shape: tuple[int, int], versions: np.ndarray
+    ) -> list[np.ndarray]:
+        """Every neighbour's latest Z for ``layer`` without copying it out; never waits.
+
+        The seqlock copy is made into a buffer of the mailbox that then becomes
+        its kept copy (two buffers per neighbour, swapped), so a fresh read costs
+        one copy and an unchanged slot none: :meth:`read_all` makes one more.
+
+        Parameters
+        ----------
+        layer : int
+            Layer index.
+        shape : tuple of int
+            ``(rows, cols)`` every neighbour's Z must have.
+        versions : numpy.ndarray of int64, shape (degree,)
+            Receives each neighbour's put counter, as in :meth:`read_all`.
+
+        Returns
+        -------
+        list of numpy.ndarray
+            ``Z_{n,me}`` in the order of ``graph.neighbors(me)``, read-only views
+            valid until the next read of this mailbox (a shared array of zeros
+            for a neighbour that has not written for ``layer``).
+        """
+        self._check_open()
+        rows, cols = shape
+        size = rows * cols
+        if self._zeros is None or self._zeros.shape != (rows, cols):
+            self._zeros = np.zeros((rows, cols))
+            self._zeros.flags.writeable = False
+        views = []
+        for i in range(len(self.neighbors)):
+            if self._spare[i] is None:
+                self._spare[i] = np.empty(self.max_elems)
+            version, data, _ = self._read_slot(i, layer, self._spare[i][:size])
+            versions[i] = version
+            if data is None:
+                views.append(self._zeros)
+                continue
+            if data.size != size:
+                raise ValueError(f"rank {self.neighbors[i]} wrote {data.size} values for layer "
+                                 f"{layer}, expected {size}")
+            view = data.reshape(rows, cols)
+            view.flags.writeable = False
+            views.append(view)
+        return views
 
     # -- layer handshake --------------------------------------------------------
 

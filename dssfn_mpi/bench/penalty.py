@@ -32,7 +32,7 @@ import sys
 import numpy as np
 
 from ..datasets import load_dataset
-from ..engines.updates import consensus_dual, consensus_primal, edge_activation
+from ..engines.updates import EdgeStep, consensus_dual, consensus_primal
 from ..errors import UserError
 from ..model import layer_features, one_hot
 from ..partition import partition
@@ -70,16 +70,14 @@ def edge_arock(
     back = [[nbrs[n].index(m) for n in nbrs[m]] for m in range(M)]
     gammas = [np.full(len(nbrs[m]), gamma) for m in range(M)]
     invs = [LocalInverse(Ys[m], float(gammas[m].sum()), Gs[m]) for m in range(M)]
-    B2s = [2.0 * B for B in Bs]
-    Z = [np.zeros((len(nbrs[m]),) + Bs[0].shape) for m in range(M)]
-    Zr = [np.empty_like(z) for z in Z]
-    work = [np.empty_like(z) for z in Z]
+    steps = [EdgeStep(2.0 * Bs[m], gammas[m], 1.0, eps, invs[m]) for m in range(M)]
+    Zr = [np.empty_like(step.Z) for step in steps]
     Os = [np.zeros_like(Bs[0]) for _ in range(M)]
     rng = np.random.default_rng(seed)
     for m in np.concatenate([rng.permutation(M) for _ in range(iters)]):
         for i, n in enumerate(nbrs[m]):
-            Zr[m][i] = Z[n][back[m][i]]  # a fresh read of the neighbour's latest Z
-        Os[m] = edge_activation(Z[m], Zr[m], B2s[m], gammas[m], 1.0, eps, invs[m], work[m])
+            Zr[m][i] = steps[n].Z[back[m][i]]  # a fresh read of the neighbour's latest Z
+        Os[m] = steps[m](Zr[m]).copy()
     return Os
 
 

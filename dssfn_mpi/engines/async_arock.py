@@ -38,7 +38,7 @@ from ..trace import LayerTrace
 from ..transport import NeighborTimeout, ZMailbox
 from ..waiting import sleep_until
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
-from .updates import edge_activation, paper_activation
+from .updates import EdgeStep, paper_activation
 
 
 class AsyncEngine(Engine):
@@ -99,18 +99,19 @@ class AsyncEngine(Engine):
             trace.phase("factor", t1, t2, time.thread_time() - c1)
 
         Q, d = prob.B.shape
-        Z = np.zeros((dm, Q, d))
-        Zr = np.zeros((dm, Q, d))
-        lam = np.empty((dm, Q, d))
-        staleness = _Staleness(dm)
         B2 = 2.0 * prob.B
+        # The edge form works on buffers allocated once per layer (Z lives in the step).
+        edge = EdgeStep(B2, gamma, eta, eps, inv) if cfg.update == "edge" else None
+        Z = np.zeros((dm, Q, d)) if edge is None else edge.Z
+        Zr: list[np.ndarray] = []  # views of the mailbox's copies (_caught_up)
+        staleness = _Staleness(dm)
         puts0, bytes0, torn0, fallbacks0 = mb.puts, mb.bytes_sent, mb.torn_retries, mb.fallbacks
         O = np.zeros((Q, d))
         versions = np.zeros(dm, dtype=np.int64)
         lead_wait = 0.0
         for k in range(cfg.iters):
             # Short sleeps (<= 2 ms): a neighbour's next put is usually well under 1 ms away.
-            ready, waited = sleep_until(partial(self._caught_up, layer, k, Zr, versions),
+            ready, waited = sleep_until(partial(self._caught_up, layer, k, Zr, versions, (Q, d)),
                                         cfg.timeout, max_delay=2e-3)
             lead_wait += waited
             if not ready:  # one wait this long: a neighbour is gone
@@ -121,14 +122,13 @@ class AsyncEngine(Engine):
                 )
             started = time.perf_counter()
             staleness.record(versions)
-            if cfg.update == "edge":
-                O = edge_activation(Z, Zr, B2, gamma, eta, eps, inv, lam)
+            if edge is not None:
+                O = edge(Zr)
             else:
-                O = paper_activation(Z, Zr, B2, gamma, eta, eps, inv)
+                O = paper_activation(Z, np.stack(Zr), B2, gamma, eta, eps, inv)
             # A slow node computes slowly, then sends (as in the sync engines).
             self.throttle.after(started)
-            for i, n in enumerate(self.neighbors):
-                mb.put(n, Z[i], layer)
+            mb.put_all(Z, layer)
             if trace is not None:  # from the successful poll's read to the last put
                 trace.record_activation(k, O, *self._polled, versions=versions)
         if not np.all(np.isfinite(O)):
@@ -137,6 +137,7 @@ class AsyncEngine(Engine):
                 f"layer {layer}: the async ADMM diverged (gamma={gamma.mean():g}, eta={eta:g}); "
                 "try a gamma closer to the layer's multiplier or a smaller --eta",
             )
+        O = O.copy()  # the edge step's O is one of its buffers
         mb.finish_layer(layer)
         t3 = time.perf_counter()
         return O, SolveStats(
@@ -156,15 +157,16 @@ class AsyncEngine(Engine):
         self.dcomm.Free()
         self.mailbox.free()
 
-    def _caught_up(self, layer: int, k: int, Zr: np.ndarray, versions: np.ndarray) -> bool:
-        """Read the neighbours' latest Z into ``Zr``; True once activation ``k`` may run.
+    def _caught_up(self, layer: int, k: int, Zr: list[np.ndarray], versions: np.ndarray,
+                   shape: tuple[int, int]) -> bool:
+        """Read the neighbours' latest Z into ``Zr`` (views); True once activation ``k`` may run.
 
         Bounded delay (ARock's assumption): at most ``max_lead`` activations ahead
         of the slowest neighbour. A neighbour that has not written yet reads as 0.
         Only this rank's own window is read.
         """
         self._polled = time.perf_counter(), time.thread_time()  # this poll's start
-        self.mailbox.read_all(layer, Zr, versions)
+        Zr[:] = self.mailbox.read_views(layer, shape, versions)
         lead = self.ctx.cfg.max_lead
         return lead is None or k <= versions.min() + lead
 

@@ -50,7 +50,7 @@ def _read_slot_without_second_check(self, i: int, layer: int, dest):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("mode", ["read", "read_all"])
+@pytest.mark.parametrize("mode", ["read", "read_all", "read_views"])
 @pytest.mark.parametrize("shape", [(26, 1052), (128, 1024)], ids=["26x1052", "1MiB"])
 def test_stress_test_catches_a_reader_that_skips_the_second_check(monkeypatch, shape, mode):
     from dssfn_mpi.transport import ZMailbox

@@ -136,6 +136,51 @@ def test_round_trip_values_shapes_versions_and_counters(make_graph):
     assert not problems, problems
 
 
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("make_graph", [ring, complete], ids=["ring", "complete"])
+def test_put_all_and_read_views_round_trip(make_graph):
+    # The engine's pair: put_all writes what d puts would (versions, counters), and
+    # read_views returns the same values as read_all, as read-only views, with
+    # zeros for an unwritten layer and the kept copy for an unchanged slot.
+    from dssfn_mpi.transport import HEADER_WORDS, ZMailbox
+
+    comm = _comm()
+    me, size = comm.Get_rank(), comm.Get_size()
+    graph = make_graph(size)
+    deg, shape = graph.degree(me), (3, 4)
+    problems: list[str] = []
+    mb = ZMailbox(comm, graph, 12)
+    for rep in (1, 2):
+        Z = np.stack([np.full(shape, 100.0 * me + 10 * n + rep) for n in graph.neighbors(me)])
+        mb.put_all(Z, layer=1)
+    if mb.puts != 2 * deg or mb.bytes_sent != 2 * deg * (HEADER_WORDS + 12) * 8:
+        problems.append(f"counters puts={mb.puts} bytes={mb.bytes_sent}")
+    comm.Barrier()
+    versions = np.full(deg, -1, dtype=np.int64)
+    for attempt in ("fresh", "unchanged"):
+        views = mb.read_views(1, shape, versions)
+        for i, n in enumerate(graph.neighbors(me)):
+            want = np.full(shape, 100.0 * n + 10 * me + 2)
+            if versions[i] != 2 or not np.array_equal(views[i], want):
+                problems.append(f"{attempt} read_views from {n}: version {versions[i]}")
+            if views[i].flags.writeable:
+                problems.append("read_views must return read-only views")
+    views = mb.read_views(3, shape, versions)  # same parity, other layer: nothing yet
+    if versions.any() or any(v.any() or v.shape != shape for v in views):
+        problems.append("read_views of an unwritten layer must give zeros and version 0")
+    try:
+        mb.read_views(1, (2, 5), versions)
+        problems.append("read_views with the wrong shape did not raise")
+    except ValueError:
+        pass
+    if (mb.torn_retries, mb.fallbacks) != (0, 0):
+        problems.append(f"torn_retries={mb.torn_retries} fallbacks={mb.fallbacks} with no writer")
+    comm.Barrier()
+    problems = _gather_problems(comm, problems)
+    mb.free()
+    assert not problems, problems
+
+
 def _stress(
     comm,
     shape: tuple[int, int],
@@ -150,7 +195,9 @@ def _stress(
     """Rank 0 reads while ranks 1.. put full((Q, n), value(writer, version)) into it.
 
     ``mode`` is the reader's path: ``"read"`` (:meth:`ZMailbox.read` per writer),
-    ``"read_all"`` (one :meth:`ZMailbox.read_all` for all writers) or ``"raw"``
+    ``"read_all"`` (one :meth:`ZMailbox.read_all` for all writers),
+    ``"read_views"`` (one :meth:`ZMailbox.read_views`, the engine's; the writers
+    then use :meth:`ZMailbox.put_all`, the engine's) or ``"raw"``
     (the detector's control: the slot copied from window memory with no
     protocol at all). Every element of a read must equal one value, the value
     the header's version implies. The reader goes on for at least
@@ -190,11 +237,15 @@ def _stress(
                 break
             if mode == "read_all":
                 mb.read_all(0, out, versions)
+            elif mode == "read_views":
+                views = mb.read_views(0, (Q, n), versions)
             for i, w in enumerate(mb.neighbors):
                 if mode == "read":
                     Z, version = mb.read(w, 0)
                 elif mode == "read_all":
                     Z, version = out[i], int(versions[i])
+                elif mode == "read_views":
+                    Z, version = views[i], int(versions[i])
                 else:
                     # The detector's control: copy the raw slot with no protocol.
                     off = mb._slot_offset(mb._in_slot[w], 0)
@@ -219,7 +270,10 @@ def _stress(
         while mb.finished_layers()[0] < 0 and time.perf_counter() - t0 < max_seconds + 10:
             version += 1
             Z.fill(_value(me, version))
-            mb.put(0, Z, 0)
+            if mode == "read_views":
+                mb.put_all(Z[None], 0)  # the star: neighbour 0 only
+            else:
+                mb.put(0, Z, 0)
             if burst and version % burst == 0:
                 time.sleep(1e-3)
         tally["puts"] = mb.puts
@@ -231,7 +285,7 @@ def _stress(
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("mode", ["read", "read_all"])
+@pytest.mark.parametrize("mode", ["read", "read_all", "read_views"])
 @pytest.mark.parametrize("shape", [(26, 1052), (128, 1024)], ids=["26x1052", "1MiB"])
 def test_seqlock_reads_never_tear_under_concurrent_puts(shape, mode):
     # The proof that the seqlock is correct: every Z returned while writers put in

