@@ -105,7 +105,8 @@ class Equivalence(Observer):
 
     def after_layer(self, step: LayerStep) -> None:
         s, p = self.state, step.problem
-        res = measure_equivalence(s.comm, p.G, p.B, s.tt, step.O, p.eps)
+        res = measure_equivalence(s.comm, p.G, p.B, s.tt, step.O, p.eps, s.wait_policy,
+                                  s.cfg.timeout)
         if res is not None:
             for k, v in res.items():
                 s.checks[k].append(v)
@@ -142,6 +143,7 @@ class RankRows(Observer):
         s = self.state
         done = len(s.stats[ROW_FIELDS[0]])
         mine = [{k: s.stats[k][i] for k in ROW_FIELDS} for i in range(self.sent, done)]
+        s.barrier("gathering the log rows")  # then the gather itself waits for nobody
         tables = s.comm.gather(mine, root=0)
         if s.rank == 0:
             s.history.extend([t[i] for t in tables] for i in range(done - self.sent))
@@ -182,6 +184,7 @@ class ModelSaver(Observer):
         from .modelio import save_model
 
         s, cfg = self.state, self.state.cfg
+        s.barrier("gathering the model")
         all_Os = s.comm.gather(s.Os, root=0)
         if s.rank == 0:
             attrs = {
@@ -211,7 +214,7 @@ class LogWriter(Observer):
             return
         if s.rank == 0:
             self._write(complete=True)
-        s.comm.Barrier()  # the complete log is on disk before the checkpoints go
+        s.barrier("writing the run log")  # the complete log is on disk before the checkpoints go
         if s.rank == 0:
             checkpoint.remove(s.cfg.out)
 

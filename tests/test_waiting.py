@@ -1,4 +1,5 @@
-"""Tests for dssfn_mpi.waiting.sleep_until: backoff bounds, timeout, no busy spin."""
+"""Tests for dssfn_mpi.waiting: sleep_until (backoff bounds, timeout, no busy spin) and the
+wait policies of --wait (spin, hybrid, auto)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,19 @@ import time
 import pytest
 
 from dssfn_mpi import waiting
-from dssfn_mpi.waiting import BACKOFF_MAX, BACKOFF_MIN, Waited, sleep_until
+from dssfn_mpi.waiting import (
+    BACKOFF_MAX,
+    BACKOFF_MIN,
+    POLICIES,
+    PROGRESS_SLEEP,
+    SPIN_BUDGET,
+    AdaptiveBudget,
+    NodeShare,
+    Waited,
+    WaitPolicy,
+    make_policy,
+    sleep_until,
+)
 
 
 class Poll:
@@ -107,3 +120,158 @@ def test_becomes_ready_from_another_thread() -> None:
     finally:
         timer.cancel()
     assert ready and 0.04 <= waited < 1.0
+
+
+# -- the wait policy (--wait) -------------------------------------------------------------
+
+
+def fake_clock(monkeypatch: pytest.MonkeyPatch, tick: float = 1e-6) -> list[float]:
+    """Every perf_counter call advances the clock by ``tick``; sleeps advance it too.
+
+    Returns the sleeps made.
+    """
+    now = [0.0]
+    delays: list[float] = []
+
+    def perf_counter() -> float:
+        now[0] += tick
+        return now[0]
+
+    def fake_sleep(seconds: float) -> None:
+        delays.append(seconds)
+        now[0] += seconds
+
+    monkeypatch.setattr(waiting.time, "sleep", fake_sleep)
+    monkeypatch.setattr(waiting.time, "perf_counter", perf_counter)
+    return delays
+
+
+@pytest.mark.parametrize("name", POLICIES)
+def test_every_policy_returns_at_once_when_ready(monkeypatch, name):
+    delays = fake_clock(monkeypatch)
+    policy = WaitPolicy(name, NodeShare(4, 2))
+    poll = Poll(1)
+    assert policy.wait(poll, 10.0) == Waited(True, 0.0)
+    assert policy.wait_request(type("Req", (), {"Test": poll})(), 10.0) == Waited(True, 0.0)
+    assert poll.calls == 2 and delays == [] and policy.waits == policy.slept == 0
+
+
+def test_spin_polls_without_sleeping(monkeypatch):
+    delays = fake_clock(monkeypatch)
+    policy = WaitPolicy("spin")
+    poll = Poll(5000)  # 5000 polls at 1 us a clock reading: ~5 ms, far past any budget
+    ready, waited = policy.wait(poll, 10.0)
+    assert ready and poll.calls == 5000 and delays == []
+    assert waited > 0 and policy.waits == 1 and policy.slept == 0
+
+
+def test_spin_gives_up_at_the_timeout(monkeypatch):
+    delays = fake_clock(monkeypatch)
+    ready, waited = WaitPolicy("spin").wait(Poll(None), 0.01)
+    assert not ready and waited == pytest.approx(0.01, abs=1e-5) and delays == []
+
+
+def test_hybrid_spins_its_budget_then_sleeps_with_backoff(monkeypatch):
+    delays = fake_clock(monkeypatch, tick=1e-6)
+    policy = WaitPolicy("hybrid")
+    poll = Poll(200)
+    assert policy.wait(poll, 10.0, max_delay=2e-3).ready
+    # About one poll per microsecond for SPIN_BUDGET, then doubling sleeps.
+    spun = poll.calls - 1 - len(delays)
+    assert SPIN_BUDGET * 1e6 * 0.4 <= spun <= SPIN_BUDGET * 1e6 + 2
+    assert delays[:3] == pytest.approx([BACKOFF_MIN, 2 * BACKOFF_MIN, 4 * BACKOFF_MIN])
+    assert max(delays) == pytest.approx(2e-3)
+    assert policy.waits == 1 and policy.slept == 1
+
+
+def test_progress_waits_never_sleep_longer_than_the_shortest_sleep(monkeypatch):
+    delays = fake_clock(monkeypatch)
+    for name in ("hybrid", "auto"):
+        WaitPolicy(name, NodeShare(4, 2)).wait(Poll(300), 10.0, progress=True)
+    assert delays and max(delays) <= PROGRESS_SLEEP
+
+
+def test_hybrid_gives_up_at_the_timeout_without_oversleeping(monkeypatch):
+    delays = fake_clock(monkeypatch)
+    ready, waited = WaitPolicy("hybrid").wait(Poll(None), 0.1, max_delay=0.05)
+    assert not ready and waited == pytest.approx(0.1, abs=1e-4)
+    assert sum(delays) <= 0.1
+
+
+def test_auto_resolves_from_the_ranks_per_core():
+    assert WaitPolicy("auto", NodeShare(2, 2)).resolved == "adaptive"
+    assert WaitPolicy("auto", NodeShare(1, 8)).resolved == "adaptive"
+    shared = WaitPolicy("auto", NodeShare(4, 2))
+    assert shared.resolved == "adaptive-shared"
+    assert shared.resolution() == "adaptive-shared (4 ranks on 2 cores)"
+    assert WaitPolicy("spin", NodeShare(4, 2)).resolution() == "spin"
+    assert make_policy("auto").share == NodeShare(1, 1)  # no communicator: a core per rank
+    with pytest.raises(ValueError, match="unknown wait policy"):
+        WaitPolicy("yield")
+
+
+def test_auto_shared_one_sided_waits_sleep_at_once(monkeypatch):
+    # More ranks than cores: the async engine's waits must not spin.
+    delays = fake_clock(monkeypatch)
+    policy = WaitPolicy("auto", NodeShare(4, 2))
+    poll = Poll(4)
+    assert policy.wait(poll, 10.0, max_delay=2e-3).ready
+    assert poll.calls == 4 and len(delays) == 3  # the first poll, then one after each sleep
+    assert policy.slept == 1
+
+
+def test_auto_dedicated_waits_spin_while_partners_answer(monkeypatch):
+    delays = fake_clock(monkeypatch)
+    policy = WaitPolicy("auto", NodeShare(2, 2))
+    for _ in range(20):
+        assert policy.wait(Poll(50), 10.0, max_delay=2e-3).ready  # ~50 us each
+        assert policy.wait(Poll(50), 10.0, progress=True).ready
+    assert delays == [] and policy.waits == 40 and policy.slept == 0
+
+
+def test_auto_stops_spinning_when_partners_do_not_answer(monkeypatch):
+    delays = fake_clock(monkeypatch)
+    policy = WaitPolicy("auto", NodeShare(4, 2))
+    spins = []
+    for _ in range(12):
+        poll = Poll(5000)  # each wait outlasts any budget
+        policy.wait(poll, 10.0, progress=True)
+        spins.append(poll.calls - 1 - len(delays))  # polls before the first sleep
+        delays.clear()
+    # The budget halves down to the minimum: the spin shrinks to ~SPIN_BUDGET.
+    assert spins[0] > 500 and spins[-1] <= SPIN_BUDGET * 1e6 + 5, spins
+    assert policy.slept == 12
+
+
+def test_adaptive_budget_halves_grows_and_probes():
+    b = AdaptiveBudget(lo=1e-5, hi=1e-3)
+    assert b.next() == (1e-3, False)
+    for _ in range(10):
+        b.record(False, False)
+    assert b.value == 1e-5  # halved down to lo
+    b.record(True, False)
+    assert b.value == pytest.approx(1.25e-5)
+    b.value = 1e-5
+    # At a low budget every probe_every-th wait spins up to hi.
+    plan = [b.next() for _ in range(b.PROBE_MIN)]
+    assert plan[-1] == (1e-3, True) and all(not p for _, p in plan[:-1])
+    b.record(False, True)  # failed probe: probes half as often
+    assert b.probe_every == 2 * b.PROBE_MIN and b.value == 1e-5
+    plan = [b.next() for _ in range(b.probe_every)]
+    assert plan[-1] == (1e-3, True)
+    b.record(True, True)  # partners answer fast again: back to the full budget
+    assert b.value == 1e-3 and b.probe_every == b.PROBE_MIN
+    for _ in range(100):
+        b.record(False, True)
+    assert b.probe_every == b.PROBE_MAX
+
+
+def test_auto_one_sided_wait_sleeps_for_real_when_oversubscribed() -> None:
+    # The async engine's no-busy-spin promise under auto with more ranks than cores.
+    policy = WaitPolicy("auto", NodeShare(20, 2))
+    poll = Poll(None)
+    cpu0 = time.process_time()
+    ready, waited = policy.wait(poll, 0.3, max_delay=BACKOFF_MAX)
+    assert not ready and waited >= 0.3
+    assert poll.calls < 0.3 / BACKOFF_MAX + 20
+    assert time.process_time() - cpu0 < 0.1

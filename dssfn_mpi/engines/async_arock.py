@@ -35,7 +35,6 @@ import numpy as np
 from ..errors import RankError
 from ..solver import LocalInverse, auto_penalty
 from ..transport import NeighborTimeout, ZMailbox
-from ..waiting import sleep_until
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
 from .updates import edge_activation, paper_activation
 
@@ -48,6 +47,8 @@ class AsyncEngine(Engine):
         self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
         self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width)
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
+        assert ctx.wait_policy is not None
+        self.waits = ctx.wait_policy  # every wait of this engine goes through it
         # Neighbour-only exchange of the two numbers behind the auto penalty.
         self.dcomm = ctx.comm.Create_dist_graph_adjacent(
             self.neighbors, self.neighbors, reorder=False
@@ -65,7 +66,7 @@ class AsyncEngine(Engine):
         mine = np.ascontiguousarray(stats, dtype=float)
         theirs = np.empty((len(self.neighbors), mine.size))
         request = self.dcomm.Ineighbor_allgather(mine, theirs)
-        if not sleep_until(request.Test, self.ctx.cfg.timeout)[0]:
+        if not self.waits.wait_request(request, self.ctx.cfg.timeout).ready:
             raise RankError(
                 self.ctx.rank,
                 f"layer {layer}: neighbours did not start it within {self.ctx.cfg.timeout:g} s "
@@ -77,11 +78,11 @@ class AsyncEngine(Engine):
 
     def solve(self, prob: LayerProblem) -> tuple[np.ndarray, SolveStats]:
         cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
-        wait = 0.0
+        wait, slept0 = 0.0, self.waits.slept
         if layer - 2 >= self.ctx.first_layer:
             # Parity slots: nobody may write layer l before its neighbours left l-2.
             try:
-                wait = mb.wait_neighbors_done(layer - 2, cfg.timeout)
+                wait = mb.wait_neighbors_done(layer - 2, cfg.timeout, self.waits)
             except NeighborTimeout as exc:
                 raise RankError(self.ctx.rank, f"layer {layer}: {exc}") from None
         t1 = time.perf_counter()
@@ -103,8 +104,8 @@ class AsyncEngine(Engine):
         lead_wait = 0.0
         for k in range(cfg.iters):
             # Short sleeps (<= 2 ms): a neighbour's next put is usually well under 1 ms away.
-            ready, waited = sleep_until(partial(self._caught_up, layer, k, Zr, versions),
-                                        cfg.timeout, max_delay=2e-3)
+            ready, waited = self.waits.wait(partial(self._caught_up, layer, k, Zr, versions),
+                                            cfg.timeout, max_delay=2e-3)
             lead_wait += waited
             if not ready:  # one wait this long: a neighbour is gone
                 raise RankError(
@@ -141,6 +142,7 @@ class AsyncEngine(Engine):
             staleness_max=staleness.max,
             torn_retries=mb.torn_retries - torn0,
             fallbacks=mb.fallbacks - fallbacks0,
+            waits_slept=self.waits.slept - slept0,
         )
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from .base import LayerProblem, RunContext, SolveStats
+from .base import LayerProblem, RunContext, SolveStats, await_request
 from .sync_allreduce import SyncAllreduceEngine
 
 # Disagreement left after mixing, relative to the start of the round.
@@ -41,7 +41,9 @@ class SyncGraphEngine(SyncAllreduceEngine):
         recv = np.empty((len(self.neighbors),) + x.shape)
         out[...] = x
         for _ in range(self.rounds):
-            self.dcomm.Neighbor_allgather(out, recv)
+            # Non-blocking, awaited under the run's wait policy (dssfn_mpi.waiting).
+            await_request(self.ctx, self.dcomm.Ineighbor_allgather(out, recv),
+                          "neighbour exchange")
             np.multiply(out, self.w_self, out=out)
             out += np.tensordot(self.w_nbr, recv, axes=1)
 
