@@ -16,11 +16,13 @@ engines are compared under the same one:
     backoff (:func:`sleep_until`). A sleeping rank leaves its core to the
     ranks that still compute and, woken, preempts a busy process at once.
 ``auto`` (default)
-    Decided per run from the ranks per core on the node (:func:`node_share`)
-    and per wait from what the waits measure: spin while partners answer
-    within the spin budget, sleep when they do not (:class:`AdaptiveBudget`).
-    One-sided waits of an oversubscribed node sleep at once (the async engine
-    never busy-spins there).
+    ``spin`` while nothing outside the job competes for the node's cores, and
+    ``hybrid`` when something does (a busy process, another job): measured,
+    not guessed, by :class:`LoadMonitor` from the CPU time the node's cores
+    spent outside this job's ranks. One-sided waits of a node with more
+    ranks than cores always sleep (the async engine never busy-spins there).
+    Where the load cannot be read (no Linux ``/proc``), ranks per core
+    decide: ``spin`` with a core per rank, ``hybrid`` otherwise.
 
 Two kinds of waits differ in how long a sleep may be. A *progress* wait (a
 non-blocking collective or neighbour exchange) advances only inside this
@@ -39,7 +41,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -48,7 +49,7 @@ __all__ = [
     "POLICIES",
     "PROGRESS_SLEEP",
     "SPIN_BUDGET",
-    "AdaptiveBudget",
+    "LoadMonitor",
     "NodeShare",
     "WaitPolicy",
     "Waited",
@@ -67,10 +68,11 @@ BACKOFF_MAX = 10e-3
 #: Longest sleep of a progress wait: the shortest sleep worth asking the OS for
 #: (Linux adds its 50 us timer slack, so a poll every ~0.1 ms).
 PROGRESS_SLEEP = 50e-6
-#: Hybrid's spin before its first sleep, and the least ``auto`` spins.
+#: Hybrid's spin before its first sleep.
 SPIN_BUDGET = 30e-6
-#: Auto's longest spin before sleeping.
-AUTO_BUDGET_MAX = 1e-3
+#: Auto's longest spin in one wait before it sleeps: a partner this late is
+#: computing or descheduled, and a spinning rank would take its core.
+AUTO_SPIN_MAX = 10e-3
 
 
 class Waited(NamedTuple):
@@ -137,81 +139,114 @@ def _sleep_from(t0: float, ready: Callable[[], bool], timeout: float, max_delay:
         delay, first, polled = min(2.0 * delay, max_delay), False, False
 
 
-def _spin(t0: float, ready: Callable[[], bool], limit: float) -> tuple[bool, float]:
-    """Poll ``ready()`` without pause until true or ``limit`` seconds after ``t0``.
+def _spin(t0: float, ready: Callable[[], bool], limit: float,
+          yield_cpu: bool = False) -> tuple[bool, float]:
+    """Poll ``ready()`` without sleeping until true or ``limit`` seconds after ``t0``.
 
-    Returns whether it became true and the seconds since ``t0`` at the last poll.
+    ``yield_cpu``: offer the core to another runnable process between polls
+    (``sched_yield``, what Open MPI's blocking calls do on an oversubscribed
+    node). Returns whether it became true and the seconds since ``t0`` at the
+    last poll.
     """
     if limit <= 0.0:
         return False, time.perf_counter() - t0
+    pause = os.sched_yield if yield_cpu and hasattr(os, "sched_yield") else None
     while True:
         waited = time.perf_counter() - t0
         if ready():
             return True, waited
         if waited >= limit:
             return False, waited
+        if pause is not None:
+            pause()
 
 
-@dataclass
-class AdaptiveBudget:
-    """Auto's spin budget for one kind of wait: spin while partners answer within it.
+class LoadMonitor:
+    """Whether something outside this job competes for the node's cores (Linux ``/proc``).
 
-    A wait that ends within the budget lets it grow (x :attr:`GROW`, up to
-    ``hi``); one that outlasts it halves it (down to ``lo``): partners that
-    are descheduled (a busy process, more ranks than cores) make spinning
-    useless, so the rank soon sleeps at once. A low budget cannot see that
-    the partners became fast again, so every ``probe_every`` waits one wait
-    spins up to ``hi``; a probe that fails doubles the interval (up to
-    :attr:`PROBE_MAX`), one that succeeds restores the budget.
+    Every ``interval`` seconds (checked when a wait starts) it compares the
+    busy time of the node's cores (``/proc/stat``: user, nice, system, irq,
+    softirq and steal) with the CPU time of the job's ranks on the node
+    (``/proc/PID/stat``). The rest is *foreign* load; the node is contended
+    when the foreign load is at least :attr:`FOREIGN_MIN` cores and the job's
+    ranks plus the foreign load exceed the cores.
 
-    Attributes
+    Parameters
     ----------
-    lo, hi : float
-        Bounds of the budget, in seconds.
-    value : float
-        The current budget (starts at ``hi``).
+    pids : list of int
+        Process ids of the job's ranks on this node (this one included).
+    cores : list of int
+        The node's cores the ranks may use.
+    interval : float
+        Seconds between two readings.
     """
 
-    lo: float
-    hi: float
-    value: float = -1.0
-    probe_every: int = 64
-    GROW = 1.25
-    PROBE_MIN = 64
-    PROBE_MAX = 8192
+    #: Foreign load, in cores, below which the node counts as the job's own.
+    FOREIGN_MIN = 0.25
 
-    def __post_init__(self) -> None:
-        if self.value < 0:
-            self.value = self.hi
-        self._since_probe = 0
+    def __init__(self, pids: list[int], cores: list[int], interval: float = 0.25) -> None:
+        self.pids, self.cores, self.interval = list(pids), sorted(cores), interval
+        self.foreign = 0.0  # foreign load of the last window, in cores
+        self._hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._last = self._reading()
 
-    def next(self) -> tuple[float, bool]:
-        """The budget of the next wait, and whether that wait is a probe."""
-        if self.value >= self.hi:
-            return self.hi, False
-        self._since_probe += 1
-        if self._since_probe >= self.probe_every:
-            self._since_probe = 0
-            return self.hi, True
-        return self.value, False
+    @property
+    def available(self) -> bool:
+        """Whether this system lets the load be read."""
+        return self._last is not None
 
-    def record(self, within: bool, probe: bool) -> None:
-        """Account for a wait that ended ``within`` its budget (or did not)."""
-        if probe:
-            if within:
-                self.value, self.probe_every = self.hi, self.PROBE_MIN
-            else:
-                self.probe_every = min(2 * self.probe_every, self.PROBE_MAX)
-            return
-        factor = self.GROW if within else 0.5
-        self.value = min(self.hi, max(self.lo, self.value * factor))
+    def contended(self) -> bool:
+        """Whether the last complete window had foreign load competing with the ranks."""
+        now = time.perf_counter()
+        if self._last is not None and now - self._last[0] >= self.interval:
+            reading = self._reading()
+            if reading is not None:
+                (t0, busy0, job0), (t1, busy1, job1) = self._last, reading
+                self.foreign = max(0.0, (busy1 - busy0) - (job1 - job0)) / self._hz / (t1 - t0)
+                self._last = reading
+        return (self.foreign >= self.FOREIGN_MIN
+                and len(self.pids) + self.foreign > len(self.cores))
+
+    def _reading(self) -> tuple[float, int, int] | None:
+        """(time, busy ticks of the cores, CPU ticks of the ranks), or None without /proc."""
+        try:
+            with open("/proc/stat") as f:
+                busy = sum(_busy_ticks(line) for line in f if _core_of(line) in self.cores)
+            job = sum(_process_ticks(pid) for pid in self.pids)
+        except (OSError, ValueError, IndexError):
+            return None
+        return time.perf_counter(), busy, job
+
+
+def _core_of(line: str) -> int:
+    """The core a ``/proc/stat`` line is about (``cpu3 ...`` -> 3), -1 for other lines."""
+    head = line.split(" ", 1)[0]
+    return int(head[3:]) if head.startswith("cpu") and head[3:].isdigit() else -1
+
+
+def _busy_ticks(line: str) -> int:
+    """Busy ticks of a ``cpuN`` line: user nice system (idle iowait) irq softirq steal."""
+    v = [int(x) for x in line.split()[1:9]]
+    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+
+
+def _process_ticks(pid: int) -> int:
+    """User + system CPU ticks of a process (gone: 0)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return 0
+    return int(fields[11]) + int(fields[12])
 
 
 class NodeShare(NamedTuple):
-    """How this rank's node is shared: ranks of the job on it and cores they may use."""
+    """How this rank's node is shared: the job's ranks on it and the cores they may use."""
 
     ranks: int
     cores: int
+    pids: tuple[int, ...] = ()  # process ids of those ranks
+    core_ids: tuple[int, ...] = ()  # and of the cores
 
     @property
     def ranks_per_core(self) -> float:
@@ -227,7 +262,7 @@ def _usable_cores() -> set[int]:
 
 
 def node_share(comm: Any) -> NodeShare:
-    """Ranks of ``comm`` on this rank's node and the cores they may use (collective).
+    """The ranks of ``comm`` on this rank's node and the cores they may use (collective).
 
     The ranks of a node are found with ``MPI_Comm_split_type(COMM_TYPE_SHARED)``;
     their cores are the union of their CPU affinities (``os.sched_getaffinity``),
@@ -237,10 +272,12 @@ def node_share(comm: Any) -> NodeShare:
 
     local = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:
-        cores = set().union(*local.allgather(sorted(_usable_cores())))
-        return NodeShare(local.Get_size(), len(cores))
+        mine = (os.getpid(), sorted(_usable_cores()))
+        peers = local.allgather(mine)
     finally:
         local.Free()
+    cores = sorted(set().union(*(c for _, c in peers)))
+    return NodeShare(len(peers), len(cores), tuple(p for p, _ in peers), tuple(cores))
 
 
 class WaitPolicy:
@@ -252,6 +289,9 @@ class WaitPolicy:
         ``spin``, ``hybrid`` or ``auto``.
     share : NodeShare, optional
         The node's ranks and cores (``auto`` only; default: one rank per core).
+    monitor : LoadMonitor, optional
+        ``auto``'s measure of foreign load (default: one on ``share``'s ranks
+        and cores when they are known).
 
     Attributes
     ----------
@@ -259,33 +299,44 @@ class WaitPolicy:
         The policy as configured.
     resolved : str
         What it does on this rank: ``spin``, ``hybrid``, or for ``auto``
-        ``adaptive`` (ranks <= cores: every wait spins up to an adaptive budget)
-        or ``adaptive-shared`` (more ranks than cores: progress waits as
-        ``adaptive``, one-sided waits sleep at once).
+        ``measured`` (spin or hybrid as the load monitor says) or, where the
+        load cannot be read, ``spin`` / ``hybrid`` from the ranks per core.
     waits : int
         Waits whose first poll was not ready.
     slept : int
         Waits that slept at least once (0 under ``spin``).
     """
 
-    def __init__(self, name: str, share: NodeShare | None = None) -> None:
+    def __init__(self, name: str, share: NodeShare | None = None,
+                 monitor: LoadMonitor | None = None) -> None:
         if name not in POLICIES:
             raise ValueError(f"unknown wait policy {name!r}; choose one of {', '.join(POLICIES)}")
         self.name = name
         self.share = share or NodeShare(1, 1)
         self.waits = 0
         self.slept = 0
-        self._progress: AdaptiveBudget | None = None
-        self._passive: AdaptiveBudget | None = None
+        self.monitor: LoadMonitor | None = None
+        self.resolved = name
         if name == "auto":
-            self._progress = AdaptiveBudget(SPIN_BUDGET, AUTO_BUDGET_MAX)
-            if self.share.ranks_per_core <= 1.0:
-                self._passive = AdaptiveBudget(SPIN_BUDGET, AUTO_BUDGET_MAX)
-                self.resolved = "adaptive"
+            if monitor is None and self.share.pids:
+                monitor = LoadMonitor(list(self.share.pids), list(self.share.core_ids),
+                                      interval=max(0.25, 0.05 * self.share.ranks))
+            if monitor is not None and monitor.available:
+                self.monitor, self.resolved = monitor, "measured"
             else:
-                self.resolved = "adaptive-shared"
-        else:
-            self.resolved = name
+                self.resolved = "spin" if self.share.ranks_per_core <= 1.0 else "hybrid"
+
+    def _spin_limit(self, progress: bool, timeout: float) -> float:
+        """How long the next wait polls before it sleeps."""
+        if self.name == "spin":
+            return timeout
+        if self.name == "auto":
+            if not progress and self.share.ranks_per_core > 1.0:
+                return 0.0  # one-sided waits of an oversubscribed node: sleep at once
+            if self.monitor is None:
+                return AUTO_SPIN_MAX if self.resolved == "spin" else SPIN_BUDGET
+            return SPIN_BUDGET if self.monitor.contended() else AUTO_SPIN_MAX
+        return SPIN_BUDGET
 
     def wait(self, ready: Callable[[], bool], timeout: float, *, progress: bool = False,
              max_delay: float = BACKOFF_MAX) -> Waited:
@@ -313,16 +364,10 @@ class WaitPolicy:
         if ready():
             return Waited(True, 0.0)
         self.waits += 1
-        budget = self._progress if progress else self._passive
-        if self.name == "spin":
-            limit, probe = timeout, False
-        elif budget is not None:
-            limit, probe = budget.next()
-        else:
-            limit, probe = (SPIN_BUDGET if self.name == "hybrid" else 0.0), False
-        done, waited = _spin(t0, ready, min(limit, timeout))
-        if budget is not None:
-            budget.record(done, probe)
+        limit = min(self._spin_limit(progress, timeout), timeout)
+        # Auto spins politely on an oversubscribed node: the partner may need this core.
+        polite = self.name == "auto" and self.share.ranks_per_core > 1.0
+        done, waited = _spin(t0, ready, limit, yield_cpu=polite)
         if done or waited >= timeout:
             return Waited(done, waited)
         self.slept += 1
@@ -334,7 +379,7 @@ class WaitPolicy:
         return self.wait(request.Test, timeout, progress=True)
 
     def resolution(self) -> str:
-        """What the policy does here and why, e.g. ``adaptive-shared (4 ranks on 2 cores)``."""
+        """What the policy does here and why, e.g. ``measured (4 ranks on 2 cores)``."""
         if self.name != "auto":
             return self.resolved
         return f"{self.resolved} ({self.share.ranks} ranks on {self.share.cores} cores)"

@@ -3,18 +3,20 @@ wait policies of --wait (spin, hybrid, auto)."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
 from dssfn_mpi import waiting
 from dssfn_mpi.waiting import (
+    AUTO_SPIN_MAX,
     BACKOFF_MAX,
     BACKOFF_MIN,
     POLICIES,
     PROGRESS_SLEEP,
     SPIN_BUDGET,
-    AdaptiveBudget,
+    LoadMonitor,
     NodeShare,
     Waited,
     WaitPolicy,
@@ -198,72 +200,117 @@ def test_hybrid_gives_up_at_the_timeout_without_oversleeping(monkeypatch):
     assert sum(delays) <= 0.1
 
 
-def test_auto_resolves_from_the_ranks_per_core():
-    assert WaitPolicy("auto", NodeShare(2, 2)).resolved == "adaptive"
-    assert WaitPolicy("auto", NodeShare(1, 8)).resolved == "adaptive"
+class Monitor:
+    """A load monitor that says what the test wants."""
+
+    available = True
+
+    def __init__(self, contended: bool) -> None:
+        self.answer = contended
+
+    def contended(self) -> bool:
+        return self.answer
+
+
+def test_auto_resolves_from_the_ranks_per_core_where_load_cannot_be_read():
+    assert WaitPolicy("auto", NodeShare(2, 2)).resolved == "spin"
+    assert WaitPolicy("auto", NodeShare(1, 8)).resolved == "spin"
     shared = WaitPolicy("auto", NodeShare(4, 2))
-    assert shared.resolved == "adaptive-shared"
-    assert shared.resolution() == "adaptive-shared (4 ranks on 2 cores)"
+    assert shared.resolved == "hybrid" and shared.monitor is None
+    assert shared.resolution() == "hybrid (4 ranks on 2 cores)"
     assert WaitPolicy("spin", NodeShare(4, 2)).resolution() == "spin"
     assert make_policy("auto").share == NodeShare(1, 1)  # no communicator: a core per rank
     with pytest.raises(ValueError, match="unknown wait policy"):
         WaitPolicy("yield")
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux /proc")
+def test_auto_measures_the_load_where_it_can():
+    share = NodeShare(1, 1, (os.getpid(),), (min(os.sched_getaffinity(0)),))
+    policy = WaitPolicy("auto", share)
+    assert policy.resolved == "measured" and policy.monitor is not None
+    assert policy.resolution() == "measured (1 ranks on 1 cores)"
+
+
+def test_load_monitor_counts_what_the_ranks_did_not_use(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(waiting.time, "perf_counter", lambda: clock[0])
+    readings = iter([(0.0, 0, 0), (1.0, 200, 190), (2.0, 400, 290), (3.0, 600, 490)])
+    monkeypatch.setattr(LoadMonitor, "_reading", lambda self: next(readings))
+    monitor = LoadMonitor([1, 2, 3, 4], [0, 1], interval=1.0)
+    monitor._hz = 100
+    assert monitor.available and not monitor.contended()  # no complete window yet
+    clock[0] = 1.0
+    assert not monitor.contended() and monitor.foreign == pytest.approx(0.1)  # 0.1 core
+    clock[0] = 2.0
+    assert monitor.contended() and monitor.foreign == pytest.approx(1.0)  # a busy process
+    clock[0] = 2.5
+    assert monitor.contended()  # the last complete window counts until the next one
+    clock[0] = 3.0
+    assert not monitor.contended() and monitor.foreign == pytest.approx(0.0)
+
+
+def test_load_monitor_ignores_foreign_load_on_free_cores(monkeypatch):
+    readings = iter([(0.0, 0, 0), (1.0, 300, 200)])
+    monkeypatch.setattr(LoadMonitor, "_reading", lambda self: next(readings))
+    monitor = LoadMonitor([1, 2], list(range(8)), interval=0.0)
+    monitor._hz = 100
+    assert not monitor.contended() and monitor.foreign == pytest.approx(1.0)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux /proc")
+def test_load_monitor_reads_this_machine():
+    cores = sorted(os.sched_getaffinity(0))
+    monitor = LoadMonitor([os.getpid()], cores, interval=0.05)
+    assert monitor.available
+    t_end = time.perf_counter() + 0.12
+    while time.perf_counter() < t_end:  # this process is busy: its own load is not foreign
+        pass
+    monitor.contended()
+    assert 0.0 <= monitor.foreign <= len(cores)
+    assert waiting._process_ticks(2**22 + 12345) == 0  # a process that is gone
+
+
+def test_auto_spins_when_nothing_competes_and_sleeps_when_something_does(monkeypatch):
+    delays = fake_clock(monkeypatch)
+    policy = WaitPolicy("auto", NodeShare(4, 2), Monitor(False))
+    assert policy.resolved == "measured"
+    assert policy.wait(Poll(2000), 10.0, progress=True).ready  # ~2 ms: spun through
+    assert delays == [] and policy.slept == 0
+    policy.monitor = Monitor(True)
+    poll = Poll(2000)
+    assert policy.wait(poll, 10.0, progress=True).ready
+    assert policy.slept == 1 and max(delays) <= PROGRESS_SLEEP
+    assert poll.calls - 1 - len(delays) <= SPIN_BUDGET * 1e6 + 2  # spun only the budget
+
+
+def test_auto_stops_spinning_after_its_longest_spin(monkeypatch):
+    delays = fake_clock(monkeypatch)
+    policy = WaitPolicy("auto", NodeShare(2, 2), Monitor(False))
+    poll = Poll(int(3 * AUTO_SPIN_MAX * 1e6))
+    assert policy.wait(poll, 10.0, progress=True).ready
+    assert policy.slept == 1 and delays
+    assert poll.calls - 1 - len(delays) == pytest.approx(AUTO_SPIN_MAX * 1e6, rel=0.01)
+
+
 def test_auto_shared_one_sided_waits_sleep_at_once(monkeypatch):
-    # More ranks than cores: the async engine's waits must not spin.
+    # More ranks than cores: the async engine's waits must not spin, whatever the load.
     delays = fake_clock(monkeypatch)
-    policy = WaitPolicy("auto", NodeShare(4, 2))
-    poll = Poll(4)
-    assert policy.wait(poll, 10.0, max_delay=2e-3).ready
-    assert poll.calls == 4 and len(delays) == 3  # the first poll, then one after each sleep
-    assert policy.slept == 1
+    for monitor in (None, Monitor(False)):
+        delays.clear()
+        policy = WaitPolicy("auto", NodeShare(4, 2), monitor)
+        poll = Poll(4)
+        assert policy.wait(poll, 10.0, max_delay=2e-3).ready
+        assert poll.calls == 4 and len(delays) == 3  # the first poll, then one after each sleep
+        assert policy.slept == 1
 
 
-def test_auto_dedicated_waits_spin_while_partners_answer(monkeypatch):
+def test_auto_dedicated_one_sided_waits_spin(monkeypatch):
     delays = fake_clock(monkeypatch)
-    policy = WaitPolicy("auto", NodeShare(2, 2))
+    policy = WaitPolicy("auto", NodeShare(2, 2), Monitor(False))
     for _ in range(20):
         assert policy.wait(Poll(50), 10.0, max_delay=2e-3).ready  # ~50 us each
-        assert policy.wait(Poll(50), 10.0, progress=True).ready
-    assert delays == [] and policy.waits == 40 and policy.slept == 0
-
-
-def test_auto_stops_spinning_when_partners_do_not_answer(monkeypatch):
-    delays = fake_clock(monkeypatch)
-    policy = WaitPolicy("auto", NodeShare(4, 2))
-    spins = []
-    for _ in range(12):
-        poll = Poll(5000)  # each wait outlasts any budget
-        policy.wait(poll, 10.0, progress=True)
-        spins.append(poll.calls - 1 - len(delays))  # polls before the first sleep
-        delays.clear()
-    # The budget halves down to the minimum: the spin shrinks to ~SPIN_BUDGET.
-    assert spins[0] > 500 and spins[-1] <= SPIN_BUDGET * 1e6 + 5, spins
-    assert policy.slept == 12
-
-
-def test_adaptive_budget_halves_grows_and_probes():
-    b = AdaptiveBudget(lo=1e-5, hi=1e-3)
-    assert b.next() == (1e-3, False)
-    for _ in range(10):
-        b.record(False, False)
-    assert b.value == 1e-5  # halved down to lo
-    b.record(True, False)
-    assert b.value == pytest.approx(1.25e-5)
-    b.value = 1e-5
-    # At a low budget every probe_every-th wait spins up to hi.
-    plan = [b.next() for _ in range(b.PROBE_MIN)]
-    assert plan[-1] == (1e-3, True) and all(not p for _, p in plan[:-1])
-    b.record(False, True)  # failed probe: probes half as often
-    assert b.probe_every == 2 * b.PROBE_MIN and b.value == 1e-5
-    plan = [b.next() for _ in range(b.probe_every)]
-    assert plan[-1] == (1e-3, True)
-    b.record(True, True)  # partners answer fast again: back to the full budget
-    assert b.value == 1e-3 and b.probe_every == b.PROBE_MIN
-    for _ in range(100):
-        b.record(False, True)
-    assert b.probe_every == b.PROBE_MAX
+    assert delays == [] and policy.waits == 20 and policy.slept == 0
 
 
 def test_auto_one_sided_wait_sleeps_for_real_when_oversubscribed() -> None:

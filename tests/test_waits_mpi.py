@@ -58,7 +58,7 @@ def test_every_wait_policy_gives_the_same_solution(tmp_path, mode):
         log = logs[policy]
         assert log.attrs["wait_policy"] == policy
         assert log.attrs["wait_resolved"].startswith(
-            {"spin": "spin", "hybrid": "hybrid", "auto": "adaptive"}[policy])
+            {"spin": "spin", "hybrid": "hybrid", "auto": "measured"}[policy])
         slept = log.layers["waits_slept"]
         assert slept.shape == (2, 3) and np.all(slept >= 0)
         if policy == "spin":
