@@ -36,10 +36,11 @@ def test_async_bounded_delay_gives_up_after_timeout(tmp_path):
     assert not out.exists()
 
 
-# Async's staleness depends on timing, so its runs agree only as far as they converge:
-# these settings take every layer within 2e-4 of the exact solution.
-_SAME_O = {"sync": ("--iters", "200", "--rho", "30,10"),
-           "sync-graph": ("--iters", "200", "--rho", "30,10", "--mix-rounds", "20"),
+# The sync engines compute the same thing in the same order under every policy, converged
+# or not. Async's staleness depends on timing, so its runs agree only as far as they
+# converge: its settings take every layer within 2e-4 of the exact solution.
+_SAME_O = {"sync": ("--iters", "100", "--rho", "30,10"),
+           "sync-graph": ("--iters", "50", "--rho", "30,10", "--mix-rounds", "5"),
            "async": ("--iters", "1000", "--gamma", "30,10")}
 
 
