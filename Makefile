@@ -56,6 +56,18 @@ test: $(VENV)/.installed
 	$(MPIRUN) -n 5 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 	OMPI_MCA_osc=rdma OMPI_MCA_btl=self,tcp $(MPIRUN) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 
+# The MPI-heavy tests once more beside a busy process (a browser tab or a compiler on a
+# laptop; issue 14): a shared machine must not make them time out. The busy process ends with
+# the recipe (a failure or a signal included) and, at the latest, after 30 minutes by itself.
+LOADED_TESTS := tests/test_train_mpi.py tests/test_waits_mpi.py tests/test_cli_errors.py \
+	tests/test_reliability.py tests/test_stopping.py tests/test_end_to_end.py
+.PHONY: test-loaded
+test-loaded: $(VENV)/.installed
+	@bash -c 'python3 -c "import time; end = time.time() + 1800; any(time.time() > end for _ in iter(int, 1))" & \
+	    busy=$$!; trap "kill $$busy 2>/dev/null" EXIT; trap "exit 130" INT; trap "exit 143" TERM; \
+	    echo "beside a busy process (pid $$busy):"; \
+	    $(PY) -m pytest -q -p no:cacheprovider --durations=10 $(LOADED_TESTS)'
+
 # The sbatch templates against a real Slurm: a throwaway one-node cluster (needs root and
 # Debian's slurm-wlm, munge, libpmix-dev; see README, "On a Slurm cluster"), a few minutes.
 .PHONY: slurm-test

@@ -16,6 +16,7 @@ from typing import Any
 
 from .errors import UserError, require
 from .options import add_arguments, from_args, from_mapping, option, wrong_type
+from .waiting import POLICIES
 
 __all__ = [
     "MODES",
@@ -200,6 +201,10 @@ class TrainConfig:
     max_lead: int | None = option(
         "method", "async: activations a rank may run ahead of its slowest neighbour (bounded "
         "delay; default {default}; -1 = unbounded)", 4, parse=_max_lead)
+    wait: str = option(
+        "method", "how a rank waits for others, the same in every engine: spin (poll like "
+        "blocking MPI), hybrid (spin 30 us, then sleep) or auto (default: from the ranks per "
+        "core and how fast partners answer)", "auto")
     seed: int = option("method", "seed of the split, shards, graph and random weights", 0)
     slow: dict[int, float] = option(
         "method", "make RANK's activations FACTOR times slower (repeatable)",
@@ -222,8 +227,8 @@ class TrainConfig:
         "output", "record per-activation traces unless they would exceed MB megabytes "
         "({default:g}; 0 = no trace)", 256.0, flag="--trace-limit", metavar="MB")
     timeout: float = option(
-        "output", "seconds an async rank waits for silent neighbours before aborting "
-        "({default:g})", 600.0)
+        "output", "seconds a rank waits for silent partners before aborting ({default:g})",
+        600.0)
     save_model: str | None = option(
         "output", "write every node's trained weights to this HDF5 file")
     fail_at: tuple[int, int, str] | None = option(
@@ -257,6 +262,8 @@ class TrainConfig:
         world_size : int
             Number of MPI ranks (graph nodes).
         """
+        require(self.wait in POLICIES,
+                f"--wait {self.wait!r}: choose one of {', '.join(POLICIES)}")
         require(self.mode in MODES, f"--mode {self.mode!r}: choose one of {', '.join(MODES)}")
         require(
             self.update in UPDATES, f"--update {self.update!r}: choose one of {', '.join(UPDATES)}"

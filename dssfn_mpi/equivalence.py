@@ -13,7 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from .errors import RankError
 from .solver import exact_solve, objective
+from .waiting import WaitPolicy
 
 __all__ = ["measure_equivalence", "relative_distance"]
 
@@ -29,7 +31,9 @@ def relative_distance(O: np.ndarray, O_star: np.ndarray) -> float:
 
 
 def measure_equivalence(comm: Any, G: np.ndarray, B: np.ndarray, tt: float, O: np.ndarray,
-                        eps: float) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
+                        eps: float, wait_policy: WaitPolicy | None = None,
+                        timeout: float = float("inf")
+                        ) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
     """Distances of every rank's ``O_m`` to the exact solution of the stacked problem.
 
     Collective over ``comm``: every rank passes its own statistics and solution.
@@ -46,6 +50,11 @@ def measure_equivalence(comm: Any, G: np.ndarray, B: np.ndarray, tt: float, O: n
         This rank's solution of the layer.
     eps : float
         The squared Frobenius bound.
+    wait_policy : WaitPolicy, optional
+        How to wait for the reductions (default: spin, as blocking MPI does).
+    timeout : float
+        Seconds to wait for them before raising
+        :class:`~dssfn_mpi.errors.RankError`.
 
     Returns
     -------
@@ -61,13 +70,18 @@ def measure_equivalence(comm: Any, G: np.ndarray, B: np.ndarray, tt: float, O: n
     root = comm.Get_rank() == 0
     Gs = np.empty_like(G) if root else None
     Bs = np.empty_like(B) if root else None
-    comm.Reduce(G, Gs, op=MPI.SUM, root=0)
-    comm.Reduce(B, Bs, op=MPI.SUM, root=0)
-    tts = comm.reduce(tt, op=MPI.SUM, root=0)
+    tt_in, tt_sum = np.array([tt], dtype=float), np.zeros(1)
     Os = np.empty((comm.Get_size(),) + O.shape) if root else None
-    comm.Gather(np.ascontiguousarray(O), Os, root=0)
+    O = np.ascontiguousarray(O)
+    requests = [comm.Ireduce(G, Gs, op=MPI.SUM, root=0), comm.Ireduce(B, Bs, op=MPI.SUM, root=0),
+                comm.Ireduce(tt_in, tt_sum, op=MPI.SUM, root=0), comm.Igather(O, Os, root=0)]
+    policy = wait_policy or WaitPolicy("spin")
+    if not policy.wait(lambda: MPI.Request.Testall(requests), timeout, progress=True).ready:
+        raise RankError(comm.Get_rank(), "the equivalence check: the other ranks did not "
+                        f"answer within {timeout:g} s (a rank died or hangs; see --timeout)")
     if not root:
         return None
+    tts = float(tt_sum[0])
     sol = exact_solve(Gs, Bs, eps)
     fstar = objective(sol.O, Gs, Bs, tts)
     mean = Os.mean(axis=0)

@@ -111,7 +111,8 @@ class Equivalence(Observer):
 
     def after_layer(self, step: LayerStep) -> None:
         s, p = self.state, step.problem
-        res = measure_equivalence(s.comm, p.G, p.B, s.tt, step.O, p.eps)
+        res = measure_equivalence(s.comm, p.G, p.B, s.tt, step.O, p.eps, s.wait_policy,
+                                  s.cfg.timeout)
         if res is not None:
             fields, step.O_star = res
             for k, v in fields.items():
@@ -149,6 +150,7 @@ class RankRows(Observer):
         s = self.state
         done = len(s.stats[ROW_FIELDS[0]])
         mine = [{k: s.stats[k][i] for k in ROW_FIELDS} for i in range(self.sent, done)]
+        s.barrier("gathering the log rows")  # then the gather itself waits for nobody
         tables = s.comm.gather(mine, root=0)
         if s.rank == 0:
             s.history.extend([t[i] for t in tables] for i in range(done - self.sent))
@@ -248,6 +250,7 @@ class ModelSaver(Observer):
         from .modelio import save_model
 
         s, cfg = self.state, self.state.cfg
+        s.barrier("gathering the model")
         all_Os = s.comm.gather(s.Os, root=0)
         if s.rank == 0:
             attrs = {
@@ -281,7 +284,7 @@ class LogWriter(Observer):
             return
         if s.rank == 0:
             self._write(complete=True)
-        s.comm.Barrier()  # the complete log is on disk before the checkpoints go
+        s.barrier("writing the run log")  # the complete log is on disk before the checkpoints go
         if s.rank == 0:
             checkpoint.remove(s.cfg.out)
 

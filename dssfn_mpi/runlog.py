@@ -125,6 +125,10 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
     "end_time": (_STR, "", "ISO 8601 UTC time the run ended ('' while running)"),
     "write_time": (_STR, "", "ISO 8601 UTC time of this write (set by the writer)"),
     "git_revision": (_STR, "", "git commit of the code, or ''"),
+    "wait_policy": (_STR, "", "how ranks waited for each other (--wait: spin, hybrid, auto)"),
+    "wait_resolved": (_STR, "", "what the wait policy did on rank 0: spin, hybrid, or for "
+                      "auto 'measured' (spin or hybrid as the measured foreign load says) and "
+                      "the ranks and cores of its node"),
     "complete": (_BOOL, False, "True once every layer is done and the run ended normally"),
     "layers_done": (_INT, 0, "rows in each /layers dataset (set by the writer)"),
 }

@@ -24,8 +24,9 @@ import numpy as np
 from . import schema
 from .config import TrainConfig
 from .engines import RunContext
-from .errors import UserError, require
+from .errors import RankError, UserError, require
 from .model import layer_features, one_hot
+from .waiting import WaitPolicy, make_policy
 
 __all__ = ["ROW_FIELDS", "RunState", "make_graph", "prepare_run", "root_call", "run_attributes"]
 
@@ -80,6 +81,7 @@ class RunState:
     stats: dict[str, list]  # this rank's log rows: one list per ROW_FIELDS name
     checks: dict[str, list]  # rank 0: one list of (M,) arrays per check field
     attrs: dict[str, Any]  # rank 0: the run log's root attributes
+    wait_policy: WaitPolicy  # how this rank waits (engine and loop alike)
     history: list[list[dict]] = field(default_factory=list)  # rank 0: rows of every rank
 
     @property
@@ -109,11 +111,22 @@ class RunState:
         every = self.cfg.log_every
         return self.cfg.out is not None and every > 0 and (layer + 1) % every == 0
 
+    def barrier(self, what: str) -> None:
+        """Wait, under the run's wait policy, until every rank got here (``MPI_Ibarrier``).
+
+        Before a blocking collective it lets the collective start with every
+        rank present, so no rank spins in it for a descheduled one. Raises
+        :class:`~dssfn_mpi.errors.RankError` after ``--timeout`` seconds.
+        """
+        if not self.wait_policy.wait_request(self.comm.Ibarrier(), self.cfg.timeout).ready:
+            raise RankError(self.rank, f"{what}: the other ranks did not arrive within "
+                            f"{self.cfg.timeout:g} s (a rank died or hangs; see --timeout)")
+
     def context(self) -> RunContext:
         """What the engine is built from."""
         return RunContext(comm=self.comm, graph=self.graph, cfg=self.cfg,
                           n_classes=self.n_classes, max_width=max(self.hidden, self.X.shape[0]),
-                          first_layer=self.first)
+                          first_layer=self.first, wait_policy=self.wait_policy)
 
     def layer_arrays(self) -> dict[str, np.ndarray]:
         """Rank 0: the ``(layers gathered, M)`` arrays of the run log's ``/layers``."""
@@ -181,12 +194,16 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
             (Y,) = layer_features(Os[layer - 1], cfg.seed, layer, hidden, Y)
     eps = cfg.eps if cfg.eps is not None else 2.0 * Q
     attrs = _attrs(cfg, comm, graph, meta, hidden, eps, command_line)
-    if resume and comm.Get_rank() == 0:
-        attrs["resumed_at_layer"] = len(Os)
+    policy = make_policy(cfg.wait, comm)
+    if comm.Get_rank() == 0:
+        attrs.update(wait_policy=policy.name, wait_resolved=policy.resolution())
+        if resume:
+            attrs["resumed_at_layer"] = len(Os)
     T = one_hot(y, Q)
     return RunState(cfg=cfg, comm=comm, graph=graph, meta=meta, X=X, y=y, Xt=Xt, yt=yt,
                     T=T, tt=float(np.vdot(T, T)), hidden=hidden, eps=eps, first=len(Os),
-                    Os=Os, Y=Y, Yt=Yt, stats=stats, checks=checks, attrs=attrs)
+                    Os=Os, Y=Y, Yt=Yt, stats=stats, checks=checks, attrs=attrs,
+                    wait_policy=policy)
 
 
 def _check_outputs(cfg: TrainConfig, comm: Any, resume: bool) -> None:

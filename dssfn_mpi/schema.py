@@ -131,6 +131,10 @@ LAYER_SCHEMA: tuple[LayerField, ...] = (
     _f("fallbacks", _I8, "count", ENGINE,
        "async: neighbour reads that gave up after repeated torn copies and used the last "
        "consistent (older) copy (-1 in other modes)"),
+    _f("waits_slept", _I8, "count", ENGINE,
+       "waits of the solve (for a collective, a neighbour exchange or the bounded delay) that "
+       "slept at least once under the run's wait policy (--wait; run attribute wait_policy); "
+       "0 under spin, which never sleeps"),
 )
 
 _BY_NAME = {f.name: f for f in LAYER_SCHEMA}

@@ -79,7 +79,7 @@ def run_training(
     state = prepare_run(cfg, comm, command_line, resume)
     engine = make_engine(state.context())
     observers = default_observers(state, quiet)
-    comm.Barrier()  # common start line for the timings, outside every layer
+    state.barrier("start")  # common start line for the timings, outside every layer
     t_run = time.perf_counter()  # also the origin of the run log's traces
     # No try/finally around the loop: closing an engine is collective, and a rank
     # that failed must reach MPI_Abort (in the CLI) instead of waiting in it.

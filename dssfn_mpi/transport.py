@@ -22,7 +22,8 @@ No MPI lock is taken after start-up: each rank opens one passive epoch
 osc/sm window locks are ticket spin locks; with 20 ranks on 2 cores a
 descheduled holder made every waiter spin away its time slice (~2 ms of CPU per
 activation against ~0.3 ms of arithmetic). Nothing here waits for another rank
-except :meth:`ZMailbox.wait_neighbors_done`, which sleeps.
+except :meth:`ZMailbox.wait_neighbors_done`, which polls under the run's wait
+policy (:mod:`dssfn_mpi.waiting`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .errors import require
-from .waiting import sleep_until
+from .waiting import WaitPolicy, sleep_until
 
 __all__ = ["HEADER_WORDS", "NeighborTimeout", "ZMailbox"]
 
@@ -594,11 +595,13 @@ class ZMailbox:
         fin = self._i64[self._finished_off : self._finished_off + deg].copy()
         return {n: int(f) for n, f in zip(self.neighbors, fin)}
 
-    def wait_neighbors_done(self, layer: int, timeout: float) -> float:
+    def wait_neighbors_done(self, layer: int, timeout: float,
+                            policy: WaitPolicy | None = None) -> float:
         """Block until every neighbour has announced ``finish_layer(layer)``.
 
-        Sleeps between polls (:func:`dssfn_mpi.waiting.sleep_until`). No MPI progress is needed:
-        puts into allocated windows complete without the target's help.
+        Polls under ``policy`` (default: sleeping between polls,
+        :func:`dssfn_mpi.waiting.sleep_until`). No MPI progress is needed: puts
+        into allocated windows complete without the target's help.
 
         Parameters
         ----------
@@ -606,6 +609,8 @@ class ZMailbox:
             Layer to wait for; a neighbour that announced a later one counts.
         timeout : float
             Seconds before giving up.
+        policy : WaitPolicy, optional
+            The run's wait policy (a passive wait).
 
         Returns
         -------
@@ -620,7 +625,10 @@ class ZMailbox:
         def silent() -> tuple[int, ...]:
             return tuple(n for n, f in self.finished_layers().items() if f < layer)
 
-        done, waited = sleep_until(lambda: not silent(), timeout)
+        if policy is None:
+            done, waited = sleep_until(lambda: not silent(), timeout)
+        else:
+            done, waited = policy.wait(lambda: not silent(), timeout)
         if not done:
             raise NeighborTimeout(layer, silent(), waited)
         return waited

@@ -36,7 +36,6 @@ from ..errors import RankError
 from ..solver import LocalInverse, auto_penalty
 from ..trace import LayerTrace
 from ..transport import NeighborTimeout, ZMailbox
-from ..waiting import sleep_until
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
 from .updates import EdgeStep, paper_activation
 
@@ -50,6 +49,8 @@ class AsyncEngine(Engine):
         self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width)
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
         self._polled = (0.0, 0.0)  # perf_counter, thread_time at the start of the last poll
+        assert ctx.wait_policy is not None
+        self.waits = ctx.wait_policy  # every wait of this engine goes through it
         # Neighbour-only exchange of the two numbers behind the auto penalty.
         self.dcomm = ctx.comm.Create_dist_graph_adjacent(
             self.neighbors, self.neighbors, reorder=False
@@ -67,7 +68,7 @@ class AsyncEngine(Engine):
         mine = np.ascontiguousarray(stats, dtype=float)
         theirs = np.empty((len(self.neighbors), mine.size))
         request = self.dcomm.Ineighbor_allgather(mine, theirs)
-        if not sleep_until(request.Test, self.ctx.cfg.timeout)[0]:
+        if not self.waits.wait_request(request, self.ctx.cfg.timeout).ready:
             raise RankError(
                 self.ctx.rank,
                 f"layer {layer}: neighbours did not start it within {self.ctx.cfg.timeout:g} s "
@@ -80,12 +81,12 @@ class AsyncEngine(Engine):
     def solve(self, prob: LayerProblem,
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
         cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
-        wait = 0.0
+        wait, slept0 = 0.0, self.waits.slept
         t0, c0 = time.perf_counter(), time.thread_time()
         if layer - 2 >= self.ctx.first_layer:
             # Parity slots: nobody may write layer l before its neighbours left l-2.
             try:
-                wait = mb.wait_neighbors_done(layer - 2, cfg.timeout)
+                wait = mb.wait_neighbors_done(layer - 2, cfg.timeout, self.waits)
             except NeighborTimeout as exc:
                 raise RankError(self.ctx.rank, f"layer {layer}: {exc}") from None
         t1, c1 = time.perf_counter(), time.thread_time()
@@ -111,8 +112,8 @@ class AsyncEngine(Engine):
         lead_wait = 0.0
         for k in range(cfg.iters):
             # Short sleeps (<= 2 ms): a neighbour's next put is usually well under 1 ms away.
-            ready, waited = sleep_until(partial(self._caught_up, layer, k, Zr, versions, (Q, d)),
-                                        cfg.timeout, max_delay=2e-3)
+            poll = partial(self._caught_up, layer, k, Zr, versions, (Q, d))
+            ready, waited = self.waits.wait(poll, cfg.timeout, max_delay=2e-3)
             lead_wait += waited
             if not ready:  # one wait this long: a neighbour is gone
                 raise RankError(
@@ -151,6 +152,7 @@ class AsyncEngine(Engine):
             staleness_max=staleness.max,
             torn_retries=mb.torn_retries - torn0,
             fallbacks=mb.fallbacks - fallbacks0,
+            waits_slept=self.waits.slept - slept0,
         )
 
     def close(self) -> None:

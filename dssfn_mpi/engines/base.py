@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import TrainConfig
+from ..errors import RankError
+from ..waiting import WaitPolicy
 
 if TYPE_CHECKING:
     from ..trace import LayerTrace
 
-__all__ = ["Engine", "LayerProblem", "RunContext", "SolveStats", "Throttle"]
+__all__ = ["Engine", "LayerProblem", "RunContext", "SolveStats", "Throttle", "await_request"]
 
 
 @dataclass
@@ -26,6 +28,13 @@ class RunContext:
     n_classes: int
     max_width: int
     first_layer: int = 0  # > 0 when resuming from a checkpoint
+    # The run's wait policy, shared with the layer loop; None: cfg.wait on this
+    # rank alone (auto then assumes a core per rank).
+    wait_policy: WaitPolicy | None = None
+
+    def __post_init__(self) -> None:
+        if self.wait_policy is None:
+            self.wait_policy = WaitPolicy(self.cfg.wait)
 
     @property
     def rank(self) -> int:
@@ -73,6 +82,21 @@ class SolveStats:
     mix_rounds: int = -1
     torn_retries: int = -1
     fallbacks: int = -1
+    waits_slept: int = 0
+
+
+def await_request(ctx: RunContext, request: Any, what: str) -> float:
+    """Wait for ``request`` (a non-blocking collective) under the run's wait policy.
+
+    Returns the seconds waited; raises :class:`~dssfn_mpi.errors.RankError`
+    after ``--timeout`` seconds (a rank died or hangs).
+    """
+    assert ctx.wait_policy is not None
+    ready, waited = ctx.wait_policy.wait_request(request, ctx.cfg.timeout)
+    if not ready:
+        raise RankError(ctx.rank, f"{what}: the other ranks did not answer within "
+                        f"{ctx.cfg.timeout:g} s (a rank died or hangs; see --timeout)")
+    return waited
 
 
 @dataclass

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..solver import LocalInverse, auto_penalty
 from ..trace import LayerTrace
-from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
+from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle, await_request
 from .updates import consensus_dual, consensus_primal
 
 
@@ -28,10 +28,14 @@ class SyncAllreduceEngine(Engine):
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
 
     def average(self, x: np.ndarray, out: np.ndarray) -> None:
-        """Write the average over all ranks of ``x`` into ``out``."""
+        """Write the average over all ranks of ``x`` into ``out``.
+
+        A non-blocking allreduce awaited under the run's wait policy
+        (:mod:`dssfn_mpi.waiting`), not a blocking one that always spins.
+        """
         from mpi4py import MPI
 
-        self.ctx.comm.Allreduce(x, out, op=MPI.SUM)
+        await_request(self.ctx, self.ctx.comm.Iallreduce(x, out, op=MPI.SUM), "allreduce")
         out /= self.ctx.size
 
     def auto_penalty(self, layer: int, stats: np.ndarray) -> float:
@@ -54,6 +58,7 @@ class SyncAllreduceEngine(Engine):
         Zbar = np.zeros_like(prob.B)
         mean = np.empty_like(prob.B)
         comm_seconds = 0.0
+        slept0 = self.ctx.wait_policy.slept
         for k in range(cfg.iters):
             started, cpu0 = time.perf_counter(), time.thread_time()
             O = consensus_primal(inv, B2, rho, Zbar, U)
@@ -73,4 +78,5 @@ class SyncAllreduceEngine(Engine):
             wait_seconds=comm_seconds,
             activations=cfg.iters,
             bytes_sent=cfg.iters * prob.B.nbytes,
+            waits_slept=self.ctx.wait_policy.slept - slept0,
         )

@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..trace import LayerTrace
-from .base import LayerProblem, RunContext, SolveStats
+from .base import LayerProblem, RunContext, SolveStats, await_request
 from .sync_allreduce import SyncAllreduceEngine
 
 # Disagreement left after mixing, relative to the start of the round.
@@ -44,7 +44,9 @@ class SyncGraphEngine(SyncAllreduceEngine):
         out[...] = x
         self.mix_cpu = 0.0
         for _ in range(self.rounds):
-            self.dcomm.Neighbor_allgather(out, recv)
+            # Non-blocking, awaited under the run's wait policy (dssfn_mpi.waiting).
+            await_request(self.ctx, self.dcomm.Ineighbor_allgather(out, recv),
+                          "neighbour exchange")
             c = time.thread_time()
             np.multiply(out, self.w_self, out=out)
             out += np.tensordot(self.w_nbr, recv, axes=1)
