@@ -1188,7 +1188,8 @@ def _content_length(resp: Any) -> int | None:
 
 
 def _download(
-    url: str, target: Path, expected: str | None, timeout: float, progress: Progress | None
+    url: str, target: Path, expected: str | None, timeout: float,
+    progress: Progress | None = None,
 ) -> None:
     """Stream ``url`` into a temp file next to ``target``; rename if it verifies."""
 

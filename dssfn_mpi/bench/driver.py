@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -91,15 +92,26 @@ def job_env(launcher: str | None) -> dict[str, str]:
 def _stop_job(proc: subprocess.Popen, grace: float = 10.0) -> tuple[Any, Any]:
     """End a job: SIGTERM first, SIGKILL after ``grace`` seconds; returns its output.
 
-    Open MPI's ``mpirun`` forwards SIGTERM to its ranks and ends them; killed
-    with SIGKILL it dies alone and its ranks (children of ``prterun``) run on.
+    The job runs in a session of its own (:func:`run_job`), and both signals go
+    to its whole process group: Open MPI's ``mpirun`` forwards SIGTERM to its
+    ranks, but killed with SIGKILL it dies alone, and its ranks (children of
+    ``prterun``) would run on, holding the output pipes open.
     """
-    proc.terminate()
-    try:
-        return proc.communicate(timeout=grace)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.communicate()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass  # already gone
+        try:
+            return proc.communicate(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+    # Something outside the group still holds the pipes: stop reading them.
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+    proc.wait()
+    return "", ""
 
 
 def run_job(cmd: Sequence[str], env: dict[str, str], timeout: float | None) -> JobResult:
@@ -110,8 +122,10 @@ def run_job(cmd: Sequence[str], env: dict[str, str], timeout: float | None) -> J
     with SIGTERM, then SIGKILL; an interruption is re-raised.
     """
     t0 = time.monotonic()
+    # A session (process group) of its own, so that _stop_job can signal every process.
     proc = subprocess.Popen(list(cmd), env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
