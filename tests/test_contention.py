@@ -247,6 +247,10 @@ def _driver_command(out: Path, *extra: str) -> list[str]:
             f"import sys; {patch}from dssfn_mpi.cli import main; sys.exit(main({argv!r}))"]
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @linux_only
 @pytest.mark.mpirun
 @pytest.mark.slow
@@ -260,7 +264,10 @@ def test_interrupted_sweep_leaves_no_busy_process_and_no_job(tmp_path, sig):
         _driver_command(out, "--set", "nodes=2", "--set", "policies=auto", "--set",
                         "iters=10000000", "--modes", "sync", "--values", "2"),
         cwd=tmp_path, env={**mpi_env(), "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A shell's background job (e.g. CI started with &) inherits SIGINT ignored, and
+        # Python then never raises KeyboardInterrupt: give the driver the default again.
+        preexec_fn=_default_sigint)
     try:
         assert _wait_for(lambda: len(busy_children(driver.pid)) == 2, 120), \
             driver.communicate(timeout=5) if driver.poll() is not None else "no busy process"
