@@ -101,8 +101,22 @@ def test_straggler_run_finishes_and_is_logged(tmp_path):
                  "--gamma", "30,10", "--no-check", "--log-every", "0")
     wait = log.layers["wait_seconds"]
     assert wait.shape == (3, 3)
-    # Bounded delay: the neighbours of the slowed rank wait for it, it never waits.
-    assert np.median(wait[:, 1]) < 0.5 * np.median(wait[:, [0, 2]])
+    # Bounded delay: the neighbours of the slowed rank are held back by it, it is not. Seen
+    # in the versions each activation read (the trace), not in wait times, which on a loaded
+    # machine measure the scheduler: activation k of a neighbour reads rank 1 at most
+    # max_lead = 4 versions behind (v - k >= -4, usually near it), while rank 1 reads its
+    # neighbours level or ahead.
+    versions, nbrs = log.trace["versions"], log.ranks["neighbors"]
+    k = np.arange(versions.shape[2])
+
+    def lead(m: int, of: int) -> np.ndarray:  # v - k of rank `of` as rank m read it
+        i = list(nbrs[m]).index(of)
+        return versions[1:, m, 10:, i] - k[10:]
+
+    assert np.all(lead(0, 1) >= -4) and np.all(lead(2, 1) >= -4)
+    # Measured: -4 and 4 with the straggler; about 0 +- 1 for every pair without it.
+    assert np.median(lead(0, 1)) <= -2 and np.median(lead(2, 1)) <= -2
+    assert np.median(lead(1, 0)) >= 1 and np.median(lead(1, 2)) >= 1
     assert "rel_distance" not in log.layers or np.all(np.isnan(log.layers["rel_distance"]))
 
 
