@@ -124,8 +124,9 @@ def test_unknown_policy_is_a_one_line_user_error(tmp_path):
 def test_busy_processes_spin_and_are_killed_on_an_exception():
     with pytest.raises(RuntimeError):
         with busy_processes(2, 60.0) as procs:
-            assert len(procs) == 2 and sorted(busy_children(os.getpid())) == sorted(
-                p.pid for p in procs)
+            # A child's command line shows once it has exec'd: wait for both.
+            assert len(procs) == 2 and _wait_for(
+                lambda: sorted(busy_children(os.getpid())) == sorted(p.pid for p in procs), 10)
             time.sleep(0.5)
             for p in procs:  # really busy: CPU time grows while we sleep
                 utime = int(Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()[11])
@@ -235,7 +236,8 @@ def test_tiny_sweep_records_mode_policy_and_busy_count_and_plots(tmp_path, capsy
     for r in rows:
         cells = r.strip("| ").split(" | ")
         solve, slowdown = float(cells[3]), float(cells[4])
-        assert solve > 0 and slowdown > 0
+        # The table rounds (a quick idle run can show 0.00 s); the run logs' values are > 0.
+        assert solve >= 0 and slowdown > 0
         if cells[2] == "0":
             assert slowdown == 1.0
 
