@@ -42,6 +42,7 @@ from .errors import UserError
 from .fmt import number
 from .network import Network, allreduce_seconds, parse_network
 from .runlog import PathLike, RunLog, is_sweep, read_runlog, read_sweep
+from .trace import PHASES  # default order of /trace/phase_* (the attribute ``phases`` rules)
 
 __all__ = [
     "LayerProjection",
@@ -59,8 +60,6 @@ __all__ = [
 
 #: The traced modes; central mode has no timeline to replay.
 MODES = ("async", "sync", "sync-graph")
-#: Default order of ``/trace/phase_*`` columns (the attribute ``phases`` rules).
-PHASES = ("features", "penalty", "parity_wait", "factor")
 #: The auto penalty exchanges two float64 numbers per rank.
 PENALTY_BYTES = 16
 

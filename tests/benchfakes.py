@@ -20,37 +20,13 @@ from __future__ import annotations
 import json
 import sys
 import types
-from dataclasses import dataclass
 
 import numpy as np
 
 from dssfn_mpi.errors import UserError
+from dssfn_mpi.network import Network
+from dssfn_mpi.replay import LayerProjection, Projection  # real types, faked numbers
 from dssfn_mpi.runlog import RunLog
-
-
-@dataclass(frozen=True)
-class Network:
-    name: str
-    alpha: float
-    beta: float
-
-
-@dataclass
-class LayerProjection:
-    layer: int
-    seconds: float
-    measured_seconds: float
-    solve_seconds: float
-    time_to_eps: float | None
-
-
-@dataclass
-class Projection:
-    network: Network
-    total_seconds: float
-    measured_seconds: float
-    layers: list
-
 
 #: Setup time the fake adds before every layer's solve (features, factorisation).
 SETUP = 0.5
