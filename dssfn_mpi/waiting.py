@@ -16,13 +16,27 @@ engines are compared under the same one:
     backoff (:func:`sleep_until`). A sleeping rank leaves its core to the
     ranks that still compute and, woken, preempts a busy process at once.
 ``auto`` (default)
-    ``spin`` while nothing outside the job competes for the node's cores, and
-    ``hybrid`` when something does (a busy process, another job): measured,
-    not guessed, by :class:`LoadMonitor` from the CPU time the node's cores
-    spent outside this job's ranks. One-sided waits of a node with more
-    ranks than cores always sleep (the async engine never busy-spins there).
-    Where the load cannot be read (no Linux ``/proc``), ranks per core
-    decide: ``spin`` with a core per rank, ``hybrid`` otherwise.
+    Spin (up to :data:`AUTO_SPIN_MAX`) while nothing outside the job competes
+    for the node's cores; when something does (a busy process, another job),
+    spin at most :data:`CONTENDED_SPIN`, offering the core to other runnable
+    processes between polls (``sched_yield``), then sleep as ``hybrid``.
+    Contention is measured, not guessed, by :class:`LoadMonitor` from the CPU
+    time the node's cores spent outside this job's ranks. With more ranks
+    than cores one-sided waits always sleep (the async engine never
+    busy-spins there). Where the load cannot be read (no Linux ``/proc``),
+    ranks per core decide: a core per rank counts as uncontended, more ranks
+    than cores as contended.
+
+Why a yielding spin of about half a millisecond under contention (measured
+with ``tests/waitcheck.py``, 4 ranks and one busy process on 2 cores, Linux
+6.18): a rank that sleeps after 30 us made sync 4.3x slower than idle; one
+that yields for 0.3 - 1 ms, 2.0 - 2.4x; for 3 ms, 2.4x; for 10 ms, 25x (a
+rank that spins that long, yielding or not, is treated by the scheduler as
+one more busy process and loses the core whenever it wakes). Shorter sleeps
+(timer slack cut to 1 us) and shorter scheduler slices for the ranks
+(``sched_setattr``) were tried and did not help. Without foreign load,
+yielding made auto slower than spin (20 ranks on 2 cores, sync: 1.35x), so
+auto then spins as ``spin`` does, for at most :data:`AUTO_SPIN_MAX`.
 
 Two kinds of waits differ in how long a sleep may be. A *progress* wait (a
 non-blocking collective or neighbour exchange) advances only inside this
@@ -46,6 +60,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "BACKOFF_MAX",
     "BACKOFF_MIN",
+    "CONTENDED_SPIN",
     "POLICIES",
     "PROGRESS_SLEEP",
     "SPIN_BUDGET",
@@ -73,6 +88,9 @@ SPIN_BUDGET = 30e-6
 #: Auto's longest spin in one wait before it sleeps: a partner this late is
 #: computing or descheduled, and a spinning rank would take its core.
 AUTO_SPIN_MAX = 10e-3
+#: Auto's longest (yielding) spin in one wait while something outside the job
+#: competes for the cores (see the module notes for the measurements).
+CONTENDED_SPIN = 0.5e-3
 
 
 class Waited(NamedTuple):
@@ -326,17 +344,20 @@ class WaitPolicy:
             else:
                 self.resolved = "spin" if self.share.ranks_per_core <= 1.0 else "hybrid"
 
-    def _spin_limit(self, progress: bool, timeout: float) -> float:
-        """How long the next wait polls before it sleeps."""
+    def _spinning(self, progress: bool, timeout: float) -> tuple[float, bool]:
+        """How long the next wait polls before it sleeps, and whether it yields between polls."""
         if self.name == "spin":
-            return timeout
-        if self.name == "auto":
-            if not progress and self.share.ranks_per_core > 1.0:
-                return 0.0  # one-sided waits of an oversubscribed node: sleep at once
-            if self.monitor is None:
-                return AUTO_SPIN_MAX if self.resolved == "spin" else SPIN_BUDGET
-            return SPIN_BUDGET if self.monitor.contended() else AUTO_SPIN_MAX
-        return SPIN_BUDGET
+            return timeout, False
+        if self.name == "hybrid":
+            return SPIN_BUDGET, False
+        oversubscribed = self.share.ranks_per_core > 1.0
+        if not progress and oversubscribed:
+            return 0.0, False  # one-sided waits of an oversubscribed node: sleep at once
+        if self.monitor is None:
+            contended = self.resolved == "hybrid"
+        else:
+            contended = self.monitor.contended()
+        return (CONTENDED_SPIN, True) if contended else (AUTO_SPIN_MAX, False)
 
     def wait(self, ready: Callable[[], bool], timeout: float, *, progress: bool = False,
              max_delay: float = BACKOFF_MAX) -> Waited:
@@ -364,10 +385,8 @@ class WaitPolicy:
         if ready():
             return Waited(True, 0.0)
         self.waits += 1
-        limit = min(self._spin_limit(progress, timeout), timeout)
-        # Auto spins politely on an oversubscribed node: the partner may need this core.
-        polite = self.name == "auto" and self.share.ranks_per_core > 1.0
-        done, waited = _spin(t0, ready, limit, yield_cpu=polite)
+        limit, polite = self._spinning(progress, timeout)
+        done, waited = _spin(t0, ready, min(limit, timeout), yield_cpu=polite)
         if done or waited >= timeout:
             return Waited(done, waited)
         self.slept += 1

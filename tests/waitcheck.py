@@ -78,12 +78,12 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--figures", default="busy,shared,dedicated")
     parser.add_argument("--modes20", default="sync,async",
-                        help="modes run on 20 ranks (sync-graph on a 20-ring needs ~300 "
-                        "mixing rounds per iteration: very long)")
+                        help="modes run on 20 ranks, '' for none (sync-graph on a 20-ring "
+                        "needs ~300 mixing rounds per iteration: very long)")
     args = parser.parse_args()
     # A SIGTERM ends the script through the finally blocks, which kill the busy processes.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    runs = configurations(args.figures.split(","), args.modes20.split(","))
+    runs = configurations(args.figures.split(","), [m for m in args.modes20.split(",") if m])
     results: dict[tuple, list[dict]] = {r: [] for r in runs}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "run.h5"
