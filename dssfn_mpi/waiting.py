@@ -18,8 +18,7 @@ engines are compared under the same one:
 ``auto`` (default)
     Spin (up to :data:`AUTO_SPIN_MAX`) while nothing outside the job competes
     for the node's cores; when something does (a busy process, another job),
-    spin at most :data:`CONTENDED_SPIN`, offering the core to other runnable
-    processes between polls (``sched_yield``), then sleep as ``hybrid``.
+    spin at most :data:`CONTENDED_SPIN`, then sleep as ``hybrid``.
     Contention is measured, not guessed, by :class:`LoadMonitor` from the CPU
     time the node's cores spent outside this job's ranks. With more ranks
     than cores one-sided waits always sleep (the async engine never
@@ -27,16 +26,15 @@ engines are compared under the same one:
     ranks per core decide: a core per rank counts as uncontended, more ranks
     than cores as contended.
 
-Why a yielding spin of about half a millisecond under contention (measured
-with ``tests/waitcheck.py``, 4 ranks and one busy process on 2 cores, Linux
-6.18): a rank that sleeps after 30 us made sync 4.3x slower than idle; one
-that yields for 0.3 - 1 ms, 2.0 - 2.4x; for 3 ms, 2.4x; for 10 ms, 25x (a
-rank that spins that long, yielding or not, is treated by the scheduler as
-one more busy process and loses the core whenever it wakes). Shorter sleeps
-(timer slack cut to 1 us) and shorter scheduler slices for the ranks
-(``sched_setattr``) were tried and did not help. Without foreign load,
-yielding made auto slower than spin (20 ranks on 2 cores, sync: 1.35x), so
-auto then spins as ``spin`` does, for at most :data:`AUTO_SPIN_MAX`.
+Why a spin of half a millisecond under contention (measured with
+``tests/waitcheck.py``, 4 ranks and one busy process on 2 cores, Linux 6.18,
+sync's busy / idle solve time): sleeping after a 30 us spin, 4.3x; after
+0.3 - 2 ms, 1.9 - 2.5x; after 10 ms, 25x; never, 22x (a rank that spins that
+long is one more busy process to the scheduler and loses the core whenever
+it waits). Calling ``sched_yield`` between polls made no difference at
+0.5 ms and made auto slower than spin without foreign load (20 ranks on 2
+cores, sync: 1.35x); shorter sleeps (timer slack cut to 1 us: 22x) and
+shorter scheduler slices for the ranks (``sched_setattr``) did not help.
 
 Two kinds of waits differ in how long a sleep may be. A *progress* wait (a
 non-blocking collective or neighbour exchange) advances only inside this
@@ -88,7 +86,7 @@ SPIN_BUDGET = 30e-6
 #: Auto's longest spin in one wait before it sleeps: a partner this late is
 #: computing or descheduled, and a spinning rank would take its core.
 AUTO_SPIN_MAX = 10e-3
-#: Auto's longest (yielding) spin in one wait while something outside the job
+#: Auto's longest spin in one wait while something outside the job
 #: competes for the cores (see the module notes for the measurements).
 CONTENDED_SPIN = 0.5e-3
 
@@ -157,26 +155,19 @@ def _sleep_from(t0: float, ready: Callable[[], bool], timeout: float, max_delay:
         delay, first, polled = min(2.0 * delay, max_delay), False, False
 
 
-def _spin(t0: float, ready: Callable[[], bool], limit: float,
-          yield_cpu: bool = False) -> tuple[bool, float]:
+def _spin(t0: float, ready: Callable[[], bool], limit: float) -> tuple[bool, float]:
     """Poll ``ready()`` without sleeping until true or ``limit`` seconds after ``t0``.
 
-    ``yield_cpu``: offer the core to another runnable process between polls
-    (``sched_yield``, what Open MPI's blocking calls do on an oversubscribed
-    node). Returns whether it became true and the seconds since ``t0`` at the
-    last poll.
+    Returns whether it became true and the seconds since ``t0`` at the last poll.
     """
     if limit <= 0.0:
         return False, time.perf_counter() - t0
-    pause = os.sched_yield if yield_cpu and hasattr(os, "sched_yield") else None
     while True:
         waited = time.perf_counter() - t0
         if ready():
             return True, waited
         if waited >= limit:
             return False, waited
-        if pause is not None:
-            pause()
 
 
 class LoadMonitor:
@@ -344,20 +335,19 @@ class WaitPolicy:
             else:
                 self.resolved = "spin" if self.share.ranks_per_core <= 1.0 else "hybrid"
 
-    def _spinning(self, progress: bool, timeout: float) -> tuple[float, bool]:
-        """How long the next wait polls before it sleeps, and whether it yields between polls."""
+    def _spin_limit(self, progress: bool, timeout: float) -> float:
+        """How long the next wait polls before it sleeps."""
         if self.name == "spin":
-            return timeout, False
+            return timeout
         if self.name == "hybrid":
-            return SPIN_BUDGET, False
-        oversubscribed = self.share.ranks_per_core > 1.0
-        if not progress and oversubscribed:
-            return 0.0, False  # one-sided waits of an oversubscribed node: sleep at once
+            return SPIN_BUDGET
+        if not progress and self.share.ranks_per_core > 1.0:
+            return 0.0  # one-sided waits of an oversubscribed node: sleep at once
         if self.monitor is None:
             contended = self.resolved == "hybrid"
         else:
             contended = self.monitor.contended()
-        return (CONTENDED_SPIN, True) if contended else (AUTO_SPIN_MAX, False)
+        return CONTENDED_SPIN if contended else AUTO_SPIN_MAX
 
     def wait(self, ready: Callable[[], bool], timeout: float, *, progress: bool = False,
              max_delay: float = BACKOFF_MAX) -> Waited:
@@ -385,8 +375,7 @@ class WaitPolicy:
         if ready():
             return Waited(True, 0.0)
         self.waits += 1
-        limit, polite = self._spinning(progress, timeout)
-        done, waited = _spin(t0, ready, min(limit, timeout), yield_cpu=polite)
+        done, waited = _spin(t0, ready, min(self._spin_limit(progress, timeout), timeout))
         if done or waited >= timeout:
             return Waited(done, waited)
         self.slept += 1
