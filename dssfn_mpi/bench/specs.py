@@ -9,6 +9,7 @@ here starts a process.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import product
 from typing import Any
 
 from ..errors import require
@@ -222,7 +223,8 @@ def contention_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     """Issue 14: every mode and wait policy, idle and beside 1, 2, ... busy processes.
 
     ``p.values`` are the busy-process counts (0 = idle), ``p.policies`` the
-    wait policies. The busy counts are the innermost loop, so a configuration's
+    wait policies, ``p.reps`` the repetitions of each configuration (the tables
+    take medians). The busy counts are the innermost loop, so a configuration's
     idle run and its busy runs are made one right after the other (their ratio
     is the slowdown; a drift of the machine's background load between them
     would bias it). Timing runs: ``--no-check --log-every 0``, no per-layer
@@ -234,19 +236,20 @@ def contention_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     for policy in p.policies:
         require(policy in WAIT_POLICIES, f"contention: unknown wait policy {policy!r}; "
                 f"choose from {', '.join(WAIT_POLICIES)}")
-    for mode in p.modes:
-        for policy in p.policies:
-            for busy in p.values:
-                busy = int(busy)
-                args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "ring",
-                        "--no-check", *_NO_SYNC, *_mode_iters(p, mode), *wait_args(policy)]
-                specs.append(RunSpec(
-                    group=f"{mode}-{policy}-b{busy}",
-                    label=f"{mode} wait={policy} busy={busy}",
-                    nodes=p.nodes,
-                    train_args=args,
-                    meta={"bench": "contention", "bench_mode": mode, "bench_wait": policy,
-                          "bench_busy": busy, "bench_value": busy},
-                    busy=busy,
-                ))
+    require(int(p.reps) >= 1, f"contention: reps must be >= 1, got {p.reps}")
+    reps = int(p.reps)
+    for mode, policy, rep, busy in product(p.modes, p.policies, range(reps), p.values):
+        busy = int(busy)
+        args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "ring",
+                "--no-check", *_NO_SYNC, *_mode_iters(p, mode), *wait_args(policy)]
+        again = f"-r{rep + 1}" if reps > 1 else ""
+        specs.append(RunSpec(
+            group=f"{mode}-{policy}-b{busy}{again}",
+            label=f"{mode} wait={policy} busy={busy}" + (f" #{rep + 1}" if reps > 1 else ""),
+            nodes=p.nodes,
+            train_args=args,
+            meta={"bench": "contention", "bench_mode": mode, "bench_wait": policy,
+                  "bench_busy": busy, "bench_value": busy, "bench_rep": rep},
+            busy=busy,
+        ))
     return specs

@@ -5,6 +5,7 @@ writes them next to the figures as ``<bench>.md``). Definitions in
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from typing import Any
 
@@ -177,23 +178,32 @@ _MODE_ORDER = ("async", "sync", "sync-graph")
 
 
 def contention_rows(runs: Mapping[str, RunLog]) -> list[dict[str, Any]]:
-    """One row per successful contention run, ordered by mode, wait policy and busy count.
+    """One row per configuration of a contention sweep (its successful runs' medians),
+    ordered by mode, wait policy and busy count.
 
     Each row: ``mode``, ``wait`` (policy), ``busy`` (busy processes beside the
-    job), ``summary`` (:class:`~dssfn_mpi.bench.summary.RunSummary`) and
-    ``slowdown``: its solve time over the solve time of the idle run (busy = 0)
-    of the same mode and policy (NaN without one).
+    job), ``names`` (its runs), and over them the medians ``solve``, ``cpu``,
+    ``wait_seconds`` and ``acc`` (see
+    :class:`~dssfn_mpi.bench.summary.RunSummary`); ``slowdown``: the median
+    solve time over the median solve time with no busy process (busy = 0) of
+    the same mode and policy (NaN without one).
     """
-    rows = []
+    groups: dict[tuple[str, str, int], list[RunSummary]] = {}
     for name, run in _ok(runs).items():
         a = run.attrs
-        rows.append({"mode": str(a.get("bench_mode", a.get("mode"))),
-                     "wait": str(a.get("bench_wait", "")), "busy": int(a.get("bench_busy", 0)),
-                     "summary": summarize(name, run)})
-    idle = {(r["mode"], r["wait"]): r["summary"].solve_seconds for r in rows if r["busy"] == 0}
+        key = (str(a.get("bench_mode", a.get("mode"))), str(a.get("bench_wait", "")),
+               int(a.get("bench_busy", 0)))
+        groups.setdefault(key, []).append(summarize(name, run))
+    rows = [{"mode": m, "wait": w, "busy": b, "names": [s.name for s in got],
+             "solve": statistics.median(s.solve_seconds for s in got),
+             "cpu": statistics.median(s.cpu_seconds for s in got),
+             "wait_seconds": statistics.median(s.wait_seconds for s in got),
+             "acc": statistics.median(s.acc_mean for s in got)}
+            for (m, w, b), got in groups.items()]
+    idle = {(r["mode"], r["wait"]): r["solve"] for r in rows if r["busy"] == 0}
     for r in rows:
         base = idle.get((r["mode"], r["wait"]), math.nan)
-        r["slowdown"] = r["summary"].solve_seconds / base if base > 0 else math.nan
+        r["slowdown"] = r["solve"] / base if base > 0 else math.nan
 
     def order(r: dict[str, Any]) -> tuple:
         m, w = r["mode"], r["wait"]
@@ -205,23 +215,23 @@ def contention_rows(runs: Mapping[str, RunLog]) -> list[dict[str, Any]]:
 
 
 def contention_markdown(runs: Mapping[str, RunLog]) -> str:
-    """The contention table: per mode, wait policy and busy-process count, the solve
-    time, the slowdown against idle, CPU and wait time, accuracy; failed runs listed."""
+    """The contention table: per mode, wait policy and busy-process count, the medians of
+    the solve time, the slowdown against idle, CPU and wait time, accuracy; failed runs
+    listed."""
     lines = [
-        "| mode | wait | busy | solve [s] | slowdown [x] | CPU [s per rank] | max wait [s] "
-        "| test acc [%] |",
-        "|---|---|---|---|---|---|---|---|",
+        "| mode | wait | busy | runs | solve [s] | slowdown [x] | CPU [s per rank] "
+        "| max wait [s] | test acc [%] |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in contention_rows(runs):
-        s = r["summary"]
-        cells = [r["mode"], r["wait"] or "-", str(r["busy"]), number(s.solve_seconds, ".2f"),
-                 number(r["slowdown"], ".1f"), number(s.cpu_seconds, ".2f"),
-                 number(s.wait_seconds, ".2f"), percent(s.acc_mean)]
+        cells = [r["mode"], r["wait"] or "-", str(r["busy"]), str(len(r["names"])),
+                 number(r["solve"], ".2f"), number(r["slowdown"], ".1f"),
+                 number(r["cpu"], ".2f"), number(r["wait_seconds"], ".2f"), percent(r["acc"])]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "solve: the slowest rank's solver time, summed over layers (measured wall "
-              "time); slowdown: solve / solve of the same mode and policy with no busy process; "
-              "CPU: mean over ranks of the CPU time in the layers; max wait: the largest rank's "
-              "summed wait time."]
+    lines += ["", "Medians over the configuration's runs. solve: the slowest rank's solver time, "
+              "summed over layers (measured wall time); slowdown: median solve / median solve "
+              "of the same mode and policy with no busy process; CPU: mean over ranks of the "
+              "CPU time in the layers; max wait: the largest rank's summed wait time."]
     failed = [f"{k} ({r.attrs.get('bench_error', '')})" for k, r in runs.items()
               if r.attrs.get("bench_status", "ok") != "ok"]
     if failed:
