@@ -27,12 +27,13 @@ engines are compared under the same one:
     than cores as contended.
 
 Why a spin of half a millisecond under contention (measured with
-``tests/waitcheck.py``, 4 ranks and one busy process on 2 cores, Linux 6.18,
-sync's busy / idle solve time): sleeping after a 30 us spin, 4.3x; after
-0.3 - 2 ms, 1.9 - 2.5x; after 10 ms, 25x; never, 22x (a rank that spins that
-long is one more busy process to the scheduler and loses the core whenever
-it waits). Calling ``sched_yield`` between polls made no difference at
-0.5 ms and made auto slower than spin without foreign load (20 ranks on 2
+``tests/waitcheck.py``: 4 ranks and one busy process started from the same
+session, so in one Linux autogroup, on 2 cores, Linux 6.18; sync's busy /
+idle solve time): sleeping after a 30 us spin, 4.3x; after a 0.3 - 2 ms
+spin, 1.9 - 2.5x; after 10 ms, 25x; never sleeping, 22x (a rank that spins
+that long is one more busy process to the scheduler and loses the core
+whenever it waits). ``sched_yield`` between polls made no difference at
+0.5 ms and, without foreign load, made auto slower than spin (20 ranks on 2
 cores, sync: 1.35x); shorter sleeps (timer slack cut to 1 us: 22x) and
 shorter scheduler slices for the ranks (``sched_setattr``) did not help.
 

@@ -295,7 +295,7 @@ def test_interrupted_sweep_leaves_no_busy_process_and_no_job(tmp_path, sig):
         if driver.poll() is None:
             driver.kill()
             driver.wait()
-            # A driver killed here cannot end its job (a session of its own): do it, so a
+            # A driver killed here cannot end its job (a process group of its own): do it, so a
             # failing run of this test leaves no ranks computing for ever.
             for pid in processes_mentioning(str(tmp_path / ".c.h5.runs")):
                 try:
