@@ -118,8 +118,8 @@ def _stop_job(proc: subprocess.Popen, grace: float = 10.0) -> tuple[Any, Any]:
 #: but in the driver's session: with Linux autogroup scheduling (on by default) a new
 #: session would put the job in a CPU group of its own, which gets its share of the
 #: cores whatever ``bench contention``'s busy processes (in the driver's group) do.
-#: Measured with sessions, 4 ranks and 1 / 2 busy processes on 2 cores: sync under
-#: --wait spin 2.2x / 1.8x slower than idle, against 20x in one group.
+#: Measured, 4 ranks and 1 / 2 busy processes on 2 cores, sync under --wait spin: 2.2x /
+#: 1.8x slower than idle with the job in a session of its own, 35x / 72x in one group.
 _OWN_GROUP: dict[str, Any] = (
     {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp})
 
