@@ -248,7 +248,8 @@ def test_tiny_sweep_records_mode_policy_and_busy_count_and_plots(tmp_path, capsy
         ["| sync", "auto", "0"], ["| sync", "auto", "1"]]
     for r in rows:
         cells = r.strip("| ").split(" | ")
-        solve, slowdown = float(cells[3]), float(cells[4])
+        assert cells[3] == "1"  # runs of the configuration (the quick preset: one)
+        solve, slowdown = float(cells[4]), float(cells[5])
         # The table rounds (a quick idle run can show 0.00 s); the run logs' values are > 0.
         assert solve >= 0 and slowdown > 0
         if cells[2] == "0":
