@@ -12,10 +12,23 @@ Run: ``mpirun -n 2 python -m pytest --with-mpi -q tests/mpi/test_seqlock_mutatio
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from test_transport import _comm, _stress
 
-pytestmark = pytest.mark.timeout(60, method="thread")
+pytestmark = [
+    pytest.mark.timeout(60, method="thread"),
+    # A torn copy needs a put's data to land while the reader copies. Under Open MPI's
+    # osc/rdma over TCP that is rare when the machine is loaded: beside one busy process
+    # on 2 cores, 12 s of stress caught the mutant in only 4 of 6 cases (0 torn reads in
+    # 585 000; make test, 2026-11-23), so the control would be flaky there. Its power is
+    # shown under osc/sm (make test) and MPICH and Intel MPI (make test-matrix); the real
+    # reader's stress test (test_transport.py) still runs under osc/rdma.
+    pytest.mark.skipif(os.environ.get("OMPI_MCA_osc") == "rdma",
+                       reason="the mutation control is too weak under osc/rdma over TCP "
+                       "on a loaded machine (see the module); run under osc/sm"),
+]
 
 
 def _read_slot_without_second_check(self, i: int, layer: int, dest):
