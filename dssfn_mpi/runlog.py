@@ -127,7 +127,8 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
     "git_revision": (_STR, "", "git commit of the code, or ''"),
     "wait_policy": (_STR, "", "how ranks waited for each other (--wait: spin, hybrid, auto)"),
     "wait_resolved": (_STR, "", "what the wait policy did on rank 0: spin, hybrid, or for "
-                      "auto 'measured' (spin or hybrid as the measured foreign load says) and "
+                      "auto 'measured' (a long spin, or a 0.5 ms spin then sleeps, as the measured "
+                      "foreign load says) and "
                       "the ranks and cores of its node"),
     "complete": (_BOOL, False, "True once every layer is done and the run ended normally"),
     "layers_done": (_INT, 0, "rows in each /layers dataset (set by the writer)"),

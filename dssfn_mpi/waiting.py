@@ -309,8 +309,10 @@ class WaitPolicy:
         The policy as configured.
     resolved : str
         What it does on this rank: ``spin``, ``hybrid``, or for ``auto``
-        ``measured`` (spin or hybrid as the load monitor says) or, where the
-        load cannot be read, ``spin`` / ``hybrid`` from the ranks per core.
+        ``measured`` (uncontended or contended waits as the load monitor says)
+        or, where the load cannot be read, from the ranks per core: ``spin``
+        (uncontended) or ``hybrid`` (contended: spin at most
+        :data:`CONTENDED_SPIN`, then sleep).
     waits : int
         Waits whose first poll was not ready.
     slept : int

@@ -236,16 +236,16 @@ def contention_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     for policy in p.policies:
         require(policy in WAIT_POLICIES, f"contention: unknown wait policy {policy!r}; "
                 f"choose from {', '.join(WAIT_POLICIES)}")
-    require(int(p.reps) >= 1, f"contention: reps must be >= 1, got {p.reps}")
     reps = int(p.reps)
+    require(reps >= 1, f"contention: reps must be >= 1, got {p.reps}")
     for mode, policy, rep, busy in product(p.modes, p.policies, range(reps), p.values):
         busy = int(busy)
         args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "ring",
                 "--no-check", *_NO_SYNC, *_mode_iters(p, mode), *wait_args(policy)]
-        again = f"-r{rep + 1}" if reps > 1 else ""
+        nth = rep + 1 if reps > 1 else None  # a single run keeps the plain names
         specs.append(RunSpec(
-            group=f"{mode}-{policy}-b{busy}{again}",
-            label=f"{mode} wait={policy} busy={busy}" + (f" #{rep + 1}" if reps > 1 else ""),
+            group=f"{mode}-{policy}-b{busy}" + (f"-r{nth}" if nth else ""),
+            label=f"{mode} wait={policy} busy={busy}" + (f" #{nth}" if nth else ""),
             nodes=p.nodes,
             train_args=args,
             meta={"bench": "contention", "bench_mode": mode, "bench_wait": policy,
