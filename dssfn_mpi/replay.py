@@ -21,7 +21,8 @@ observers between layers are left out):
   ``max_lead = s``, version k-s of every neighbour has *arrived*: that
   neighbour's activation k-s-1 ended plus alpha + bytes/beta.
 - sync: iteration k ends on every rank at the slowest rank's compute end plus
-  the allreduce of :func:`dssfn_mpi.network.allreduce_seconds`.
+  the allreduce of :func:`dssfn_mpi.network.allreduce_seconds`, by the rule
+  of the MPI library that made the run (its ``mpi_library`` attribute).
 - sync-graph: compute, then ``mix_rounds`` rounds; round r ends on rank m at
   the latest round r-1 end among m and its neighbours, plus alpha + bytes/beta.
 
@@ -40,7 +41,7 @@ import numpy as np
 
 from .errors import UserError
 from .fmt import number
-from .network import Network, allreduce_seconds, parse_network
+from .network import Network, allreduce_library, allreduce_seconds, parse_network
 from .runlog import PathLike, RunLog, is_sweep, read_runlog, read_sweep
 from .trace import PHASES  # default order of /trace/phase_* (the attribute ``phases`` rules)
 
@@ -196,6 +197,7 @@ class _Trace:
     activation: np.ndarray | None  # (S,) snapshots: activations done
     rel_distance: np.ndarray | None  # (L', M, S)
     measured: np.ndarray  # (L',) max over ranks of /layers/total_seconds
+    allreduce: str = "mpich"  # whose MPI_Iallreduce algorithm (network.allreduce_library)
 
 
 def _no_trace(run: RunLog) -> UserError:
@@ -249,6 +251,7 @@ def _read_trace(run: RunLog) -> _Trace:
         activation=None if rel is None else np.asarray(traj["activation"], dtype=np.int64),
         rel_distance=None if rel is None else np.asarray(rel, dtype=np.float64)[layers],
         measured=np.array([max(row[np.isfinite(row)], default=math.nan) for row in total]),
+        allreduce=allreduce_library(str(run.attrs.get("mpi_library", ""))),
     )
 
 
@@ -327,7 +330,7 @@ def _solve_begin(tr: _Trace, i: int, t0: np.ndarray, ends: list[np.ndarray],
     if tr.auto_penalty:
         if tr.mode == "sync":
             m = ready.size
-            ready = np.full(m, ready.max() + allreduce_seconds(net, m, PENALTY_BYTES))
+            ready = np.full(m, ready.max() + allreduce_seconds(net, m, PENALTY_BYTES, tr.allreduce))
         else:
             rounds = 1 if tr.mode == "async" else tr.mix_rounds
             ready = _exchange(ready, tr.hops, rounds, net.message_seconds(PENALTY_BYTES))
@@ -357,7 +360,7 @@ def _solve_sync(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
                 net: Network) -> tuple[np.ndarray, np.ndarray]:
     """Every iteration ends on all ranks at the slowest compute plus the allreduce."""
     m, k = cpu.shape
-    reduce = allreduce_seconds(net, m, tr.message_bytes[i])
+    reduce = allreduce_seconds(net, m, tr.message_bytes[i], tr.allreduce)
     step = cpu.max(axis=0) + reduce
     step[0] = (begin + cpu[:, 0]).max() + reduce
     ends = np.cumsum(step)

