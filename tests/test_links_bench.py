@@ -44,13 +44,23 @@ def test_table_from_a_folder(tmp_path):
     with pytest.raises(UserError, match="runs.json"):
         links.link_rows(tmp_path)
     (tmp_path / "runs.json").write_text(json.dumps({"runs": [
-        {"rate": 1e8, "mode": "sync", "load": "0.5 / 0.6"}]}))
+        {"rate": 1e8, "mode": "sync", "file": "sync-100mbit-0.h5", "rma": "rma-100mbit-0.h5",
+         "load": "0.5 / 0.6"}]}))
     assert links.link_rows(tmp_path) == []  # its files are missing: no row, no crash
-    row = links.LinkRow(1e8, "sync", 1.2e-4, 2.0, 1.8, 1.5, 1.65, "0.5 / 0.6")
+    row = links.LinkRow(1e8, "sync", "this run", 1.2e-4, 2.0, 1.8, 1.5, 1.65, 1.04, "0.5 / 0.6")
     assert row.error == pytest.approx(-0.1) and row.solve_error == pytest.approx(0.1)
     table = links.links_markdown([row]).splitlines()
-    assert table[2] == ("| 100mbit | sync | 120 | 2.000 | 1.800 | -10.0 % | 1.500 | 1.650 | "
-                        "+10.0 % | 0.5 / 0.6 |")
+    assert table[2] == ("| 100mbit | sync | this run | 120 | 2.000 | 1.800 | -10.0 % | 1.500 | "
+                        "1.650 | +10.0 % | 1.04 | 0.5 / 0.6 |")
+
+
+def test_cpu_stretch_is_wall_over_cpu_of_the_compute_phases():
+    class Run:
+        trace_attrs = {"phases": ["features", "penalty", "parity_wait", "factor"]}
+        trace = {"phase_start": np.array([[[0.0, 1.0, 5.0, 5.0]]]),
+                 "phase_end": np.array([[[1.0, 5.0, 5.0, 8.0]]]),
+                 "phase_cpu": np.array([[[0.5, 1.0, 0.0, 1.5]]])}
+    assert links.cpu_stretch(Run()) == pytest.approx(4.0 / 2.0)  # (1 + 3) / (0.5 + 1.5)
 
 
 def test_solve_seconds_spans_first_start_to_last_end():

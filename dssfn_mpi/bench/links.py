@@ -41,8 +41,10 @@ __all__ = ["LinkRow", "link_alpha", "link_rows", "links_markdown", "main", "pars
 
 _UNITS = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3, "bit": 1.0}
 #: What every training run of the benchmark is (2 ranks, one edge).
+#: ``--wait spin``: the model's waits end the instant they may (and ``auto`` would count the
+#: other emulated host's rank, on this same machine, as foreign load and sleep).
 TRAIN_ARGS = ("--dataset", "satimage", "--topology", "ring", "--layers", "1", "--iters", "200",
-              "--quiet")
+              "--wait", "spin", "--quiet")
 MODES = ("async", "sync")
 
 
@@ -96,17 +98,34 @@ def solve_seconds(run: Any) -> float:
     return float(math.fsum(per_layer))
 
 
+def cpu_stretch(run: Any) -> float:
+    """Wall over thread CPU time of the runs's pure-compute phases (features, factorisation).
+
+    1.0 when every rank had its core; 2.0 when the ranks got half a core (a
+    loaded machine), which stretches every compute the replay takes at its CPU time.
+    """
+    phases = list(run.trace_attrs.get("phases", []))
+    cols = [phases.index(name) for name in ("features", "factor") if name in phases]
+    wall = np.asarray(run.trace["phase_end"])[..., cols] - np.asarray(run.trace["phase_start"])[
+        ..., cols]
+    cpu = np.asarray(run.trace["phase_cpu"])[..., cols]
+    ok = np.isfinite(wall) & np.isfinite(cpu)
+    return float(wall[ok].sum() / cpu[ok].sum()) if cpu[ok].sum() > 0 else math.nan
+
+
 @dataclass
 class LinkRow:
     """One training run on one link: measured and projected seconds."""
 
     rate: float
     mode: str
+    source: str  # whose trace was replayed: "this run" or "uncapped run"
     alpha: float
     measured: float
     projected: float
     measured_solve: float
     projected_solve: float
+    stretch: float
     load: str
 
     @property
@@ -123,6 +142,10 @@ class LinkRow:
 def link_rows(folder: str | Path) -> list[LinkRow]:
     """Replay every training run of a ``run`` folder on its link's measured network.
 
+    Each capped run gives two rows: its own trace replayed, and the uncapped
+    run of the same mode and pass replayed on the capped link's network (the
+    model's real test: the uncapped trace holds none of the link's time).
+
     Raises
     ------
     UserError
@@ -137,35 +160,44 @@ def link_rows(folder: str | Path) -> list[LinkRow]:
     if not index.exists():
         raise UserError(f"{folder} holds no runs.json; make it with "
                         "python -m dssfn_mpi.bench.links run --out FOLDER")
-    meta = json.loads(index.read_text())
+    items = [i for i in json.loads(index.read_text())["runs"] if (folder / i["file"]).exists()]
+    reference = {(i["mode"], i.get("pass", 0)): i for i in items if not i["rate"]}
     rows = []
-    for item in meta["runs"]:
-        rate, label = float(item["rate"]), rate_label(float(item["rate"]))
-        rma = folder / f"rma-{label}.h5"
-        log = folder / f"{item['mode']}-{label}.h5"
-        if not (rma.exists() and log.exists()):
+    for item in items:
+        rma = folder / str(item.get("rma", ""))
+        if not item["rate"] or not rma.is_file():
             continue
-        alpha = link_alpha(rma)
-        run = read_runlog(log)
-        proj = project(run, Network(f"tbf {label}", alpha, rate / 8))
-        rows.append(LinkRow(rate, item["mode"], alpha, proj.measured_seconds, proj.total_seconds,
-                            solve_seconds(run), math.fsum(lp.solve_seconds for lp in proj.layers),
-                            str(item.get("load", ""))))
+        rate, alpha = float(item["rate"]), link_alpha(rma)
+        net = Network(f"tbf {rate_label(rate)}", alpha, rate / 8)
+        run = read_runlog(folder / item["file"])
+        ref = reference.get((item["mode"], item.get("pass", 0)))
+        for source, traced in (("this run", run),
+                               ("uncapped run", ref and read_runlog(folder / ref["file"]))):
+            if traced is None:
+                continue
+            proj = project(traced, net)
+            rows.append(LinkRow(
+                rate, item["mode"], source, alpha, max(run.layers["total_seconds"].max(axis=1)
+                                                       .sum(), 0.0),
+                proj.total_seconds, solve_seconds(run),
+                math.fsum(lp.solve_seconds for lp in proj.layers), cpu_stretch(run),
+                str(item.get("load", ""))))
     return rows
 
 
 def links_markdown(rows: list[LinkRow]) -> str:
     """The Markdown table of :func:`link_rows` (errors in %, projected minus measured)."""
-    lines = ["| link rate | mode | alpha [us] | measured [s] | projected [s] | error | "
-             "measured solves [s] | projected solves [s] | error | load avg (1 min) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| link rate | mode | replayed trace | alpha [us] | measured [s] | projected [s] | "
+             "error | measured solves [s] | projected solves [s] | error | CPU stretch | "
+             "load avg before / after |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
-            f"| {rate_label(r.rate)} | {r.mode} | {number(r.alpha * 1e6, '.0f')} | "
+            f"| {rate_label(r.rate)} | {r.mode} | {r.source} | {number(r.alpha * 1e6, '.0f')} | "
             f"{number(r.measured, '.3f')} | {number(r.projected, '.3f')} | "
             f"{number(100 * r.error, '+.1f')} % | {number(r.measured_solve, '.3f')} | "
             f"{number(r.projected_solve, '.3f')} | {number(100 * r.solve_error, '+.1f')} % | "
-            f"{r.load} |")
+            f"{number(r.stretch, '.2f')} | {r.load} |")
     return "\n".join(lines)
 
 
@@ -174,6 +206,27 @@ def links_markdown(rows: list[LinkRow]) -> str:
 
 def _load() -> str:
     return Path("/proc/loadavg").read_text().split()[0]
+
+
+def _busy_share(seconds: float = 1.0) -> float:
+    """Share of the machine's CPU time that was busy over the next ``seconds``."""
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+        return sum(fields), fields[3] + fields[4]  # total, idle + iowait
+
+    t0, i0 = sample()
+    time.sleep(seconds)
+    t1, i1 = sample()
+    return 1.0 - (i1 - i0) / max(t1 - t0, 1)
+
+
+def _wait_quiet(limit: float, patience: float) -> float:
+    """Wait (up to ``patience`` s) until the machine is less than ``limit`` busy; the share."""
+    deadline = time.monotonic() + patience
+    while True:
+        share = _busy_share()
+        if share < limit or time.monotonic() > deadline:
+            return share
 
 
 def _job(hosts: Any, argv: list[str], timeout: float) -> None:
@@ -188,32 +241,45 @@ def _job(hosts: Any, argv: list[str], timeout: float) -> None:
         raise UserError(f"{' '.join(argv[:4])}...: {error_line(res, timeout)}")
 
 
-def run_links(out: Path, rates: list[float], reps: int, timeout: float) -> None:
-    """Measure every rate into ``out`` (see the module docstring)."""
+def run_links(out: Path, rates: list[float], reps: int, timeout: float, passes: int = 1,
+              quiet: float = 0.3, patience: float = 120.0) -> None:
+    """Measure every rate into ``out`` (see the module docstring).
+
+    Each pass runs the uncapped reference, then every rate; before every job
+    it waits up to ``patience`` seconds for the machine to be less than
+    ``quiet`` busy (other work on the machine shares the two ranks' cores).
+    """
     from .busy import exit_on_signals
     from .netns import Hosts, require_root_tools
 
     require_root_tools()
     out.mkdir(parents=True, exist_ok=True)
     py = [sys.executable, "-m"]
-    runs = []
+    runs: list[dict[str, Any]] = []
     with exit_on_signals(), Hosts() as hosts:
-        for rate in rates:
-            label = rate_label(rate)
-            hosts.cap(rate)
-            _job(hosts, py + ["dssfn_mpi.bench.rma", "--out", str(out / f"rma-{label}.h5"),
-                              "--reps", str(reps), "--label", label, "--overwrite"], timeout)
-            for mode in MODES:
-                before = _load()
-                t0 = time.monotonic()
-                _job(hosts, py + ["dssfn_mpi", "train", *TRAIN_ARGS, "--mode", mode,
-                                  "--out", str(out / f"{mode}-{label}.h5"), "--overwrite"],
-                     timeout)
-                runs.append({"rate": rate, "mode": mode, "load": f"{before} / {_load()}",
-                             "job_seconds": time.monotonic() - t0})
-                print(f"{label} {mode}: done (load {runs[-1]['load']})", flush=True)
-    (out / "runs.json").write_text(json.dumps({"train_args": list(TRAIN_ARGS), "runs": runs},
-                                              indent=1))
+        for p in range(passes):
+            for rate in [None, *rates]:
+                label = rate_label(rate) if rate else "uncapped"
+                hosts.cap(rate)
+                rma = f"rma-{label}-{p}.h5"
+                if rate:
+                    _wait_quiet(quiet, patience)
+                    _job(hosts, py + ["dssfn_mpi.bench.rma", "--out", str(out / rma),
+                                      "--reps", str(reps), "--label", label, "--overwrite"],
+                         timeout)
+                for mode in MODES:
+                    busy = _wait_quiet(quiet, patience)
+                    before = _load()
+                    name = f"{mode}-{label}-{p}.h5"
+                    _job(hosts, py + ["dssfn_mpi", "train", *TRAIN_ARGS, "--mode", mode,
+                                      "--out", str(out / name), "--overwrite"], timeout)
+                    runs.append({"rate": rate or 0, "mode": mode, "pass": p, "file": name,
+                                 "rma": rma if rate else "", "busy_before": round(busy, 3),
+                                 "load": f"{before} / {_load()}"})
+                    print(f"pass {p} {label} {mode}: done (busy {busy:.2f} before, load "
+                          f"{runs[-1]['load']})", flush=True)
+                    (out / "runs.json").write_text(json.dumps(
+                        {"train_args": list(TRAIN_ARGS), "runs": runs}, indent=1))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -225,13 +291,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", required=True, help="folder for the files")
     run.add_argument("--rates", default="10gbit,1gbit,100mbit", help="link rates (%(default)s)")
     run.add_argument("--reps", type=int, default=10, help="RMA benchmark repetitions (10)")
+    run.add_argument("--passes", type=int, default=1, help="repeat everything (1)")
     run.add_argument("--job-timeout", type=float, default=900.0, help="seconds per job (900)")
     table = sub.add_parser("table", help="replay the runs of a folder; print the table")
     table.add_argument("folder")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "run":
-            run_links(Path(args.out), parse_rates(args.rates), args.reps, args.job_timeout)
+            run_links(Path(args.out), parse_rates(args.rates), args.reps, args.job_timeout,
+                      args.passes)
         print(links_markdown(link_rows(args.out if args.cmd == "run" else args.folder)))
     except UserError as exc:
         print(f"dssfn_mpi.bench.links: error: {exc}", file=sys.stderr)

@@ -159,10 +159,15 @@ class Hosts:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
 
-    def cap(self, rate_bits: float) -> None:
-        """Cap the link at ``rate_bits`` bit/s in both directions (``tbf`` on each end)."""
+    def cap(self, rate_bits: float | None) -> None:
+        """Cap the link at ``rate_bits`` bit/s in both directions (``tbf`` on each end);
+        None removes the caps (the veth's own speed)."""
         for ns, dev in zip(self.names, self.devices):
-            _run(tbf_command(ns, dev, rate_bits))
+            if rate_bits is None:
+                subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev,
+                                "root"], stdin=subprocess.DEVNULL, capture_output=True)
+            else:
+                _run(tbf_command(ns, dev, rate_bits))
 
     @property
     def agent(self) -> Path:
