@@ -19,7 +19,11 @@ observers between layers are left out):
   factorisation (its ``phase_cpu``).
 - async: activation k starts when the rank's activation k-1 ended and, with
   ``max_lead = s``, version k-s of every neighbour has *arrived*: that
-  neighbour's activation k-s-1 ended plus alpha + bytes/beta.
+  neighbour's activation k-s-1 ended. An activation is its compute, then its
+  puts, alpha + bytes/beta (a put returns once Z is in the neighbour's memory);
+  in traces whose ``cpu`` still includes the run's own puts (no async
+  ``comm_start``), the compute alone, and the message arrives alpha +
+  bytes/beta after its end.
 - sync: iteration k ends on every rank at the slowest rank's compute end plus
   the allreduce of :func:`dssfn_mpi.network.allreduce_seconds`, by the rule
   of the MPI library that made the run (its ``mpi_library`` attribute).
@@ -192,6 +196,7 @@ class _Trace:
     hops: np.ndarray  # (M, M) graph distance
     message_bytes: np.ndarray  # (L',)
     max_lead: int | None
+    puts_apart: bool  # async: cpu leaves out the puts (comm_start recorded); older logs: no
     mix_rounds: int
     auto_penalty: bool
     activation: np.ndarray | None  # (S,) snapshots: activations done
@@ -246,6 +251,8 @@ def _read_trace(run: RunLog) -> _Trace:
         hops=_hops(neighbors),
         message_bytes=np.asarray(msg, dtype=np.float64)[layers],
         max_lead=_max_lead(tattrs, config),
+        puts_apart=mode == "async" and "comm_start" in trace and bool(np.isfinite(
+            np.asarray(trace["comm_start"], dtype=np.float64)[layers]).any()),
         mix_rounds=_mix_rounds(mode, tattrs, config, source),
         auto_penalty=config.get("gamma" if mode == "async" else "rho", "auto") == "auto",
         activation=None if rel is None else np.asarray(traj["activation"], dtype=np.int64),
@@ -341,11 +348,20 @@ def _solve_begin(tr: _Trace, i: int, t0: np.ndarray, ends: list[np.ndarray],
 
 def _solve_async(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
                  net: Network) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (M, K) of every activation under the bounded-delay rule."""
+    """Start and end (M, K) of every activation under the bounded-delay rule.
+
+    A put returns once Z is in the neighbour's memory: with the puts apart
+    from ``cpu``, each activation lasts its compute plus one message time and
+    its Z has arrived when it ends; an older trace's ``cpu`` holds its run's
+    own puts, and the message time is counted as delivery after the end.
+    """
+    put = net.message_seconds(tr.message_bytes[i])
+    arrive = 0.0 if tr.puts_apart else put
+    if tr.puts_apart:
+        cpu = cpu + put
     if tr.max_lead is None:
         end = begin[:, None] + np.cumsum(cpu, axis=1)
         return end - cpu, end
-    arrive = net.message_seconds(tr.message_bytes[i])
     start, end = np.empty_like(cpu), np.empty_like(cpu)
     prev = begin
     for k in range(cpu.shape[1]):

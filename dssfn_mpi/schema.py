@@ -210,11 +210,12 @@ TRACE_SCHEMA: tuple[TraceField, ...] = (
                "it ended: async, after its puts; sync, sync-graph: after the collective (the "
                "last mixing round) and the dual update"),
     TraceField(TRACE, "cpu", ("L", "M", "K"), _F8, "s",
-               "thread CPU time of its compute, without any MPI wait or collective (async: "
-               "read, update and puts; sync: primal and dual; sync-graph: also the mixing "
+               "thread CPU time of its compute, without any MPI wait, collective or put "
+               "(async: read and update; sync: primal and dual; sync-graph: also the mixing "
                "arithmetic)"),
     TraceField(TRACE, "comm_start", ("L", "M", "K"), _F8, "s",
-               "sync, sync-graph: the collective (first mixing round) began; NaN for async"),
+               "the communication began: async, its puts (NaN in logs whose cpu still "
+               "includes them); sync, sync-graph: the collective (first mixing round)"),
     TraceField(TRACE, "versions", ("L", "M", "K", "D"), _I8, "version",
                "async only: version of each neighbour's Z read by activation k, neighbours in "
                "the order of /ranks/neighbors (j+1 = written by its activation j, 0 = nothing "

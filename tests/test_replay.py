@@ -49,8 +49,10 @@ PATH3 = [[1, -1], [0, 2], [1, -1]]
 
 def make_run(mode: str, cpu, neighbors=PAIR, *, phases=None, max_lead: int = -1,
              mix_rounds: int = -1, penalty="fixed", message_bytes: float = 10,
-             trajectory: dict | None = None, total_seconds=None) -> RunLog:
-    """A run log of ``mode`` whose trace has compute ``cpu`` (L, M, K)."""
+             trajectory: dict | None = None, total_seconds=None,
+             puts_apart: bool = False) -> RunLog:
+    """A run log of ``mode`` whose trace has compute ``cpu`` (L, M, K); ``puts_apart``: an
+    async trace whose ``cpu`` leaves out the puts (``comm_start`` recorded)."""
     cpu = np.asarray(cpu, dtype=float)
     if cpu.ndim == 2:
         cpu = cpu[None]
@@ -72,6 +74,7 @@ def make_run(mode: str, cpu, neighbors=PAIR, *, phases=None, max_lead: int = -1,
             "start": np.zeros_like(cpu), "end": np.zeros_like(cpu), "cpu": cpu,
             "phase_cpu": phase_cpu,
             "message_bytes": np.full(n_layers, message_bytes, dtype=np.int64),
+            "comm_start": np.zeros_like(cpu) if puts_apart else np.full_like(cpu, np.nan),
         },
         trace_attrs={"phases": ["features", "penalty", "parity_wait", "factor"],
                      "max_lead": max_lead, "mix_rounds": mix_rounds, "recorded": True,
@@ -118,6 +121,24 @@ def test_async_arrival_uses_bytes_over_bandwidth():
     run = make_run("async", [[1, 1, 1], [3, 3, 3]], max_lead=0, message_bytes=50)
     (end,) = ends(run)
     np.testing.assert_allclose(end[0], [1, 4.6, 7.6])
+
+
+def test_async_puts_apart_cost_the_origin_one_message():
+    # cpu without the puts: each activation is its compute + 0.2 s (the put returns once Z
+    # is in the neighbour's memory), and Z has arrived when the activation ends.
+    # max_lead 1: rank 1 3.2 s each; rank 0 1.2 s, k=2 waits for rank 1's activation 0 end
+    # (3.2), k=3 for its activation 1 end (6.4).
+    run = make_run("async", [[1, 1, 1, 1], [3, 3, 3, 3]], max_lead=1, puts_apart=True)
+    (end,) = ends(run)
+    np.testing.assert_allclose(end, [[1.2, 2.4, 4.4, 7.6], [3.2, 6.4, 9.6, 12.8]])
+    # unbounded: compute + put per activation, 50 bytes at 100 B/s: 0.1 + 0.5 s a put
+    run = make_run("async", [[1, 1], [3, 3]], message_bytes=50, puts_apart=True)
+    (layer, start, end), = timeline(run, NET)
+    np.testing.assert_allclose(end, [[1.6, 3.2], [3.6, 7.2]])
+    np.testing.assert_allclose(start, [[0, 1.6], [0, 3.6]])
+    # the same trace without comm_start (an older log: cpu holds the run's own puts)
+    old = make_run("async", [[1, 1], [3, 3]], message_bytes=50)
+    np.testing.assert_allclose(ends(old)[0], [[1, 2], [3, 6]])
 
 
 def test_async_unbounded_ignores_neighbours():

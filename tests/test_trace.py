@@ -172,11 +172,11 @@ def test_trace_of_every_mode_is_consistent(runs, mode) -> None:
     assert np.all(start >= 0) and np.all(start < end)
     assert np.all(end[..., :-1] <= start[..., 1:])  # one activation after another
     assert np.all(cpu > 0) and np.all(cpu <= end - start + 1e-4)
+    # async: the puts began inside the activation (its cpu leaves them out)
+    assert np.all((start <= t["comm_start"]) & (t["comm_start"] <= end))
     if mode == "async":
-        assert np.all(np.isnan(t["comm_start"]))
         assert run.trace_attrs["mix_rounds"] == -1
     else:
-        assert np.all((start <= t["comm_start"]) & (t["comm_start"] <= end))
         assert "versions" not in t
     assert (run.trace_attrs["mix_rounds"] >= 1) == (mode == "sync-graph")
     Q, sizes = run.attrs["n_classes"], t["message_bytes"]

@@ -129,9 +129,14 @@ class AsyncEngine(Engine):
                 O = paper_activation(Z, np.stack(Zr), B2, gamma, eta, eps, inv)
             # A slow node computes slowly, then sends (as in the sync engines).
             self.throttle.after(started)
+            put_start, put_cpu = time.perf_counter(), time.thread_time()
             mb.put_all(Z, layer)
-            if trace is not None:  # from the successful poll's read to the last put
-                trace.record_activation(k, O, *self._polled, versions=versions)
+            if trace is not None:  # from the successful poll's read to the last put, without
+                # the puts' CPU (MPI spins in their flushes while the link carries Z), as the
+                # sync engines leave out their collective's: the replay costs the puts itself.
+                polled, polled_cpu = self._polled
+                trace.record_activation(k, O, polled, polled_cpu + time.thread_time() - put_cpu,
+                                        versions=versions, comm=put_start)
         if not np.all(np.isfinite(O)):
             raise RankError(
                 self.ctx.rank,
