@@ -47,11 +47,12 @@ def test_table_from_a_folder(tmp_path):
         {"rate": 1e8, "mode": "sync", "file": "sync-100mbit-0.h5", "rma": "rma-100mbit-0.h5",
          "load": "0.5 / 0.6"}]}))
     assert links.link_rows(tmp_path) == []  # its files are missing: no row, no crash
-    row = links.LinkRow(1e8, "sync", "this run", 1.2e-4, 2.0, 1.8, 1.5, 1.65, 1.04, "0.5 / 0.6")
+    row = links.LinkRow(1e8, "sync", "this run", 1.2e-4, 2.0, 1.8, 1.5, 1.65, 1.04, "0.5 / 0.6",
+                        8.1e-3, 8.0e-3)
     assert row.error == pytest.approx(-0.1) and row.solve_error == pytest.approx(0.1)
     table = links.links_markdown([row]).splitlines()
     assert table[2] == ("| 100mbit | sync | this run | 120 | 2.000 | 1.800 | -10.0 % | 1.500 | "
-                        "1.650 | +10.0 % | 1.04 | 0.5 / 0.6 |")
+                        "1.650 | +10.0 % | 8.100 / 8.000 | 1.04 | 0.5 / 0.6 |")
 
 
 def test_cpu_stretch_is_wall_over_cpu_of_the_compute_phases():
@@ -61,6 +62,23 @@ def test_cpu_stretch_is_wall_over_cpu_of_the_compute_phases():
                  "phase_end": np.array([[[1.0, 5.0, 5.0, 8.0]]]),
                  "phase_cpu": np.array([[[0.5, 1.0, 0.0, 1.5]]])}
     assert links.cpu_stretch(Run()) == pytest.approx(4.0 / 2.0)  # (1 + 3) / (0.5 + 1.5)
+
+
+def test_comm_seconds_measured_against_the_model():
+    from dssfn_mpi.network import Network
+
+    class Run:
+        nodes = 2
+        attrs = {"mode": "sync", "mpi_library": "Open MPI v5.0.11"}
+        trace = {"end": np.array([[[9.0, 9.0], [9.0, 9.0]], [[3.0, 5.0], [4.0, 7.0]]]),
+                 "comm_start": np.array([[[8.0, 8.0], [8.0, 8.0]], [[2.5, 4.0], [3.0, 6.5]]]),
+                 "message_bytes": np.array([8, 100])}
+    net = Network("t", 0.1, 100.0)
+    measured, model = links.comm_seconds(Run(), net)
+    assert measured == pytest.approx(0.75)          # median of 0.5, 1, 1, 0.5 (last layer)
+    assert model == pytest.approx(2 * (0.1 + 1.0))  # Open MPI binomial at M = 2
+    Run.attrs = {"mode": "async"}
+    assert links.comm_seconds(Run(), net)[1] == pytest.approx(1.1)
 
 
 def test_solve_seconds_spans_first_start_to_last_end():

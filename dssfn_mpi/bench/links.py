@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -113,6 +114,28 @@ def cpu_stretch(run: Any) -> float:
     return float(wall[ok].sum() / cpu[ok].sum()) if cpu[ok].sum() > 0 else math.nan
 
 
+def comm_seconds(run: Any, net: Any) -> tuple[float, float]:
+    """Measured and modelled time of one message of the run's last layer.
+
+    Measured: the median over ranks and activations of ``end - comm_start``
+    (async: the puts; sync: the allreduce and the dual update after it).
+    Modelled: ``alpha + bytes/beta`` (async) or the allreduce rule of the
+    run's library (sync). Neither depends on how much CPU the ranks got while
+    they computed, so this is the model's check on a loaded machine.
+    """
+    from ..network import allreduce_library, allreduce_seconds
+
+    comm = np.asarray(run.trace["end"])[-1] - np.asarray(run.trace["comm_start"])[-1]
+    nbytes = float(np.asarray(run.trace["message_bytes"])[-1])
+    if str(run.attrs.get("mode")) == "async":
+        model = net.message_seconds(nbytes)
+    else:
+        lib = allreduce_library(str(run.attrs.get("mpi_library", "")))
+        model = allreduce_seconds(net, run.nodes, nbytes, lib)
+    measured = float(np.nanmedian(comm)) if np.isfinite(comm).any() else math.nan
+    return measured, model
+
+
 @dataclass
 class LinkRow:
     """One training run on one link: measured and projected seconds."""
@@ -127,6 +150,8 @@ class LinkRow:
     projected_solve: float
     stretch: float
     load: str
+    comm_measured: float = math.nan
+    comm_model: float = math.nan
 
     @property
     def error(self) -> float:
@@ -181,22 +206,23 @@ def link_rows(folder: str | Path) -> list[LinkRow]:
                                                        .sum(), 0.0),
                 proj.total_seconds, solve_seconds(run),
                 math.fsum(lp.solve_seconds for lp in proj.layers), cpu_stretch(run),
-                str(item.get("load", ""))))
+                str(item.get("load", "")), *comm_seconds(run, net)))
     return rows
 
 
 def links_markdown(rows: list[LinkRow]) -> str:
     """The Markdown table of :func:`link_rows` (errors in %, projected minus measured)."""
     lines = ["| link rate | mode | replayed trace | alpha [us] | measured [s] | projected [s] | "
-             "error | measured solves [s] | projected solves [s] | error | CPU stretch | "
-             "load avg before / after |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "error | measured solves [s] | projected solves [s] | error | one message "
+             "measured / model [ms] | CPU stretch | load avg before / after |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
             f"| {rate_label(r.rate)} | {r.mode} | {r.source} | {number(r.alpha * 1e6, '.0f')} | "
             f"{number(r.measured, '.3f')} | {number(r.projected, '.3f')} | "
             f"{number(100 * r.error, '+.1f')} % | {number(r.measured_solve, '.3f')} | "
             f"{number(r.projected_solve, '.3f')} | {number(100 * r.solve_error, '+.1f')} % | "
+            f"{number(r.comm_measured * 1e3, '.3f')} / {number(r.comm_model * 1e3, '.3f')} | "
             f"{number(r.stretch, '.2f')} | {r.load} |")
     return "\n".join(lines)
 
@@ -274,6 +300,8 @@ def run_links(out: Path, rates: list[float], reps: int, timeout: float, passes: 
                     _job(hosts, py + ["dssfn_mpi", "train", *TRAIN_ARGS, "--mode", mode,
                                       "--out", str(out / name), "--overwrite"], timeout)
                     runs.append({"rate": rate or 0, "mode": mode, "pass": p, "file": name,
+                                 "progress_thread": os.environ.get(
+                                     "OMPI_MCA_btl_tcp_progress_thread", ""),
                                  "rma": rma if rate else "", "busy_before": round(busy, 3),
                                  "load": f"{before} / {_load()}"})
                     print(f"pass {p} {label} {mode}: done (busy {busy:.2f} before, load "
@@ -292,12 +320,16 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--rates", default="10gbit,1gbit,100mbit", help="link rates (%(default)s)")
     run.add_argument("--reps", type=int, default=10, help="RMA benchmark repetitions (10)")
     run.add_argument("--passes", type=int, default=1, help="repeat everything (1)")
+    run.add_argument("--progress-thread", action="store_true",
+                     help="Open MPI's TCP progress thread on (OMPI_MCA_btl_tcp_progress_thread=1)")
     run.add_argument("--job-timeout", type=float, default=900.0, help="seconds per job (900)")
     table = sub.add_parser("table", help="replay the runs of a folder; print the table")
     table.add_argument("folder")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "run":
+            if args.progress_thread:
+                os.environ["OMPI_MCA_btl_tcp_progress_thread"] = "1"
             run_links(Path(args.out), parse_rates(args.rates), args.reps, args.job_timeout,
                       args.passes)
         print(links_markdown(link_rows(args.out if args.cmd == "run" else args.folder)))

@@ -182,8 +182,9 @@ class Hosts:
         return self._tmp / "hostfile"
 
     def mpi_env(self, base: dict[str, str]) -> dict[str, str]:
-        """Open MPI settings of a job across the two hosts: one-sided over osc/rdma + btl/tcp
-        with its progress thread, daemons and MPI traffic only on the hosts' subnet."""
+        """Open MPI settings of a job across the two hosts: one-sided over osc/rdma + btl/tcp,
+        daemons and MPI traffic only on the hosts' subnet (an ``OMPI_MCA_*`` in ``base``,
+        e.g. ``btl_tcp_progress_thread``, is kept unless set here)."""
         env = dict(base)
         subnet = f"{SUBNET}.0/24"
         env.update(
@@ -192,9 +193,6 @@ class Hosts:
             OMPI_MCA_btl="self,tcp",
             OMPI_MCA_btl_tcp_if_include=subnet,
             OMPI_MCA_osc="rdma",
-            # As the Slurm templates across nodes: without the TCP transport's progress
-            # thread a put waits for its target to enter MPI (not one-sided in practice).
-            OMPI_MCA_btl_tcp_progress_thread="1",
         )
         return env
 
