@@ -15,8 +15,10 @@ array results into one sweep), ``rma`` (the mailbox micro-benchmark, an MPI
 program), ``rma_bench`` (its launcher), ``plot`` with ``timeplots`` (the
 measured-vs-projected figures) and ``figstyle`` (what figures share), ``busy``
 (the CPU hogs of ``bench contention`` and the signal handling that always
-stops them), and ``penalty`` (the serial ADMM penalty study behind the
-``auto`` constants, run by hand).
+stops them), ``penalty`` (the serial ADMM penalty study behind the
+``auto`` constants, run by hand), and ``links`` with ``netns`` (the replay's
+network model against rate-capped links between two emulated hosts, run by
+hand as root).
 """
 
 from __future__ import annotations
