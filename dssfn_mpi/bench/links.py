@@ -5,18 +5,20 @@ Run as root (it creates network namespaces; see :mod:`dssfn_mpi.bench.netns`)::
     python -m dssfn_mpi.bench.links run --out links/ [--rates 10gbit,1gbit,100mbit]
     python -m dssfn_mpi.bench.links table links/
 
-``run`` makes two hosts joined by one veth pair and, for every rate, caps the
-link with ``tbf``, then runs on two ranks, one per host, over ``osc/rdma`` +
-``btl/tcp``: the project's RMA micro-benchmark (:mod:`dssfn_mpi.bench.rma`),
-then one async and one sync training run. Each writes its file into
-``--out`` (``rma-RATE.h5``, ``async-RATE.h5``, ``sync-RATE.h5``) and
-``runs.json`` keeps the load average around each job. ``table`` replays each
-training run with ``alpha`` = the RMA benchmark's median put latency of one
-double on that link and ``beta`` = the cap, and prints measured against
-projected time, for the whole run and for the solves alone (the part the
-network model governs; the layer-start phases are compute, which a loaded
-machine stretches). BENCHMARKS.md ("Replay on rate-capped links") has the
-figures.
+``run`` makes two hosts joined by one veth pair and, per pass, runs on two
+ranks, one per host, over ``osc/rdma`` + ``btl/tcp``: an async and a sync
+training run on the uncapped link, then for every rate (the link capped
+with ``tbf``) the project's RMA micro-benchmark (:mod:`dssfn_mpi.bench.rma`)
+and the two training runs again. Each job writes its file into ``--out``
+(``rma-RATE-PASS.h5``, ``MODE-RATE-PASS.h5``) and ``runs.json`` indexes them
+with the load average around each job; before each job it waits (up to two
+minutes) for the machine to be quiet. ``table`` replays each capped run, and
+the uncapped run of the same mode and pass, with ``alpha`` = the RMA
+benchmark's median put latency of one double on that link and ``beta`` = the
+cap, and prints measured against projected time for the whole run and for
+the solves, one message's measured time against the model's, and how much
+the ranks' compute was stretched by other work on the machine. BENCHMARKS.md
+("Replay on rate-capped links") has the figures.
 """
 
 from __future__ import annotations
