@@ -5,7 +5,9 @@
 # in a namespace of its own with no route to anywhere.
 #
 #   slurm/hosts.sh up PREFIX NAME...          # one host per NAME, addresses 10.77.0.11, .12, ...
-#   slurm/hosts.sh exec PREFIX NAME -- CMD... # run CMD on host NAME (its network, hostname NAME)
+#   slurm/hosts.sh exec PREFIX NAME -- CMD... # run CMD on host NAME (its network, hostname NAME;
+#                                             # with HOSTS_LOCAL_DIR=D set, D is node-local:
+#                                             # D/.NAME seen as D, like a node's own /tmp)
 #   slurm/hosts.sh addr PREFIX NAME           # host NAME's address
 #   slurm/hosts.sh link PREFIX NAME up|down   # plug / unplug host NAME's cable (at the switch)
 #   slurm/hosts.sh kill PREFIX NAME [SIGNAL]  # signal every process on host NAME (default KILL)
@@ -19,7 +21,7 @@
 # call twice or after a failed `up`.
 set -euo pipefail
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 SUBNET=10.77.0
 
@@ -100,7 +102,16 @@ case $cmd in
         shift 3
         host_index "$prefix" "$name" >/dev/null
         # A UTS namespace per command, all named NAME: what runs there sees hostname NAME.
-        exec ip netns exec "$prefix-$name" unshare --uts \
-            sh -c 'hostname "$0" && exec "$@"' "$name" "$@" ;;
+        # nsenter, not `ip netns exec`: that remounts /sys, hiding /sys/fs/cgroup from slurmd.
+        if [[ -z ${HOSTS_LOCAL_DIR:-} ]]; then
+            exec nsenter --net="/run/netns/$prefix-$name" unshare --uts \
+                sh -c 'hostname "$0" && exec "$@"' "$name" "$@"
+        fi
+        # A node-local folder: HOSTS_LOCAL_DIR/.NAME seen as HOSTS_LOCAL_DIR (a mount
+        # namespace of its own; the rest of the filesystem stays shared).
+        mkdir -p "$HOSTS_LOCAL_DIR/.$name"
+        exec nsenter --net="/run/netns/$prefix-$name" unshare --uts --mount \
+            sh -c 'hostname "$0" && mount --bind "$1/.$0" "$1" && shift && exec "$@"' \
+            "$name" "$HOSTS_LOCAL_DIR" "$@" ;;
     *) usage ;;
 esac

@@ -29,6 +29,19 @@ export DSSFN_PLACEMENT="sbatch --exclusive --hint=nomultithread;\
  srun --mpi=$DSSFN_SRUN_MPI --cpus-per-task=1"
 # --cpus-per-task is not inherited by srun from sbatch (Slurm >= 22.05): repeated here.
 SRUN=(srun "--mpi=$DSSFN_SRUN_MPI" --cpus-per-task=1)
+NNODES=${SLURM_JOB_NUM_NODES:-1}
+if (( NNODES > 1 )); then
+    # Across nodes, Open MPI's one-sided puts over TCP are passive only with the TCP
+    # transport's progress thread (without it a put waits for its target to enter MPI: the
+    # doctor's put between two nodes took 0.9 s of the target's 1 s sleep); it sleeps in
+    # the kernel when idle. Other MPIs ignore the variable.
+    export OMPI_MCA_btl_tcp_progress_thread=${OMPI_MCA_btl_tcp_progress_thread:-1}
+    if [[ ${OMPI_MCA_osc:-} == sm ]]; then
+        echo "dssfn-slurm: OMPI_MCA_osc=sm is the single-node component and this job spans" \
+            "$NNODES nodes: unset for this job" >&2
+        unset OMPI_MCA_osc
+    fi
+fi
 # Exit status of dssfn-mpi train stopped by the time-limit signal (dssfn_mpi.stopping).
 EXIT_STOPPED=75
 STATUS=0
@@ -59,9 +72,12 @@ setup_env() {
 # The async engine needs passive puts: stop before any training if they are not.
 doctor_gate() {
     [[ ${DSSFN_DOCTOR:-1} == 0 ]] && return 0
-    # Two ranks, on two nodes when the job has them (the puts that cross the network).
-    if ! run "${SRUN[@]}" -n "$(( NTASKS < 2 ? NTASKS : 2 ))" --distribution=cyclic \
-            dssfn-mpi doctor; then
+    # Two ranks, on two nodes when the job has them (the puts that cross the network; the
+    # doctor itself picks a pair on different hosts, see mpi_passive_put_pair).
+    local nodes=()
+    (( NNODES > 1 && NTASKS > 1 )) && nodes=(-N 2)
+    if ! run "${SRUN[@]}" -n "$(( NTASKS < 2 ? NTASKS : 2 ))" "${nodes[@]}" \
+            --distribution=cyclic dssfn-mpi doctor; then
         say "stopping before any training: 'dssfn-mpi doctor' failed (report above):" \
             "one-sided puts are not passive with this MPI, or MPI did not start; see the" \
             "README's cluster section (DSSFN_DOCTOR=0 runs anyway)"
