@@ -86,9 +86,10 @@ doctor_gate() {
 }
 
 # step LABEL COMMAND...: one training run. A failure is reported and the next step runs
-# (the job's status says something failed); the time limit stops the loop (step returns 1).
+# (the job's status says something failed); the time limit stops the loop (step returns 1),
+# and so does a lost node (the steps after it could not run on the allocation).
 step() {
-    local label=$1 rc=0
+    local label=$1 rc=0 lost
     shift
     run "$@" || rc=$?
     case $rc in
@@ -97,9 +98,39 @@ step() {
             say "$label: stopped by the time limit; its run log is kept, marked incomplete"
             STATUS=$EXIT_STOPPED
             return 1 ;;
-        *) say "$label: failed with exit status $rc; going on with the next one"
-           STATUS=1 ;;
     esac
+    STATUS=1
+    lost=$(lost_nodes)
+    if [[ -n $lost ]]; then
+        say "$label: failed (exit status $rc): $(lost_report "$lost" "$@")"
+        return 1
+    fi
+    say "$label: failed with exit status $rc; going on with the next one"
+}
+
+# lost_nodes: the job's nodes that no longer run a one-task step (a job spanning nodes only;
+# a node that is down or unreachable fails within Slurm's MessageTimeout).
+lost_nodes() {
+    local node lost=()
+    (( NNODES > 1 )) || return 0
+    for node in $(scontrol show hostnames "${SLURM_JOB_NODELIST:-}" 2>/dev/null); do
+        timeout 30 srun --overlap -N 1 -n 1 -w "$node" --mpi=none --cpus-per-task=1 true \
+            >/dev/null 2>&1 || lost+=("$node")
+    done
+    echo "${lost[*]}"
+}
+
+# lost_report NODES COMMAND...: the one line on a run that lost NODES (its ranks there, the
+# layers its run log keeps, how to continue), from the run's --out (dssfn_mpi.stopping).
+lost_report() {
+    local nodes=$1 out="" prev=""
+    shift
+    for arg in "$@"; do [[ $prev == --out ]] && out=$arg; prev=$arg; done
+    if [[ -z $out ]]; then echo "lost node(s) $nodes"; return; fi
+    "${DSSFN_PYTHON:-python}" -c 'import sys
+from dssfn_mpi.stopping import report_lost
+print(report_lost(sys.argv[1], sys.argv[2].split()))' "$out" "$nodes" ||
+        echo "lost node(s) $nodes; $out could not be marked (above)"
 }
 
 # finish: the job's exit status, with a summary line when something did not work.

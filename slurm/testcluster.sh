@@ -21,10 +21,11 @@
 # as on a cluster. `env` then also exports TESTCLUSTER_PREFIX (slurm/hosts.sh's PREFIX, for
 # `hosts.sh link PREFIX node2 down`, `hosts.sh kill PREFIX node2`); `stop` removes the
 # hosts as well. The traffic between nodes crosses the bridge, never loopback.
-set -euo pipefail
+#   slurm/testcluster.sh revive DIR NODE           # after `hosts.sh link ... down` or
+#                                                  # `hosts.sh kill`: the node back in service
 set -euo pipefail
 
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 HOSTS_SH=$HERE/hosts.sh
@@ -214,9 +215,34 @@ start_cluster() {
     return 1
 }
 
+# revive_node DIR NODE: cable plugged in, its slurmd running, the node back in service.
+revive_node() {
+    local dir=$1 node=$2 i state
+    export SLURM_CONF=$dir/slurm.conf
+    "$HOSTS_SH" link "$(prefix_of "$dir")" "$node" up
+    if ! kill -0 "$(pid_of "$dir/run/slurmd-$node.pid")" 2>/dev/null; then
+        rm -f "$dir/run/slurmd-$node.pid"
+        host_exec "$dir" "$node" slurmd -N "$node" -f "$SLURM_CONF"
+    fi
+    for i in $(seq 120); do
+        state=$(slurm_cmd "$dir" sinfo -h -N -n "$node" -o %t 2>/dev/null || true)
+        [[ $state == idle ]] && return 0
+        if [[ $state == down* || $state == drain* ]]; then
+            slurm_cmd "$dir" scontrol update NodeName="$node" State=RESUME 2>/dev/null || true
+        fi
+        sleep 1
+    done
+    echo "testcluster: $node did not come back (state '${state:-?}')" >&2
+    return 1
+}
+
 cmd=${1:-}
 shift || true
 case $cmd in
+    revive)
+        [[ $# -eq 2 && -n $(prefix_of "$1") ]] || usage
+        revive_node "$1" "$2"
+        ;;
     start)
         dir=${1:-$(mktemp -d "${TMPDIR:-/tmp}/dssfn-slurm.XXXXXX")}
         trap 'stop_cluster "$dir"' ERR
