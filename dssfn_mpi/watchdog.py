@@ -1,16 +1,15 @@
-"""End a rank whose one-sided puts stopped completing: its partners' host is gone.
+"""End a rank stuck inside MPI in a layer: its partners' host is gone.
 
-A put into a neighbour's window completes without the neighbour (``dssfn-mpi doctor``
-checks it), so in milliseconds; but when the neighbour's host dies or its link goes
-down, ``MPI_Win_flush`` waits for an answer that never comes (TCP retransmits for
-many minutes). The rank then sits inside MPI: no ``--timeout`` of its own waits can
-fire, and a rank of the same host that waits for it times out blaming the wrong
-partner. :class:`PutWatchdog` watches from a thread of its own, which never calls MPI:
-when the mailbox's put counter has not moved for half of ``--timeout`` while the
-training thread is inside a mailbox write, it prints one line naming the neighbours
-on other hosts (the only puts that can hold a flush that long: same-host puts go
-through shared memory) and ends the process. One rank per host speaks (the others
-end quietly), so a job's output holds one such line per surviving host.
+The async engine's waits give up after ``--timeout`` (``RankError``), but only while
+the rank is in Python: when a neighbour's host dies or its link goes down, a flush of
+puts to it, or MPI's progress on a read, can sit inside MPI for many minutes (TCP
+retransmits; seen on the emulated cluster as ranks spinning inside MPI, their own
+timeout never firing). :class:`PutWatchdog` watches from a thread of its own, which
+never calls MPI: when the mailbox's put counter has not moved for ``--timeout`` +
+:data:`GRACE` seconds while the training thread is inside the async engine's solve,
+it prints one line naming the neighbours on other hosts (the partners whose puts and
+progress cross the network) and ends the process. One rank per host speaks (the
+others end quietly), so a job's output holds at most one such line per host.
 """
 
 from __future__ import annotations
@@ -23,12 +22,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXIT_LOST", "PutWatchdog"]
+__all__ = ["EXIT_LOST", "GRACE", "PutWatchdog"]
 
 #: Exit status of a rank ended by the watchdog.
 EXIT_LOST = 1
-_WRITE = "_write"  # ZMailbox's method around every put and flush
-_TRANSPORT = str(Path(__file__).with_name("transport.py"))
+#: Seconds past ``--timeout`` before the watchdog acts: the engine's own timeout goes first.
+GRACE = 10.0
+_ENGINE = str(Path(__file__).parent / "engines" / "async_arock.py")
 
 
 class PutWatchdog:
@@ -43,7 +43,7 @@ class PutWatchdog:
     neighbors : sequence of int
         This rank's neighbours.
     timeout : float
-        ``--timeout``; the watchdog fires after half of it.
+        ``--timeout``; the watchdog fires :data:`GRACE` seconds later.
     out : str or None
         ``--out``: the hosts' "who speaks" files go beside its checkpoints.
     """
@@ -56,7 +56,7 @@ class PutWatchdog:
         self.token = comm.bcast(uuid.uuid4().hex[:8] if comm.Get_rank() == 0 else None)
         self.rank = comm.Get_rank()
         self.mailbox, self.neighbors = mailbox, tuple(neighbors)
-        self.limit = 0.5 * timeout
+        self.limit = timeout + GRACE
         self.out, self.prog = out, prog
         self._ident = threading.get_ident()
         self._stop = threading.Event()
@@ -67,20 +67,19 @@ class PutWatchdog:
         """Stop watching (the engine is about to be closed)."""
         self._stop.set()
 
-    def _write_frame(self) -> Any:
-        """The training thread's frame if it is inside a mailbox write, else None."""
+    def _engine_frame(self) -> Any:
+        """The training thread's frame in the async engine, if it is in there, else None."""
         frame = sys._current_frames().get(self._ident)
-        if frame is not None and frame.f_code.co_name == _WRITE \
-                and frame.f_code.co_filename == _TRANSPORT:
-            return frame
-        return None
+        while frame is not None and frame.f_code.co_filename != _ENGINE:
+            frame = frame.f_back
+        return frame
 
     def _watch(self) -> None:
         puts, since = self.mailbox.puts, time.monotonic()
         # Sleeps between looks (an Event wait, never a spin); one look a second suffices.
-        while not self._stop.wait(min(1.0, self.limit / 4)):
+        while not self._stop.wait(min(1.0, self.limit / 8)):
             now = time.monotonic()
-            if self.mailbox.puts != puts or self._write_frame() is None:
+            if self.mailbox.puts != puts or self._engine_frame() is None:
                 puts, since = self.mailbox.puts, now
             elif now - since >= self.limit:
                 self._fire(now - since)
@@ -89,13 +88,14 @@ class PutWatchdog:
         me = self.hosts[self.rank]
         away = [n for n in self.neighbors if self.hosts[n] != me] or list(self.neighbors)
         who = ", ".join(f"{n} ({self.hosts[n]})" for n in away)
-        frame = self._write_frame()
+        frame = self._engine_frame()
         layer = frame.f_locals.get("layer", "?") if frame is not None else "?"
         if self._speaks(me):
             sys.stdout.flush()
-            print(f"{self.prog}: error: rank {self.rank} ({me}): layer {layer}: puts to "
-                  f"rank(s) {who} have not completed for {stuck:.0f} s: lost (host down or "
-                  "unreachable); ending this rank (see --timeout)", file=sys.stderr, flush=True)
+            print(f"{self.prog}: error: rank {self.rank} ({me}): layer {layer}: stuck "
+                  f"inside MPI for {stuck:.0f} s (no activation, no timeout possible): "
+                  f"rank(s) {who} lost (host down or unreachable); ending this rank",
+                  file=sys.stderr, flush=True)
         os._exit(EXIT_LOST)
 
     def _speaks(self, host: str) -> bool:
