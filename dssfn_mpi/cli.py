@@ -378,7 +378,7 @@ def _stdout_closed() -> int:
 
 #: Seconds MPI_Abort may take before the rank ends itself: on a host cut off from the
 #: rest of the job, Abort cannot reach the launcher and would spin for ever.
-ABORT_GRACE = 10.0
+ABORT_GRACE = 5.0
 
 
 def _abort(world: Any, code: int) -> None:

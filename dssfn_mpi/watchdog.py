@@ -27,7 +27,7 @@ __all__ = ["EXIT_LOST", "GRACE", "PutWatchdog"]
 #: Exit status of a rank ended by the watchdog.
 EXIT_LOST = 1
 #: Seconds past ``--timeout`` before the watchdog acts: the engine's own timeout goes first.
-GRACE = 10.0
+GRACE = 5.0
 _ENGINE = str(Path(__file__).parent / "engines" / "async_arock.py")
 
 

@@ -64,6 +64,8 @@ kill_host() {
 
 down() {
     local prefix=$1 ns i
+    local -
+    set +e  # every host goes, whatever failed before
     for ns in /run/netns/"$prefix"-*; do
         [[ -e $ns ]] || continue
         ns=${ns##*/}

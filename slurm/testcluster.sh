@@ -144,6 +144,9 @@ slurm_cmd() {
 
 stop_cluster() {
     local dir=$1 node i
+    # Every step is tried, whatever failed before it (errexit off until return).
+    local -
+    set +e
     if [[ -f $dir/slurm.conf ]]; then
         export SLURM_CONF=$dir/slurm.conf
         if [[ -n $(pid_of "$dir/run/slurmctld.pid") ]]; then
