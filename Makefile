@@ -75,6 +75,18 @@ slurm-test: $(VENV)/.installed
 	slurm/testcluster.sh run -- env DSSFN_SLURM_TEST=1 DSSFN_VENV=$(abspath $(VENV)) \
 	    $(PY) -m pytest -q -p no:cacheprovider tests/slurm
 
+# The templates across an emulated cluster of 4 hosts (network namespaces on a private bridge,
+# one slurmd each; slurm/testcluster.sh, TESTCLUSTER_HOSTS) and a host lost during a layer
+# (unplugged, killed); needs what slurm-test needs. Job outputs and run logs stay in
+# runs/cluster-test/.
+.PHONY: cluster-test
+cluster-test: $(VENV)/.installed
+	rm -rf runs/cluster-test && mkdir -p runs/cluster-test
+	TESTCLUSTER_HOSTS=4 TESTCLUSTER_SLURMD_TIMEOUT=30 slurm/testcluster.sh run -- \
+	    env DSSFN_CLUSTER_TEST=1 DSSFN_VENV=$(abspath $(VENV)) \
+	    DSSFN_CLUSTER_RUNS=$(abspath runs/cluster-test) \
+	    $(PY) -m pytest -q -s -p no:cacheprovider tests/slurm/test_cluster.py
+
 # The MPI portability matrix (README, "MPI stacks tested"; docs/MPI.md): the MPI tests and one
 # 4-rank async run with the equivalence check per MPI stack, the runs' distances to O* compared
 # (tests/compare_stacks.py). Open MPI osc/sm and osc/rdma over TCP run from .venv (make test

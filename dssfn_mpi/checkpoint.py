@@ -32,9 +32,11 @@ __all__ = [
     "RankCheckpoint",
     "checkpoint_dir",
     "load_config",
+    "load_hosts",
     "remove",
     "remove_stale_temporaries",
     "save_config",
+    "save_hosts",
 ]
 
 
@@ -64,6 +66,22 @@ def load_config(out: str | os.PathLike) -> tuple[dict[str, Any], int]:
         return dict(data["config"]), int(data["nodes"])
     except (ValueError, KeyError, TypeError) as exc:
         raise UserError(f"--resume {out}: {path} is damaged ({exc})") from None
+
+
+def save_hosts(out: str | os.PathLike, hostnames: list[str]) -> None:
+    """Record the host of each rank (rank 0): who was lost with a host, after the fact."""
+    d = checkpoint_dir(out)
+    d.mkdir(exist_ok=True)
+    payload = json.dumps(hostnames).encode()
+    atomic_write(d / "hosts.json", lambda tmp: tmp.write_bytes(payload))
+
+
+def load_hosts(out: str | os.PathLike) -> list[str]:
+    """The hosts :func:`save_hosts` recorded, ``[]`` if none (or unreadable)."""
+    try:
+        return [str(h) for h in json.loads((checkpoint_dir(out) / "hosts.json").read_text())]
+    except (OSError, ValueError, TypeError):
+        return []
 
 
 def remove(out: str | os.PathLike) -> None:

@@ -69,7 +69,7 @@ def _finish_user_error(message: str) -> None:
     if world is None or world.Get_size() == 1:
         return
     if not sleep_until(world.Ibarrier().Test, 30.0, max_delay=0.05).ready:
-        world.Abort(EXIT_USER_ERROR)  # not every rank failed: end the job
+        _abort(world, EXIT_USER_ERROR)  # not every rank failed: end the job
 
 
 def _add_train_args(p: argparse.ArgumentParser) -> None:
@@ -376,6 +376,21 @@ def _stdout_closed() -> int:
     return EXIT_BROKEN_PIPE
 
 
+#: Seconds MPI_Abort may take before the rank ends itself: on a host cut off from the
+#: rest of the job, Abort cannot reach the launcher and would spin for ever.
+ABORT_GRACE = 5.0
+
+
+def _abort(world: Any, code: int) -> None:
+    """``MPI_Abort`` the job; end this process anyway if Abort has not after a while."""
+    import threading
+
+    timer = threading.Timer(ABORT_GRACE, os._exit, (code,))
+    timer.daemon = True
+    timer.start()
+    world.Abort(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``dssfn-mpi`` and ``python -m dssfn_mpi``; returns the exit status.
 
@@ -420,7 +435,7 @@ def _run(argv: list[str] | None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
         world = _mpi_world()
         if world is not None and world.Get_size() > 1:
-            world.Abort(EXIT_USER_ERROR)
+            _abort(world, EXIT_USER_ERROR)
         return EXIT_USER_ERROR
     except UserError as exc:
         # Validation runs identically on every rank: one of them speaks.
@@ -437,7 +452,7 @@ def _run(argv: list[str] | None) -> int:
             traceback.print_exc()
         print(f"{PROG}: {where}failed: {exc}; aborting the job", file=sys.stderr, flush=True)
         if world is not None and world.Get_size() > 1:
-            world.Abort(1)
+            _abort(world, 1)
         return 1
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from mpi4py import MPI
 
+from .errors import UserError
 from .rmacheck import passive_put_check
 
 __all__ = ["RUN_CHECK_SLEEP", "doctor_report", "mpi_facts", "passive_put_ok"]
@@ -86,13 +87,33 @@ def _affinity() -> list[int]:
         return []
 
 
+def check_pair(hosts: list[str]) -> int:
+    """The rank that puts in the passive-put check: the first on another host than rank 0.
+
+    On one host, rank 1. A check between two ranks of one node would prove nothing
+    about the network a job spanning nodes depends on.
+    """
+    return next((r for r, h in enumerate(hosts) if h != hosts[0]), 1)
+
+
+def _refuse_sm_across_hosts(library: str, hosts: list[str]) -> None:
+    """One-line user error (every rank) for Open MPI's osc/sm in a job spanning hosts."""
+    if "Open MPI" in library and os.environ.get("OMPI_MCA_osc") == "sm" and len(set(hosts)) > 1:
+        raise UserError(
+            f"OMPI_MCA_osc=sm is Open MPI's single-node one-sided component but the ranks run "
+            f"on {len(set(hosts))} hosts ({', '.join(sorted(set(hosts)))}): unset "
+            "OMPI_MCA_osc (the Slurm templates do) and run again")
+
+
 def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, Any]:
     """What a run log records about MPI and the ranks' placement (collective).
 
     Costs two window allocations and, with two or more ranks, one
     :func:`dssfn_mpi.rmacheck.passive_put_check` of 64 KiB with rank 0 out of
     MPI for ``sleep`` seconds: about 0.06 s at the default, which training
-    pays once per run (:func:`dssfn_mpi.runstate.prepare_run`).
+    pays once per run (:func:`dssfn_mpi.runstate.prepare_run`). When the ranks
+    span hosts the put crosses them (:func:`check_pair`), and Open MPI's
+    single-node ``osc/sm`` is refused with a :class:`~dssfn_mpi.errors.UserError`.
 
     Parameters
     ----------
@@ -121,18 +142,22 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, 
     """
     from .runlog import software_versions
 
+    library = software_versions()["mpi_library"]
+    hosts = comm.allgather(MPI.Get_processor_name())
+    _refuse_sm_across_hosts(library, hosts)
     model, hints = _window_facts(comm)
-    check = passive_put_check(comm, sleep=sleep, allocate=True, nbytes=1 << 16) \
-        if comm.Get_size() >= 2 else None
+    origin = check_pair(hosts)
+    check = passive_put_check(comm, sleep=sleep, allocate=True, nbytes=1 << 16,
+                              origin=origin) if comm.Get_size() >= 2 else None
     affinity = comm.allgather(_affinity())
     vendor, vversion = MPI.get_vendor()
     if check is None:
-        verdict, seconds, error = "n/a", float("nan"), ""
+        verdict, seconds, error, pair = "n/a", float("nan"), "", ""
     else:
+        pair = f"rank {origin} ({hosts[origin]}) -> rank 0 ({hosts[0]})"
         ok = check["passive"] and check["data_ok"]
         verdict, seconds = ("passive" if ok else "not passive"), float(check["put_seconds"])
         error = check["error"] or ""
-    library = software_versions()["mpi_library"]
     slurm = {v: os.environ[v] for v in _PLACEMENT_VARS if v in os.environ}
     return {
         "mpi_library": library,
@@ -144,6 +169,7 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, 
         "mpi_passive_put": verdict,
         "mpi_passive_put_seconds": seconds,
         "mpi_passive_put_error": error,
+        "mpi_passive_put_pair": pair,
         "placement": os.environ.get("DSSFN_PLACEMENT", ""),
         "slurm_env": json.dumps(slurm, sort_keys=True),
         "cpu_affinity": json.dumps(affinity),
@@ -184,7 +210,7 @@ def _passive_line(facts: dict[str, Any]) -> str:
     if facts["mpi_passive_put_error"]:
         return f"passive put: FAIL (window or put failed: {facts['mpi_passive_put_error']})"
     word = "PASS" if passive_put_ok(facts) else "FAIL"
-    return (f"passive put: {word} (64 KiB put + flush took "
+    return (f"passive put: {word} (64 KiB put + flush, {facts['mpi_passive_put_pair']}, took "
             f"{facts['mpi_passive_put_seconds'] * 1e3:.3f} ms while the target slept "
             "outside MPI)")
 

@@ -24,12 +24,13 @@ _WORD = 8  # float64 words; disp_unit of the window
 
 
 def passive_put_check(
-    comm: MPI.Intracomm, sleep: float = 1.0, allocate: bool = True, nbytes: int = 1 << 20
+    comm: MPI.Intracomm, sleep: float = 1.0, allocate: bool = True, nbytes: int = 1 << 20,
+    origin: int = 1,
 ) -> dict[str, Any]:
     """Does a put complete while its target sits outside MPI? (collective)
 
     Rank 0 sleeps in ``time.sleep`` for ``sleep`` seconds, making no MPI call,
-    while rank 1 does ``Put`` (``nbytes``) + ``Flush`` into rank 0's window
+    while rank ``origin`` does ``Put`` (``nbytes``) + ``Flush`` into rank 0's window
     inside a ``Lock_all(MODE_NOCHECK)`` epoch, as
     :meth:`dssfn_mpi.transport.ZMailbox.put` does, and times it — IMB-RMA's
     "truly passive put". Other ranks only take part in the collectives.
@@ -46,6 +47,9 @@ def passive_put_check(
         fails at once with ``OMPI_MCA_osc=sm``; a failure is reported, not raised.
     nbytes : int
         Size of the put.
+    origin : int
+        The rank that puts (not 0): across nodes, pick one on another node than rank 0,
+        or the check proves nothing about the network.
 
     Returns
     -------
@@ -56,6 +60,7 @@ def passive_put_check(
         the MPI error text).
     """
     require(comm.Get_size() >= 2, "the passive-put check needs at least 2 MPI ranks")
+    require(0 < origin < comm.Get_size(), f"origin {origin}: not a rank other than 0")
     rank = comm.Get_rank()
     words = max(nbytes // _WORD, 1)
     mine = words if rank == 0 else 1
@@ -101,7 +106,7 @@ def passive_put_check(
         t0 = time.perf_counter()
         time.sleep(sleep)
         sleep_seconds = time.perf_counter() - t0
-    elif rank == 1:
+    elif rank == origin:
         time.sleep(min(0.1 * sleep, 0.1))  # be sure rank 0 is already asleep
         t0 = time.perf_counter()
         win.Put(payload, 0, 0)
@@ -115,7 +120,7 @@ def passive_put_check(
         data_ok = bool(np.array_equal(view, payload))
         del view
     win.Unlock_all()
-    put_seconds = comm.bcast(put_seconds, root=1)
+    put_seconds = comm.bcast(put_seconds, root=origin)
     sleep_seconds, data_ok = comm.bcast((sleep_seconds, data_ok), root=0)
     win.Free()
     del local

@@ -361,6 +361,10 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     facts = mpi_facts(comm)
     if comm.Get_rank() != 0:
         return {}
+    if cfg.out is not None:  # which ranks a lost host took with it (stopping.report_lost)
+        from .checkpoint import save_hosts
+
+        save_hosts(cfg.out, hostnames)
     return {
         **run_attributes(cfg, graph, meta["name"], meta["n_classes"], hidden, eps,
                          command_line),

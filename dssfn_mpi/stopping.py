@@ -19,6 +19,7 @@ checkpoints stay, so ``dssfn-mpi train --resume RUN.h5`` continues the run.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -31,7 +32,7 @@ import numpy as np
 
 from .launch import launcher_rank
 
-__all__ = ["EXIT_STOPPED", "STOP_SIGNALS", "StopWatcher", "salvage_runlog"]
+__all__ = ["EXIT_STOPPED", "STOP_SIGNALS", "StopWatcher", "report_lost", "salvage_runlog"]
 
 #: Exit status of a run stopped by a signal (EX_TEMPFAIL: try again with --resume).
 EXIT_STOPPED = 75
@@ -165,7 +166,7 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
         Layers in the run log at ``out``, or None when the run has no
         checkpoint (it had not finished a layer) and no run log.
     """
-    from .checkpoint import checkpoint_dir, load_config
+    from .checkpoint import checkpoint_dir, load_config, load_hosts
     from .errors import UserError
     from .runlog import utc_now, write_runlog
     from .runstate import make_graph, run_attributes
@@ -196,7 +197,39 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
     attrs = {**run_attributes(settings, graph, settings.dataset, q, hidden, eps, command_line),
              "complete": False, "layers_done": done, "end_time": utc_now(),
              "stopped_by": stopped_by}
+    hosts = load_hosts(out)
+    if hosts:
+        attrs["hostnames"] = json.dumps(hosts)
     ranks = {"degree": np.array([graph.degree(m) for m in range(size)], dtype=np.int64),
              "neighbors": [list(graph.neighbors(m)) for m in range(size)]}
     write_runlog(out, attrs, layers, ranks, overwrite=True)
     return done
+
+
+def report_lost(out: str, lost_hosts: list[str], prog: str = "dssfn-mpi") -> str:
+    """After a run ended because hosts were lost: mark its run log, say who and what is left.
+
+    Called by the Slurm templates once a step failed and some of the job's nodes no
+    longer answer (the ranks there cannot say anything, and the others may have been
+    killed by the launcher before they could). ``out`` becomes an incomplete run log
+    of the layers every rank checkpointed (:func:`salvage_runlog`, ``stopped_by`` =
+    ``"lost host(s) ..."``); the ranks that ran on ``lost_hosts`` come from the hosts
+    the run recorded beside its checkpoints.
+
+    Returns
+    -------
+    str
+        One line: the lost hosts and ranks, the layers kept, how to continue.
+    """
+    from .checkpoint import load_hosts
+
+    hosts = load_hosts(out)
+    ranks = [r for r, h in enumerate(hosts) if h in lost_hosts]
+    where = ", ".join(lost_hosts)
+    who = (f"rank(s) {', '.join(map(str, ranks))} on lost host(s) {where}" if ranks
+           else f"the ranks on lost host(s) {where}")
+    done = salvage_runlog(out, stopped_by=f"lost host(s) {where}")
+    if done is None:
+        return f"{who}: nothing to keep (no layer was finished; no checkpoint of {out})"
+    return (f"{who}: {out} holds the {done} layer(s) every rank finished, with complete = "
+            f"False; continue on healthy nodes with: {prog} train --resume {out}")

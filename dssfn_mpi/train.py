@@ -78,12 +78,15 @@ def run_training(
     """
     state = prepare_run(cfg, comm, command_line, resume)
     engine = make_engine(state.context())
+    watch = _put_watchdog(state, engine)
     observers = default_observers(state, quiet)
     state.barrier("start")  # common start line for the timings, outside every layer
     t_run = time.perf_counter()  # also the origin of the run log's traces
     # No try/finally around the loop: closing an engine is collective, and a rank
     # that failed must reach MPI_Abort (in the CLI) instead of waiting in it.
     _layer_loop(state, engine, observers, t_run)
+    if watch is not None:
+        watch.stop()
     engine.close()
     wall = time.perf_counter() - t_run
     if state.rank == 0:
@@ -136,6 +139,17 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
                          trace=trace)
         for observer in observers:
             observer.after_layer(step)
+
+
+def _put_watchdog(state: RunState, engine: Engine):
+    """A :class:`~dssfn_mpi.watchdog.PutWatchdog` over the async engine's puts (collective)."""
+    mailbox = getattr(engine, "mailbox", None)
+    if mailbox is None or state.size < 2:
+        return None
+    from .watchdog import PutWatchdog
+
+    return PutWatchdog(state.comm, mailbox, state.graph.neighbors(state.rank),
+                       state.cfg.timeout, state.cfg.out)
 
 
 def _inject_failure(cfg: TrainConfig, rank: int, layer: int) -> None:

@@ -29,6 +29,19 @@ export DSSFN_PLACEMENT="sbatch --exclusive --hint=nomultithread;\
  srun --mpi=$DSSFN_SRUN_MPI --cpus-per-task=1"
 # --cpus-per-task is not inherited by srun from sbatch (Slurm >= 22.05): repeated here.
 SRUN=(srun "--mpi=$DSSFN_SRUN_MPI" --cpus-per-task=1)
+NNODES=${SLURM_JOB_NUM_NODES:-1}
+if (( NNODES > 1 )); then
+    # Across nodes, Open MPI's one-sided puts over TCP are passive only with the TCP
+    # transport's progress thread (without it a put waits for its target to enter MPI: the
+    # doctor's put between two nodes took 0.9 s of the target's 1 s sleep); it sleeps in
+    # the kernel when idle. Other MPIs ignore the variable.
+    export OMPI_MCA_btl_tcp_progress_thread=${OMPI_MCA_btl_tcp_progress_thread:-1}
+    if [[ ${OMPI_MCA_osc:-} == sm ]]; then
+        echo "dssfn-slurm: OMPI_MCA_osc=sm is the single-node component and this job spans" \
+            "$NNODES nodes: unset for this job" >&2
+        unset OMPI_MCA_osc
+    fi
+fi
 # Exit status of dssfn-mpi train stopped by the time-limit signal (dssfn_mpi.stopping).
 EXIT_STOPPED=75
 STATUS=0
@@ -59,9 +72,12 @@ setup_env() {
 # The async engine needs passive puts: stop before any training if they are not.
 doctor_gate() {
     [[ ${DSSFN_DOCTOR:-1} == 0 ]] && return 0
-    # Two ranks, on two nodes when the job has them (the puts that cross the network).
-    if ! run "${SRUN[@]}" -n "$(( NTASKS < 2 ? NTASKS : 2 ))" --distribution=cyclic \
-            dssfn-mpi doctor; then
+    # Two ranks, on two nodes when the job has them (the puts that cross the network; the
+    # doctor itself picks a pair on different hosts, see mpi_passive_put_pair).
+    local nodes=()
+    (( NNODES > 1 && NTASKS > 1 )) && nodes=(-N 2)
+    if ! run "${SRUN[@]}" -n "$(( NTASKS < 2 ? NTASKS : 2 ))" "${nodes[@]}" \
+            --distribution=cyclic dssfn-mpi doctor; then
         say "stopping before any training: 'dssfn-mpi doctor' failed (report above):" \
             "one-sided puts are not passive with this MPI, or MPI did not start; see the" \
             "README's cluster section (DSSFN_DOCTOR=0 runs anyway)"
@@ -70,9 +86,10 @@ doctor_gate() {
 }
 
 # step LABEL COMMAND...: one training run. A failure is reported and the next step runs
-# (the job's status says something failed); the time limit stops the loop (step returns 1).
+# (the job's status says something failed); the time limit stops the loop (step returns 1),
+# and so does a lost node (the steps after it could not run on the allocation).
 step() {
-    local label=$1 rc=0
+    local label=$1 rc=0 lost
     shift
     run "$@" || rc=$?
     case $rc in
@@ -81,9 +98,39 @@ step() {
             say "$label: stopped by the time limit; its run log is kept, marked incomplete"
             STATUS=$EXIT_STOPPED
             return 1 ;;
-        *) say "$label: failed with exit status $rc; going on with the next one"
-           STATUS=1 ;;
     esac
+    STATUS=1
+    lost=$(lost_nodes)
+    if [[ -n $lost ]]; then
+        say "$label: failed (exit status $rc): $(lost_report "$lost" "$@")"
+        return 1
+    fi
+    say "$label: failed with exit status $rc; going on with the next one"
+}
+
+# lost_nodes: the job's nodes that no longer run a one-task step (a job spanning nodes only;
+# a node that is down or unreachable fails within Slurm's MessageTimeout).
+lost_nodes() {
+    local node lost=()
+    (( NNODES > 1 )) || return 0
+    for node in $(scontrol show hostnames "${SLURM_JOB_NODELIST:-}" 2>/dev/null); do
+        timeout 30 srun --overlap -N 1 -n 1 -w "$node" --mpi=none --cpus-per-task=1 true \
+            >/dev/null 2>&1 || lost+=("$node")
+    done
+    echo "${lost[*]}"
+}
+
+# lost_report NODES COMMAND...: the one line on a run that lost NODES (its ranks there, the
+# layers its run log keeps, how to continue), from the run's --out (dssfn_mpi.stopping).
+lost_report() {
+    local nodes=$1 out="" prev=""
+    shift
+    for arg in "$@"; do [[ $prev == --out ]] && out=$arg; prev=$arg; done
+    if [[ -z $out ]]; then echo "lost node(s) $nodes"; return; fi
+    "${DSSFN_PYTHON:-python}" -c 'import sys
+from dssfn_mpi.stopping import report_lost
+print(report_lost(sys.argv[1], sys.argv[2].split()))' "$out" "$nodes" ||
+        echo "lost node(s) $nodes; $out could not be marked (above)"
 }
 
 # finish: the job's exit status, with a summary line when something did not work.

@@ -140,3 +140,24 @@ def test_soak_many_ranks_oversubscribed(tmp_path):
     assert np.all(log.layers["puts"] == 150 * 4)
     assert np.isfinite(log.layers["rel_distance"]).all()
     assert log.layers["rel_distance"][1:].max() < 0.2
+
+
+def test_report_lost_marks_the_log_and_names_the_ranks_of_the_lost_host(tmp_path):
+    # What the Slurm templates print after a node was lost: its ranks (from the hosts the
+    # run recorded), the layers kept, the resume command; the log rebuilt from checkpoints.
+    import socket
+
+    from dssfn_mpi.stopping import report_lost
+
+    out = tmp_path / "run.h5"
+    res = run_cli(3, "train", *SMALL, "--mode", "sync", "--no-check", "--log-every", "0",
+                  "--out", str(out), "--fail-at", "0:2:kill")
+    assert res.returncode != 0 and not out.exists()
+    host = socket.gethostname()
+    line = report_lost(str(out), [host])
+    assert line.startswith(f"rank(s) 0, 1, 2 on lost host(s) {host}: {out} holds the 2 "
+                           "layer(s)") and line.endswith(f"train --resume {out}"), line
+    log = read_runlog(out)
+    assert not log.complete and log.layers_done == 2 and log.hostnames == [host] * 3
+    assert log.attrs["stopped_by"] == f"lost host(s) {host}"
+    assert report_lost(str(out), ["elsewhere"]).startswith("the ranks on lost host(s) elsewhere")
