@@ -86,8 +86,6 @@ def _add_train_args(p: argparse.ArgumentParser) -> None:
                    "its saved settings are used)")
 
 
-
-
 class _Parser(argparse.ArgumentParser):
     """Bad command lines get one line on stderr (from one rank under mpirun), exit 2.
 
@@ -112,19 +110,13 @@ def _add_projection_arguments(p: argparse.ArgumentParser) -> None:
                    "(default 1e-2)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    parser = _Parser(
-        prog=PROG,
-        description="Asynchronous decentralized SSFN on MPI (Liang et al., ICASSP 2020).",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_train_parser(sub: Any) -> None:
     p = sub.add_parser("train", help="train with one MPI rank per graph node",
                        description="Train SSFN layer by layer; run under mpirun -n M.")
     _add_train_args(p)
 
+
+def _add_evaluate_parser(sub: Any) -> None:
     p = sub.add_parser("evaluate", help="score a model saved with train --save-model")
     p.add_argument("model", help="MODEL.h5")
     p.add_argument("--dataset", required=True, help="dataset to score it on")
@@ -132,11 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None,
                    help="split seed of the dataset (default: the model's)")
 
+
+def _add_report_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="print the summary table of a run log")
     p.add_argument("runlog", help="RUN.h5 written by train")
     p.add_argument("--replay", metavar="NETWORK",
                    help="also print the projected dedicated-core time on NETWORK (see replay)")
 
+
+def _add_replay_parser(sub: Any) -> None:
     p = sub.add_parser("replay", help="project a traced run onto one core per rank",
                        description="The dedicated-core timeline of a run from its trace: "
                        "each rank on its own core, messages over a network of latency alpha "
@@ -156,9 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--run", metavar="NAME", help="the run of a sweep file to replay")
 
-    sub.add_parser("doctor", help="check the MPI set-up (run under mpirun -n 2)")
 
-    # --- benchmarks (implemented in dssfn_mpi.bench) ---
+def _add_bench_parser(sub: Any) -> None:
     p = sub.add_parser("bench", help="run a benchmark sweep into one HDF5 file",
                        description="Run one benchmark; each configuration is a separate "
                        "mpirun (or --launcher) job whose run log is appended to --out. "
@@ -193,12 +188,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="collect: which benchmark the run logs belong to (default: guessed)")
     p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
     _add_projection_arguments(p)
+
+
+def _add_plot_parser(sub: Any) -> None:
     p = sub.add_parser("plot", help="draw the figures of a benchmark or run file")
     p.add_argument("file", help="HDF5 file written by bench or train")
     p.add_argument("--out", default="figures", help="folder for the PNG and PDF figures")
     _add_projection_arguments(p)
-    # --- end of benchmarks ---
 
+
+def _add_data_parser(sub: Any) -> None:
     p = sub.add_parser("data", help="list, verify or download the public datasets",
                        description="list: each dataset's state (present, verified); "
                        "verify: check files against their published sha256 (exit 1 if any "
@@ -209,6 +208,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dest", help="download folder (fetch; default: $DSSFN_DATA_DIR, else "
                    "$XDG_DATA_HOME/dssfn-mpi, i.e. ~/.local/share/dssfn-mpi)")
     p.add_argument("--data-dir", help="folder to look in (list, verify; default: as train)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand (each declared by its ``_add_*_parser``)."""
+    parser = _Parser(
+        prog=PROG,
+        description="Asynchronous decentralized SSFN on MPI (Liang et al., ICASSP 2020).",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_train_parser(sub)
+    _add_evaluate_parser(sub)
+    _add_report_parser(sub)
+    _add_replay_parser(sub)
+    sub.add_parser("doctor", help="check the MPI set-up (run under mpirun -n 2)")
+    _add_bench_parser(sub)  # implemented in dssfn_mpi.bench, as is plot
+    _add_plot_parser(sub)
+    _add_data_parser(sub)
     return parser
 
 
