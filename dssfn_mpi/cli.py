@@ -22,7 +22,7 @@ from typing import Any  # noqa: E402
 
 from . import __version__  # noqa: E402
 from .errors import EXIT_USER_ERROR, InjectedFailure, RankError, UserError  # noqa: E402
-from .launch import launcher_rank, launcher_size  # noqa: E402
+from .launch import launcher_size  # noqa: E402
 
 PROG = "dssfn-mpi"
 
@@ -90,13 +90,17 @@ class _Parser(argparse.ArgumentParser):
     """Bad command lines get one line on stderr (from one rank under mpirun), exit 2.
 
     argparse's own error prints the whole usage block first, once per rank.
-    Parsing happens before MPI starts, so the launcher's rank variable decides
-    who speaks; every rank exits with the same status.
+    Under a launcher the ranks leave together (:func:`_finish_user_error`, which
+    starts MPI for it): a rank that exited at once could get the job killed
+    before rank 0 had written its line.
     """
 
     def error(self, message: str) -> Any:
-        if launcher_rank() == 0:
-            sys.stderr.write(f"{PROG}: error: {message} (see {self.prog} --help)\n")
+        line = f"{message} (see {self.prog} --help)"
+        if launcher_size() > 1:
+            _finish_user_error(line)
+        else:
+            sys.stderr.write(f"{PROG}: error: {line}\n")
         sys.exit(EXIT_USER_ERROR)
 
 
