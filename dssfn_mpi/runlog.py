@@ -183,7 +183,7 @@ def software_versions() -> dict[str, str]:
     -------
     dict of str to str
         Keys ``python``, ``numpy``, ``scipy``, ``h5py``, ``hdf5``, ``mpi4py``,
-        ``mpi_library``; ``""`` for anything not available.
+        ``mpi_library``, ``numba``; ``""`` for anything not available.
     """
     mpi_library = ""
     mpi = sys.modules.get("mpi4py.MPI")
@@ -202,6 +202,8 @@ def software_versions() -> dict[str, str]:
         "hdf5": h5py.version.hdf5_version,
         "mpi4py": _dist_version("mpi4py"),
         "mpi_library": mpi_library,
+        # The async edge form runs compiled loops when numba is installed (engines/kernels.py).
+        "numba": _dist_version("numba"),
     }
 
 

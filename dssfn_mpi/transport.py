@@ -29,7 +29,7 @@ policy (:mod:`dssfn_mpi.waiting`).
 from __future__ import annotations
 
 from types import TracebackType
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import numpy as np
 from mpi4py import MPI
@@ -80,18 +80,6 @@ class NeighborTimeout(RuntimeError):
             f"neighbour rank(s) {', '.join(map(str, silent))} did not finish layer {layer} "
             f"within {waited:.3g} s"
         )
-
-
-class _Kept(NamedTuple):
-    """Header of the last consistent copy kept for one neighbour."""
-
-    parity: int  # which of the neighbour's two slots it came from
-    seq: int  # the slot's write counter at the time of the copy
-    layer: int
-    version: int
-    nelems: int
-    rows: int
-    cols: int
 
 
 class ZMailbox:
@@ -245,6 +233,9 @@ class ZMailbox:
         # The only views of window memory; free() drops them before Win.Free().
         self._f64: np.ndarray | None = np.frombuffer(mem, dtype=np.float64, count=words)
         self._i64: np.ndarray | None = np.frombuffer(mem, dtype=np.int64, count=words)
+        # The same words as a memoryview: indexing it gives Python ints, ~20x cheaper than
+        # numpy scalars (the reads' counter checks are per neighbour).
+        self._mv: memoryview | None = memoryview(self._i64)
         del mem
         # Initialise under a (one-off, uncontended) self-lock: its Unlock makes the
         # local stores public before anyone may put.
@@ -269,11 +260,23 @@ class ZMailbox:
         self._versions: dict[tuple[int, int], int] = {}  # (n, layer) -> my put counter
         self._seq: dict[tuple[int, int], int] = {}  # (n, parity) -> my write counter
         self._announced = -1  # last layer I announced with finish_layer
-        # The last consistent copy of each neighbour's slot (one per neighbour).
-        self._kept: list[_Kept | None] = [None] * deg
-        self._kept_data: list[np.ndarray | None] = [None] * deg
-        self._spare: list[np.ndarray | None] = [None] * deg  # read_views copies here first
-        self._zeros: np.ndarray | None = None  # read_views' answer for "nothing yet"
+        # The outbox (see outbox()): per neighbour its header (layer .. cols) and data in
+        # one row, so that a write's payload is one put. Allocated on first use.
+        self._out: np.ndarray | None = None
+        # Word offsets of every in-slot's first word, per parity (Python ints: a read looks at
+        # every neighbour's counters in a loop, where numpy's per-call cost would dominate).
+        self._slot_at = [[self._slot_offset(k, par) for k in range(deg)] for par in (0, 1)]
+        # The last consistent copy of each neighbour's slot (one per neighbour, for the
+        # parity last read): its parity, counter and header fields (layer .. cols), and its
+        # data in row 2 i + _cur[i] of _table (the other row receives the next copy). The
+        # last row of the table stays zero: "nothing yet" (see read_rows).
+        self._k_parity = [-1] * deg
+        self._k_seq = [0] * deg
+        self._k_head: list[list[int]] = [[-1, 0, 0, 0, 0] for _ in range(deg)]
+        self._table = np.zeros((2 * deg + 1, max_elems))
+        self._cur = [0] * deg
+        self._rows = np.empty(deg, dtype=np.intp)
+        self._all = list(range(deg))
         self.puts = 0
         self.bytes_sent = 0
         self.torn_retries = 0
@@ -321,6 +324,21 @@ class ZMailbox:
             raise ValueError(f"Z must be 2-D, got shape {Z.shape}")
         self._write((n,), Z[None], layer)
 
+    def outbox(self) -> tuple[np.ndarray, int]:
+        """The mailbox's send buffer for :meth:`put_all`, and where the data start.
+
+        Returns ``(store, offset)``: ``store`` is C-contiguous, shape ``(degree,
+        offset + max_elems)``; neighbour ``i``'s ``Z`` of ``rows x cols`` values
+        is ``store[i, offset : offset + rows * cols]``, right after room for its
+        slot header. Handing :meth:`put_all` a ``(degree, rows, cols)`` view of
+        these sends each neighbour's header and ``Z`` in one put (any other array
+        takes two). The same memory on every call; zeros at first.
+        """
+        h = HEADER_WORDS - 2
+        if self._out is None:
+            self._out = np.zeros((len(self.neighbors), h + self.max_elems))
+        return self._out, h
+
     def put_all(self, Z: np.ndarray, layer: int) -> None:
         """``put(n, Z[i], layer)`` for every neighbour ``n = neighbors[i]``, at once.
 
@@ -334,15 +352,17 @@ class ZMailbox:
         Parameters
         ----------
         Z : numpy.ndarray, shape (degree, rows, cols)
-            ``Z[i]`` goes to ``neighbors[i]``; C-contiguous float64 (no copy is made).
+            ``Z[i]`` goes to ``neighbors[i]``: float64, each ``Z[i]`` C-contiguous
+            (no copy is made). The :meth:`outbox` needs one put per neighbour and
+            phase, any other array two.
         layer : int
             Non-negative layer index.
         """
         if Z.ndim != 3 or Z.shape[0] != len(self.neighbors):
             raise ValueError(f"Z must be (degree={len(self.neighbors)}, rows, cols), "
                              f"got shape {Z.shape}")
-        if Z.dtype != np.float64 or not Z.flags.c_contiguous:
-            raise ValueError("Z must be C-contiguous float64")
+        if Z.dtype != np.float64 or Z.strides[1:] != (8 * Z.shape[2], 8):
+            raise ValueError("Z must be float64 with C-contiguous Z[i]")
         self._write(self.neighbors, Z, layer)
 
     def _write(self, targets: tuple[int, ...], Z: np.ndarray, layer: int) -> None:
@@ -357,13 +377,20 @@ class ZMailbox:
         if not targets:
             return
         parity = layer % 2
+        h = HEADER_WORDS - 2
+        out = self._out
+        # Z is the outbox: header and data leave in one put per target.
+        packed = (out is not None and len(targets) == len(out) and Z.size > 0
+                  and Z.ctypes.data == out.ctypes.data + 8 * h
+                  and Z.strides[0] == out.strides[0] and targets == self.neighbors)
         # One header and counter word per target: all stay in use until the flushes.
-        h, s = self._header[: len(targets)], self._seqbuf[: len(targets)]
+        heads = out[:, :h].view(np.int64) if packed else self._header[: len(targets)]
+        s = self._seqbuf[: len(targets)]
         offs = []
         for k, n in enumerate(targets):
             version = self._versions[(n, layer)] = self._versions.get((n, layer), 0) + 1
             s[k] = self._seq[(n, parity)] = self._seq.get((n, parity), 0) + 1
-            h[k] = layer, version, size, rows, cols
+            heads[k] = layer, version, size, rows, cols
             offs.append(self._slot_offset(self._out_slot[n], parity))
         flush = win.Flush if len(targets) == 1 else (lambda _: win.Flush_all())
         # Each flush completes the puts before it at the target, which orders
@@ -372,9 +399,12 @@ class ZMailbox:
             win.Put(s[k : k + 1], n, offs[k] + _S_BEGIN)
         flush(targets[0])
         for k, n in enumerate(targets):
-            win.Put(h[k], n, offs[k] + _S_LAYER)
-            if size:
-                win.Put(Z[k], n, offs[k] + HEADER_WORDS)  # straight from Z: no packing copy
+            if packed:
+                win.Put(out[k, : h + size], n, offs[k] + _S_LAYER)
+            else:
+                win.Put(heads[k], n, offs[k] + _S_LAYER)
+                if size:
+                    win.Put(Z[k], n, offs[k] + HEADER_WORDS)  # straight from Z: no packing
         flush(targets[0])
         for k, n in enumerate(targets):
             win.Put(s[k : k + 1], n, offs[k] + _S_END)
@@ -382,77 +412,79 @@ class ZMailbox:
         self.puts += len(targets)
         self.bytes_sent += len(targets) * (HEADER_WORDS + size) * _WORD
 
-    def _read_slot(
-        self, i: int, layer: int, dest: np.ndarray | None
-    ) -> tuple[int, np.ndarray | None, tuple[int, int]]:
-        """Latest consistent copy of in-neighbour ``i``'s slot for ``layer``.
+    def _recheck(self, copied: list[tuple[int, int, int, list[int]]]) -> list[bool]:
+        """After the copies: for each ``(slot offset, e, ...)``, is ``begin`` still ``e``?"""
+        assert self._win is not None and self._mv is not None
+        self._win.Sync()  # my copies' loads before these (see the class notes)
+        mv = self._mv
+        return [mv[c[0] + _S_BEGIN] == c[1] for c in copied]
 
-        ``dest`` is a flat float64 array of the expected size (read_all) or None
-        (read: the copy goes to a new array). Returns ``(version, data, shape)``
-        where ``data`` is ``dest``, a new array or this rank's kept copy (a view:
-        the caller copies it out), and ``version`` is 0 with ``data`` None when
-        there is nothing for ``layer``. Never waits.
+    def _refresh(self, layer: int, idx: list[int]) -> None:
+        """Bring the kept copies of in-neighbours ``idx`` up to date for ``layer``.
+
+        The seqlock read of the class notes, done for all of ``idx`` together: one
+        ``Sync`` before their ``end`` counters, one before their ``begin``, one
+        copy per slot written since its kept copy, one ``Sync`` before the second
+        ``begin`` check. Slots that fail are tried again, ``_ATTEMPTS`` times in
+        all; then they keep their last consistent copy (a fallback). Never waits.
         """
-        win = self._win
-        i64, f64 = self._i64, self._f64
-        assert win is not None and i64 is not None and f64 is not None
+        win, mv, f64 = self._win, self._mv, self._f64
+        assert win is not None and mv is not None and f64 is not None
         parity = layer % 2
-        off = self._slot_offset(i, parity)
-        first = off + HEADER_WORDS
-        kept = self._kept[i]
-        if kept is not None and kept.parity != parity:
-            kept = None  # kept copy is of the other slot: useless for this one
+        at, kpar, kseq, table = self._slot_at[parity], self._k_parity, self._k_seq, self._table
+        todo = idx
         for _ in range(_ATTEMPTS):
             win.Sync()  # completed puts visible to my loads; orders the loads below
-            e = int(i64[off + _S_END])
-            if e == 0:
-                return 0, None, (0, 0)  # never written
-            if kept is not None and kept.seq == e:
-                break  # no write completed since my copy: the copy is the slot
+            # A slot unchanged since the kept copy (same parity, same counter) is its copy;
+            # one never written (e == 0) has nothing to copy.
+            fresh = [(i, e) for i in todo for e in (mv[at[i] + _S_END],)
+                     if e != 0 and not (kpar[i] == parity and kseq[i] == e)]
+            if not fresh:
+                return
             win.Sync()
-            if int(i64[off + _S_BEGIN]) != e:
-                self.torn_retries += 1  # a write is in flight: do not bother copying
-                continue
-            layer_w, version, nelems, rows, cols = i64[off + _S_LAYER : first].tolist()
-            got: np.ndarray | None = None
-            if layer_w == layer and version > 0 and 0 <= nelems <= self.max_elems:
-                if dest is None:
-                    got = f64[first : first + nelems].copy()
-                elif nelems == dest.size:
-                    dest[:] = f64[first : first + nelems]
-                    got = dest
-            win.Sync()
-            if int(i64[off + _S_BEGIN]) != e:
-                self.torn_retries += 1  # the copy overlapped a write: discard it
-                continue
-            # Consistent: header and data are exactly write e of the slot.
-            if layer_w != layer or version <= 0:
-                return 0, None, (0, 0)  # the slot still holds another layer
-            if got is None or rows * cols != nelems:
-                expected = "" if dest is None else f", expected {dest.size}"
-                raise ValueError(
-                    f"rank {self.neighbors[i]} wrote {nelems} values ({rows} x {cols}) for "
-                    f"layer {layer}{expected}"
-                )
-            spare = self._spare[i]
-            if spare is not None and got.base is spare:
-                # read_views copied into my spare buffer: it becomes the kept copy.
-                self._spare[i], self._kept_data[i] = self._kept_data[i], spare
-            else:
-                buf = self._kept_data[i]
-                if buf is None:
-                    buf = self._kept_data[i] = np.empty(self.max_elems)
-                buf[:nelems] = got
-            self._kept[i] = _Kept(parity, e, layer_w, version, nelems, rows, cols)
-            return version, got, (rows, cols)
-        else:
-            self.fallbacks += 1  # every attempt overlapped a write
-        # The kept copy: unchanged slot, or fallback (stale but consistent).
-        if kept is None or kept.layer != layer:
+            retry: list[int] = []
+            copied: list[tuple[int, int, int, list[int]]] = []  # offset, e, i, header
+            for i, e in fresh:
+                off = at[i]
+                if mv[off + _S_BEGIN] != e:  # a write is in flight: do not bother copying
+                    retry.append(i)
+                    continue
+                nelems = mv[off + _S_NELEMS]
+                if 0 <= nelems <= self.max_elems:
+                    # The row that is not the kept copy; header and data, write e if valid.
+                    table[2 * i + 1 - self._cur[i], :nelems] = \
+                        f64[off + HEADER_WORDS : off + HEADER_WORDS + nelems]
+                copied.append((off, e, i, mv[off + _S_LAYER : off + HEADER_WORDS].tolist()))
+            for (_, e, i, head), ok in zip(copied, self._recheck(copied)):
+                if not ok:  # the copy overlapped a write: discard it
+                    retry.append(i)
+                    continue
+                # Consistent: header and data are exactly write e of the slot.
+                kpar[i], kseq[i] = parity, e
+                self._k_head[i] = head
+                self._cur[i] = 1 - self._cur[i]
+            self.torn_retries += len(retry)
+            todo = retry
+            if not todo:
+                return
+        self.fallbacks += len(todo)  # every attempt overlapped a write
+
+    def _kept_for(self, layer: int, i: int) -> tuple[int, np.ndarray | None, tuple[int, int]]:
+        """``(version, data, shape)`` of the kept copy of in-neighbour ``i`` for ``layer``.
+
+        ``data`` is a view of the kept copy (None with version 0 when there is
+        nothing for ``layer``). A consistent copy whose header does not describe
+        ``rows x cols`` values raises ValueError.
+        """
+        if self._k_parity[i] != layer % 2:
             return 0, None, (0, 0)
-        buf = self._kept_data[i]
-        assert buf is not None
-        return kept.version, buf[: kept.nelems], (kept.rows, kept.cols)
+        layer_w, version, nelems, rows, cols = self._k_head[i]
+        if layer_w != layer or version <= 0:
+            return 0, None, (0, 0)  # the slot still holds another layer
+        if not 0 <= nelems <= self.max_elems or rows * cols != nelems:
+            raise ValueError(f"rank {self.neighbors[i]} wrote {nelems} values ({rows} x {cols}) "
+                             f"for layer {layer}")
+        return version, self._table[2 * i + self._cur[i], :nelems], (rows, cols)
 
     def read(self, n: int, layer: int) -> tuple[np.ndarray | None, int]:
         """Latest ``Z_{n,me}`` that neighbour ``n`` put for ``layer``.
@@ -479,12 +511,12 @@ class ZMailbox:
         """
         self._check_open()
         self._check_neighbor(n)
-        version, data, shape = self._read_slot(self._in_slot[n], layer, None)
+        i = self._in_slot[n]
+        self._refresh(layer, [i])
+        version, data, shape = self._kept_for(layer, i)
         if data is None:
             return None, 0
-        if data.base is self._kept_data[self._in_slot[n]]:  # a view of my kept copy
-            data = data.copy()
-        return data.reshape(shape), version
+        return data.reshape(shape).copy(), version
 
     def read_all(self, layer: int, out: np.ndarray, versions: np.ndarray) -> None:
         """Copy every neighbour's latest Z for ``layer``; never waits.
@@ -503,31 +535,63 @@ class ZMailbox:
             call's for the same layer.
         """
         self._check_open()
+        self._refresh(layer, self._all)
         for i in range(len(self.neighbors)):
-            row = out[i]
-            flat = row.reshape(-1) if row.flags.c_contiguous else None
-            version, data, _ = self._read_slot(i, layer, flat)
-            if data is None:
-                row[...] = 0.0
-                versions[i] = 0
-                continue
-            if data is not flat:
-                if data.size != row.size:
-                    raise ValueError(
-                        f"rank {self.neighbors[i]} wrote {data.size} values for layer "
-                        f"{layer}, expected {row.size}"
-                    )
-                row[...] = data.reshape(row.shape)
+            version, data, _ = self._kept_for(layer, i)
             versions[i] = version
+            if data is None:
+                out[i] = 0.0
+            elif data.size != out[i].size:
+                raise ValueError(f"rank {self.neighbors[i]} wrote {data.size} values for layer "
+                                 f"{layer}, expected {out[i].size}")
+            else:
+                out[i] = data.reshape(out[i].shape)
+
+    def read_rows(self, layer: int, size: int,
+                  versions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every neighbour's latest Z for ``layer`` as rows of one table; never waits.
+
+        The engine's read: no copy beyond the seqlock's own (one per slot written
+        since the last read; none for an unchanged slot).
+
+        Parameters
+        ----------
+        layer : int
+            Layer index.
+        size : int
+            ``rows x cols`` every neighbour's Z must have.
+        versions : numpy.ndarray of int64, shape (degree,)
+            Receives each neighbour's put counter, as in :meth:`read_all`.
+
+        Returns
+        -------
+        table : numpy.ndarray, shape (2 degree + 1, max_elems)
+            The mailbox's copies (do not write to it); valid until the next read.
+        rows : numpy.ndarray of intp, shape (degree,)
+            ``table[rows[i], :size]`` is ``Z_{n,me}`` of ``n = neighbors[i]``, flat
+            (a row of zeros for a neighbour that has not written for ``layer``).
+        """
+        self._check_open()
+        self._refresh(layer, self._all)
+        nothing = len(self._table) - 1
+        for i in range(len(self.neighbors)):
+            version, data, _ = self._kept_for(layer, i)
+            versions[i] = version
+            if data is None:
+                self._rows[i] = nothing
+            elif data.size != size:
+                raise ValueError(f"rank {self.neighbors[i]} wrote {data.size} values for layer "
+                                 f"{layer}, expected {size}")
+            else:
+                self._rows[i] = 2 * i + self._cur[i]
+        return self._table, self._rows
 
     def read_views(
         self, layer: int, shape: tuple[int, int], versions: np.ndarray
     ) -> list[np.ndarray]:
         """Every neighbour's latest Z for ``layer`` without copying it out; never waits.
 
-        The seqlock copy is made into a buffer of the mailbox that then becomes
-        its kept copy (two buffers per neighbour, swapped), so a fresh read costs
-        one copy and an unchanged slot none: :meth:`read_all` makes one more.
+        :meth:`read_rows` as a list of arrays.
 
         Parameters
         ----------
@@ -542,28 +606,14 @@ class ZMailbox:
         -------
         list of numpy.ndarray
             ``Z_{n,me}`` in the order of ``graph.neighbors(me)``, read-only views
-            valid until the next read of this mailbox (a shared array of zeros
-            for a neighbour that has not written for ``layer``).
+            valid until the next read of this mailbox (zeros for a neighbour that
+            has not written for ``layer``).
         """
-        self._check_open()
         rows, cols = shape
-        size = rows * cols
-        if self._zeros is None or self._zeros.shape != (rows, cols):
-            self._zeros = np.zeros((rows, cols))
-            self._zeros.flags.writeable = False
+        table, which = self.read_rows(layer, rows * cols, versions)
         views = []
-        for i in range(len(self.neighbors)):
-            if self._spare[i] is None:
-                self._spare[i] = np.empty(self.max_elems)
-            version, data, _ = self._read_slot(i, layer, self._spare[i][:size])
-            versions[i] = version
-            if data is None:
-                views.append(self._zeros)
-                continue
-            if data.size != size:
-                raise ValueError(f"rank {self.neighbors[i]} wrote {data.size} values for layer "
-                                 f"{layer}, expected {size}")
-            view = data.reshape(rows, cols)
+        for r in which.tolist():
+            view = table[r, : rows * cols].reshape(rows, cols)
             view.flags.writeable = False
             views.append(view)
         return views
@@ -655,6 +705,9 @@ class ZMailbox:
 
     def _drop_views(self) -> None:
         # A numpy view alive at Win.Free() ended in "double free or corruption".
+        if self._mv is not None:
+            self._mv.release()
+        self._mv = None
         self._f64 = None
         self._i64 = None
 

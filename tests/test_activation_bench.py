@@ -9,6 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
+from dssfn_mpi.engines import kernels
 from dssfn_mpi.launch import mpi_env, mpirun_path
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(180)]
@@ -25,16 +26,17 @@ def _run(n: int, *args: str) -> subprocess.CompletedProcess:
 def test_activation_bench_writes_its_parts_and_ratios(tmp_path):
     out = tmp_path / "act.h5"
     res = _run(3, "--degrees", "1,2", "--reps", "4", "--classes", "3", "--samples", "40",
-               "--out", str(out))
+               "--width", "60", "--out", str(out))
     assert res.returncode == 0, res.stderr[-2000:]
     assert "total/floor" in res.stdout and "wrote" in res.stdout
     with h5py.File(out) as f:
-        assert f.attrs["kind"] == "activation" and f.attrs["schema_version"] == 1
+        assert f.attrs["kind"] == "activation" and f.attrs["schema_version"] == 2
         g = f["activation/osc-sm"]
         parts = g.attrs["parts"].split(",")
-        assert parts == ["read", "update", "inverse", "put", "total", "product", "copy"]
+        assert parts == ["read", "update", "inverse", "put", "total", "product", "data"]
         assert list(g["degrees"][...]) == [1, 2]
-        assert g.attrs["width"] == 2 * 3 + 1000 and g.attrs["inverse_form"] == "woodbury"
+        assert g.attrs["width"] == 60 and g.attrs["inverse_form"] == "dense"
+        assert bool(g.attrs["compiled"]) == kernels.AVAILABLE
         cpu, wall = g["cpu_seconds"][...], g["wall_seconds"][...]
         assert cpu.shape == wall.shape == (2, 7, 4)
         assert np.all(cpu >= 0) and np.all(wall > 0)

@@ -2,37 +2,45 @@
 
 Run as its own job with one rank more than the largest degree::
 
-    mpirun -n 9 python -m dssfn_mpi.bench.activation --out act.h5 [--reps 200]
+    mpirun -n 17 python -m dssfn_mpi.bench.activation --out act.h5 [--reps 200]
 
 Rank 0 is a hub with ``d`` neighbours (ranks ``1 .. d`` of a star graph; the
 other ranks take no part but the barriers) for each ``d`` of ``--degrees``
-(1, 4, 8). It runs the async engine's activation in the ``edge`` form at the
-paper's sizes (``Q`` classes, layer width ``n = 2Q + 1000``; a local inverse
-of ``n x n`` built from ``--samples`` random samples), exactly as
+(1, 2, 4, 8, 16). It runs the async engine's activation in the ``edge`` form
+(``Q`` classes, layer width ``--width``, default the paper's ``n = 2Q + 1000``;
+a local inverse of ``n x n`` from ``--samples`` random samples) exactly as
 :class:`dssfn_mpi.engines.async_arock.AsyncEngine` does it, in parts:
 
-* ``read``: :meth:`ZMailbox.read_views` of the ``d`` neighbour slots, each
+* ``read``: :meth:`ZMailbox.read_rows` of the ``d`` neighbour slots, each
   holding a write made since the last read (the neighbours put a fresh ``Z``
   before every repetition, then wait), so every slot is copied and validated;
 * ``update``: the update arithmetic without the local inverse
-  (:meth:`dssfn_mpi.engines.updates.EdgeStep.rhs` and ``EdgeStep.dual``);
+  (:meth:`dssfn_mpi.engines.updates.EdgeStep.rhs_rows` and ``dual_rows``: the
+  compiled loops when numba is installed, ``--numpy`` for the numpy path);
 * ``inverse``: :meth:`dssfn_mpi.solver.LocalInverse.apply`, the activation's
   ``(Q x n)(n x n)`` product;
-* ``put``: :meth:`ZMailbox.put_all`, the ``d`` seqlock writes;
+* ``put``: :meth:`ZMailbox.put_all` of the step's ``Z`` (the mailbox's outbox),
+  the ``d`` seqlock writes;
 * ``total``: all of it, timed around the whole sequence.
 
-The floor is what no implementation can avoid: the product (``product``, the
-same :meth:`LocalInverse.apply` timed alone on a ``Q x n`` right-hand side)
-plus reading ``d`` and writing ``d`` matrices of ``Q x n`` once (``copy``: one
-``numpy.copyto`` of the node's ``d`` stacked Z within its own memory, a strict
-bound: the activation's reads and puts move data between cores, which costs
-more). Both are measured in the same
-process, interleaved with the activation (their order alternates between
-repetitions), and every part is timed in **thread CPU time** (the CPU the
-rank spends, which a loaded machine barely changes) and in wall time. The
-ratio reported is the median over repetitions of ``total / floor`` in CPU
-time; ratios are much less sensitive to other load on the machine than the
-absolute times are.
+The floor is what no implementation can avoid, in two parts:
+
+* ``product``: the same :meth:`LocalInverse.apply` timed alone on a ``Q x n``
+  right-hand side (the compute floor);
+* ``data``: the bytes an activation must move, as plain memory copies between
+  the same processes on the same cores: ``d`` matrices of ``Q x n`` that the
+  neighbours have just written into the hub's memory copied into the hub's own,
+  and ``d`` copied from the hub's memory into the neighbours' (which they read
+  after each repetition, as they read their windows). The memory is an MPI
+  shared-memory window (``Win.Allocate_shared``), written and read with numpy
+  copies: no MPI call, no protocol, no arithmetic (the data floor).
+
+Floor and activation are measured in the same process, interleaved (their
+order alternates between repetitions), and every part is timed in **thread
+CPU time** (the CPU the rank spends, which a loaded machine barely changes)
+and in wall time. The ratio reported is the median over repetitions of
+``total / (product + data)`` in CPU time; ratios are much less sensitive to
+other load on the machine than the absolute times are.
 
 Each repetition starts with an untimed activation (it reads the other parity
 slot, which the neighbours write too), so that the timed one runs as in a
@@ -58,10 +66,11 @@ import numpy as np
 __all__ = ["ACTIVATION_SCHEMA_VERSION", "PARTS", "format_table", "main", "measure",
            "write_activation"]
 
-#: 1: first version (issue 11, item 6).
-ACTIVATION_SCHEMA_VERSION = 1
+#: 1: first version (2026-11-23); 2: the data floor between processes (``data``, was
+#: ``copy`` within one), degrees to 16, ``--width``, ``compiled`` attribute (2026-11-25).
+ACTIVATION_SCHEMA_VERSION = 2
 #: Timed parts of one repetition, in the order of the datasets' second axis.
-PARTS = ("read", "update", "inverse", "put", "total", "product", "copy")
+PARTS = ("read", "update", "inverse", "put", "total", "product", "data")
 _LAYER = 0
 
 
@@ -93,90 +102,150 @@ class _Clock:
         self.cpu[r, k] = time.thread_time_ns()
 
 
-def _hub(mb: Any, inv: Any, degree: int, q: int, n: int, reps: int) -> dict[str, np.ndarray]:
+class _Shared:
+    """The data floor's memory: ``slots`` rows of ``size`` values per rank, in a shared window.
+
+    ``rows[r]`` is rank r's ``(slots, size)`` block, which every rank on the node
+    can load from and store to directly (``Win.Allocate_shared``, ``Shared_query``).
+    """
+
+    def __init__(self, comm: Any, slots: int, size: int) -> None:
+        from mpi4py import MPI
+
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        same = node.Get_size() == comm.Get_size()
+        node.Free()
+        if not comm.allreduce(same, op=MPI.LAND):
+            raise RuntimeError("the activation benchmark's data floor needs every rank on one "
+                               "node (its memory is shared between them)")
+        slots = comm.allreduce(slots, op=MPI.MAX)
+        self.win = MPI.Win.Allocate_shared(slots * size * 8, 8, comm=comm)
+        self.rows = []
+        for r in range(comm.Get_size()):
+            buf, _ = self.win.Shared_query(r)
+            self.rows.append(np.frombuffer(buf, dtype=np.float64,
+                                           count=slots * size).reshape(slots, size))
+        self.rows[comm.Get_rank()][...] = 0.0
+        comm.Barrier()
+
+    def free(self) -> None:
+        self.rows = []  # no view of the window may outlive it
+        self.win.Free()
+
+
+def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
+         compiled: bool | None) -> dict[str, np.ndarray]:
     """Rank 0's repetitions: one activation and its floor each; seconds (parts, reps)."""
     from ..engines.updates import EdgeStep
 
     rng = np.random.default_rng(7)
+    size = q * n
     B2 = rng.standard_normal((q, n))
-    step = EdgeStep(B2, np.ones(degree), 1.0, 1.0, inv)  # eta = gamma = eps = 1
-    Z = step.Z
-    Z[...] = 1e-3 * rng.standard_normal((degree, q, n))
-    Zr: list[np.ndarray] = []
-    scratch = np.empty((degree, q, n))
+    step = EdgeStep(B2, np.ones(degree), 1.0, 1.0, inv, store=mb.outbox(), compiled=compiled)
+    step.Z[...] = 1e-3 * rng.standard_normal((degree, q, n))
+    Zr: list[Any] = [None, None]
+    private = np.empty((degree, size))  # the hub's own memory for the data floor
+    mine = sh.rows[0][:degree]  # the rows the neighbours write into (the hub is rank 0)
+    theirs = [sh.rows[k][0] for k in range(1, degree + 1)]  # neighbour k's row
     versions = np.zeros(degree, dtype=np.int64)
     out = np.empty((q, n))
-    act, flo, warm = _Clock(reps, 6), _Clock(reps, 3), _Clock(reps, 6)
+    act, flo, warm = _Clock(reps, 6), _Clock(reps, 4), _Clock(reps, 6)
 
     def activation(r: int, clock: Any, layer: int) -> None:
         clock(r, 0)
-        Zr[:] = mb.read_views(layer, (q, n), versions)
+        Zr[:] = mb.read_rows(layer, size, versions)
         clock(r, 1)
-        rhs = step.rhs(Zr)
+        rhs = step.rhs_rows(*Zr)
         clock(r, 2)
         inv.apply(rhs, out=step.O)
         clock(r, 3)
-        step.dual(step.O)
+        step.dual_rows(step.O)
         clock(r, 4)
-        mb.put_all(Z, _LAYER)
+        mb.put_all(step.Z, _LAYER)
         clock(r, 5)
 
+    def floor(r: int) -> None:
+        flo(r, 0)
+        inv.apply(B2, out=out)  # any Q x n right-hand side costs the same
+        flo(r, 1)
+        np.copyto(private, mine)  # read d fresh Z written by the neighbours
+        flo(r, 2)
+        for row, z in zip(theirs, private):
+            row[:] = z  # write d Z into the neighbours' memory
+        flo(r, 3)
+
     for r in range(reps):
-        _sleeping_barrier(mb.comm)  # the neighbours' fresh puts are complete
+        _sleeping_barrier(mb.comm)  # the neighbours' fresh puts and stores are complete
+        sh.win.Sync()
         # Steady state of back-to-back activations: the previous one has just run,
         # reading the other parity slot (the neighbours write both) so that the
         # fresh writes of _LAYER are left for the timed activation.
         activation(r, warm, _LAYER + 1)
         for part in ("floor", "activation") if r % 2 else ("activation", "floor"):
             if part == "floor":
-                flo(r, 0)
-                inv.apply(B2, out=out)  # any Q x n right-hand side costs the same
-                flo(r, 1)
-                np.copyto(scratch, Z)  # read d and write d Z (Q x n) once
-                flo(r, 2)
+                floor(r)
             else:
                 activation(r, act, _LAYER)
         if np.any(versions != r + 1):
             raise RuntimeError(f"read versions {versions}, expected {r + 1} from every neighbour")
+        sh.win.Sync()
         _sleeping_barrier(mb.comm)  # the neighbours may put again
     res = {}
     for kind in ("cpu", "wall"):
         a, f = np.diff(getattr(act, kind), axis=1), np.diff(getattr(flo, kind), axis=1)
         total = getattr(act, kind)[:, 5] - getattr(act, kind)[:, 0]
         update = a[:, 1] + a[:, 3]
-        res[kind] = 1e-9 * np.stack([a[:, 0], update, a[:, 2], a[:, 4], total, f[:, 0], f[:, 1]])
+        res[kind] = 1e-9 * np.stack([a[:, 0], update, a[:, 2], a[:, 4], total, f[:, 0],
+                                     f[:, 1] + f[:, 2]])
     return res
 
 
-def _leaf(mb: Any, q: int, n: int, reps: int) -> None:
-    """A neighbour's repetitions: put a fresh Z into the hub, wait while it measures."""
+def _leaf(mb: Any, sh: _Shared, q: int, n: int, reps: int) -> None:
+    """A neighbour's repetitions: put a fresh Z into the hub, wait while it measures.
+
+    It also stores a fresh Z into the hub's shared row (the data floor's read) and
+    reads its own row, which the hub's data floor wrote (as it reads its window).
+    """
     Z = 1e-3 * np.random.default_rng(mb.rank).standard_normal((q, n))
+    me = mb.comm.Get_rank()
+    hub_row = sh.rows[0][me - 1] if 0 in mb.neighbors else None
+    my_row = sh.rows[me][0]
+    seen = np.empty(q * n)
     for r in range(reps):
         Z[0, 0] = r  # a new value each time
-        if 0 in mb.neighbors:
+        if hub_row is not None:
             mb.put(0, Z, _LAYER)
             mb.put(0, Z, _LAYER + 1)  # read by the hub's untimed activation
+            hub_row[:] = Z.reshape(-1)
+            np.copyto(seen, my_row)
+        sh.win.Sync()
         _sleeping_barrier(mb.comm)
         _sleeping_barrier(mb.comm)
 
 
-def measure(comm: Any, degrees: tuple[int, ...] = (1, 4, 8), classes: int = 10,
-            samples: int = 3000, reps: int = 200) -> dict[str, Any] | None:
+def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int = 10,
+            samples: int = 3000, reps: int = 200, width: int | None = None,
+            compiled: bool | None = None) -> dict[str, Any] | None:
     """Run the benchmark (collective); rank 0 returns the result, the others None.
 
     Parameters
     ----------
     comm : mpi4py.MPI.Intracomm
-        At least ``max(degrees) + 1`` ranks.
+        At least ``max(degrees) + 1`` ranks, all on one node.
     degrees : tuple of int
         Neighbour counts d of the hub.
     classes : int
-        Q; the layer width is ``n = 2Q + 1000``.
+        Q.
     samples : int
         Samples behind the hub's local inverse (its form follows
         :class:`dssfn_mpi.solver.LocalInverse`: dense unless ``2 samples < n``).
     reps : int
         Repetitions per degree.
+    width : int, optional
+        The layer width n; default ``2Q + 1000`` (the paper's).
+    compiled : bool, optional
+        The activation's compiled loops (True), its numpy path (False) or the
+        engine's choice (None: compiled when numba is installed).
 
     Returns
     -------
@@ -184,31 +253,39 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 4, 8), classes: int = 10,
         ``cpu_seconds`` and ``wall_seconds``, each of shape
         ``(len(degrees), len(PARTS), reps)``, and ``info``.
     """
+    from ..engines import kernels
     from ..solver import LocalInverse
     from ..transport import ZMailbox
 
-    q, n = classes, 2 * classes + 1000
+    q = classes
+    n = 2 * classes + 1000 if width is None else width
     rank, size = comm.Get_rank(), comm.Get_size()
     inv = None
     if rank == 0:
         Y = np.random.default_rng(5).standard_normal((n, samples)) / np.sqrt(samples)
         G = Y @ Y.T
+    sh = _Shared(comm, max(degrees), q * n)
     cpu, wall = [], []
-    for d in degrees:
-        with ZMailbox(comm, _star(size, d), q * n) as mb:
-            if rank == 0:
-                inv = LocalInverse(Y, float(d), G)  # c = sum_n gamma_mn, gamma = 1
-                inv.apply(np.ones((q, n)))  # warm-up
-                res = _hub(mb, inv, d, q, n, reps)
-                cpu.append(res["cpu"])
-                wall.append(res["wall"])
-            else:
-                _leaf(mb, q, n, reps)
+    try:
+        for d in degrees:
+            with ZMailbox(comm, _star(size, d), q * n) as mb:
+                if rank == 0:
+                    inv = LocalInverse(Y, float(d), G)  # c = sum_n gamma_mn, gamma = 1
+                    inv.apply(np.ones((q, n)))  # warm-up
+                    res = _hub(mb, sh, inv, d, q, n, reps, compiled)
+                    cpu.append(res["cpu"])
+                    wall.append(res["wall"])
+                else:
+                    _leaf(mb, sh, q, n, reps)
+    finally:
+        sh.free()
     if rank != 0:
         return None
+    used = kernels.AVAILABLE if compiled is None else compiled
     info = {"classes": q, "width": n, "samples": samples, "reps": reps,
             "inverse_form": "woodbury" if inv is not None and inv.low_rank else "dense",
-            "osc": os.environ.get("OMPI_MCA_osc", ""), "ranks": size}
+            "osc": os.environ.get("OMPI_MCA_osc", ""), "ranks": size,
+            "compiled": bool(used), "numba": kernels.NUMBA_VERSION if used else ""}
     return {"degrees": np.array(degrees), "cpu_seconds": np.array(cpu),
             "wall_seconds": np.array(wall), "info": info}
 
@@ -216,7 +293,7 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 4, 8), classes: int = 10,
 def _medians(res: dict[str, Any], kind: str) -> tuple[np.ndarray, np.ndarray]:
     """Median seconds per (degree, part) and median per-repetition total/floor ratio."""
     t = res[f"{kind}_seconds"]
-    floor = t[:, PARTS.index("product")] + t[:, PARTS.index("copy")]
+    floor = t[:, PARTS.index("product")] + t[:, PARTS.index("data")]
     ratio = np.median(t[:, PARTS.index("total")] / floor, axis=1)
     return np.median(t, axis=2), ratio
 
@@ -225,19 +302,21 @@ def format_table(res: dict[str, Any], kind: str = "cpu") -> str:
     """The readable table: median microseconds per part and the total/floor ratio."""
     med, ratio = _medians(res, kind)
     info = res["info"]
-    lines = [f"one async activation (edge form), Q = {info['classes']}, n = {info['width']}, "
-             f"{info['inverse_form']} inverse; median {kind} microseconds over "
-             f"{info['reps']} repetitions",
+    impl = f"compiled (numba {info['numba']})" if info.get("compiled") else "numpy"
+    lines = [f"one async activation (edge form, {impl}), Q = {info['classes']}, "
+             f"n = {info['width']}, {info['inverse_form']} inverse; median {kind} "
+             f"microseconds over {info['reps']} repetitions",
              f"{'d':>3} {'read':>7} {'update':>7} {'inverse':>8} {'put':>7} {'total':>8} "
-             f"{'product':>8} {'copy':>6} {'floor':>8} {'total/floor':>12}"]
+             f"{'product':>8} {'data':>6} {'floor':>8} {'total/floor':>12}"]
     for k, d in enumerate(res["degrees"]):
         us = 1e6 * med[k]
-        floor = us[PARTS.index("product")] + us[PARTS.index("copy")]
+        floor = us[PARTS.index("product")] + us[PARTS.index("data")]
         lines.append(f"{d:>3} {us[0]:>7.1f} {us[1]:>7.1f} {us[2]:>8.1f} {us[3]:>7.1f} "
                      f"{us[4]:>8.1f} {us[5]:>8.1f} {us[6]:>6.1f} {floor:>8.1f} "
                      f"{ratio[k]:>12.3f}")
-    lines.append("floor = product (the local inverse applied alone) + copy (read d and write d "
-                 "Z once); total/floor is the median of the per-repetition ratios")
+    lines.append("floor = product (the local inverse applied alone) + data (d Z copied in from "
+                 "and d out to the neighbours' memory); total/floor is the median of the "
+                 "per-repetition ratios")
     return "\n".join(lines)
 
 
@@ -277,7 +356,7 @@ def write_activation(path: str | os.PathLike, label: str, res: dict[str, Any]) -
             for kind in ("cpu", "wall"):
                 _, ratio = _medians(res, kind)
                 _dataset(g, f"{kind}_ratio", ratio, "1",
-                         f"median over repetitions of total / (product + copy), {kind} time; "
+                         f"median over repetitions of total / (product + data), {kind} time; "
                          "shape (degrees,)")
 
     atomic_write(Path(path), write)
@@ -290,8 +369,12 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="HDF5 file to write (rank 0); none: print only")
     parser.add_argument("--reps", type=int, default=200, help="repetitions per degree (200)")
-    parser.add_argument("--degrees", default="1,4,8", help="neighbour counts (1,4,8)")
-    parser.add_argument("--classes", type=int, default=10, help="Q (10: mnist); n = 2Q + 1000")
+    parser.add_argument("--degrees", default="1,2,4,8,16",
+                        help="neighbour counts (1,2,4,8,16)")
+    parser.add_argument("--classes", type=int, default=10, help="Q (10: mnist)")
+    parser.add_argument("--width", type=int, help="layer width n (default 2Q + 1000)")
+    parser.add_argument("--numpy", action="store_true",
+                        help="the activation's numpy path instead of its compiled loops")
     parser.add_argument("--samples", type=int, default=3000,
                         help="samples of the local inverse (3000: mnist over 20 nodes)")
     parser.add_argument("--label", help="group name under /activation (default: "
@@ -312,8 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         if min(degrees) < 1 or comm.Get_size() < max(degrees) + 1:
             raise UserError(f"--degrees {args.degrees} needs positive degrees and at least "
                             f"{max(degrees) + 1} ranks (mpirun -n {max(degrees) + 1})")
-        if args.reps < 1 or args.classes < 1 or args.samples < 1:
-            raise UserError("--reps, --classes and --samples must be >= 1")
+        if args.reps < 1 or args.classes < 1 or args.samples < 1 or (args.width or 1) < 1:
+            raise UserError("--reps, --classes, --width and --samples must be >= 1")
         if comm.Get_rank() == 0 and args.out:
             check_output_path(args.out, args.overwrite)
     except ValueError:
@@ -326,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"dssfn_mpi.bench.activation: error: {error}", file=sys.stderr, flush=True)
         return 2
     with threadpool_limits(limits=1):
-        res = measure(comm, degrees, args.classes, args.samples, args.reps)
+        res = measure(comm, degrees, args.classes, args.samples, args.reps, args.width,
+                      False if args.numpy else None)
     if res is not None:
         print(format_table(res, "cpu"), flush=True)
         if args.out:

@@ -44,6 +44,8 @@ class AsyncEngine(Engine):
     """One-sided ARock ADMM over the graph (``--mode async``)."""
 
     def __init__(self, ctx: RunContext) -> None:
+        from . import kernels  # noqa: F401  (compiled, or loaded from numba's cache, untimed)
+
         self.ctx = ctx
         self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
         self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width)
@@ -101,10 +103,12 @@ class AsyncEngine(Engine):
 
         Q, d = prob.B.shape
         B2 = 2.0 * prob.B
-        # The edge form works on buffers allocated once per layer (Z lives in the step).
-        edge = EdgeStep(B2, gamma, eta, eps, inv) if cfg.update == "edge" else None
+        # The edge form works on buffers allocated once per layer: Z lives in the mailbox's
+        # outbox, so that each put sends it as it is, header and all, in one call.
+        edge = (EdgeStep(B2, gamma, eta, eps, inv, store=mb.outbox())
+                if cfg.update == "edge" else None)
         Z = np.zeros((dm, Q, d)) if edge is None else edge.Z
-        Zr: list[np.ndarray] = []  # views of the mailbox's copies (_caught_up)
+        Zr: list[np.ndarray] = [np.empty(0), np.empty(0)]  # the mailbox's rows (_caught_up)
         staleness = _Staleness(dm)
         puts0, bytes0, torn0, fallbacks0 = mb.puts, mb.bytes_sent, mb.torn_retries, mb.fallbacks
         O = np.zeros((Q, d))
@@ -123,10 +127,12 @@ class AsyncEngine(Engine):
                 )
             started = time.perf_counter()
             staleness.record(versions)
+            table, rows = Zr
             if edge is not None:
-                O = edge(Zr)
+                O = edge.step_rows(table, rows)
             else:
-                O = paper_activation(Z, np.stack(Zr), B2, gamma, eta, eps, inv)
+                Zrs = table[rows, : Q * d].reshape(dm, Q, d)
+                O = paper_activation(Z, Zrs, B2, gamma, eta, eps, inv)
             # A slow node computes slowly, then sends (as in the sync engines).
             self.throttle.after(started)
             put_start, put_cpu = time.perf_counter(), time.thread_time()
@@ -166,14 +172,14 @@ class AsyncEngine(Engine):
 
     def _caught_up(self, layer: int, k: int, Zr: list[np.ndarray], versions: np.ndarray,
                    shape: tuple[int, int]) -> bool:
-        """Read the neighbours' latest Z into ``Zr`` (views); True once activation ``k`` may run.
+        """Read the neighbours' latest Z (``Zr[:] = table, rows``); True once ``k`` may run.
 
         Bounded delay (ARock's assumption): at most ``max_lead`` activations ahead
         of the slowest neighbour. A neighbour that has not written yet reads as 0.
         Only this rank's own window is read.
         """
         self._polled = time.perf_counter(), time.thread_time()  # this poll's start
-        Zr[:] = self.mailbox.read_views(layer, shape, versions)
+        Zr[:] = self.mailbox.read_rows(layer, shape[0] * shape[1], versions)
         lead = self.ctx.cfg.max_lead
         return lead is None or k <= versions.min() + lead
 

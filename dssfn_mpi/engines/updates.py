@@ -38,7 +38,6 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.linalg.blas import daxpy as _daxpy
 from scipy.linalg.blas import ddot as _ddot
-from scipy.linalg.blas import dger as _dger
 
 from ..solver import LocalInverse, project_frobenius
 
@@ -103,22 +102,25 @@ class EdgeStep:
 
     Holds this node's ``Z_{m,n}`` (attribute :attr:`Z`, zeros at first) and the
     scratch of an activation, so that an activation allocates nothing. Before
-    the local inverse it works neighbour by neighbour with in-place BLAS calls
-    on one ``Q x d`` scratch block ``L`` that stays in cache::
+    the local inverse it works neighbour by neighbour on each ``Q x d`` block
+    while it is in cache::
 
         L    = Z_mn + Zr_nm
         t_n  = min(1, sqrt(eps) / ||L / (2 gamma_n)||)      so 2 gamma_n Lam_mn = -t_n L
         rhs += Z_mn - t_n L                                 (rhs starts at 2 B_m)
         Z_mn += (-eta t_n / 2) L                            half of the dual step, early
         O    = rhs H^-1                                     the local inverse
-        Z_mn += (-eta gamma_n) O                            one rank-1 update for all n
+        Z_mn += (-eta gamma_n) O                            for all n
 
     ``rhs`` is ``2 B_m + sum_n (Z_mn + 2 gamma_mn Lam_mn)`` (with the old
     ``Z_mn``) and the two updates of ``Z_mn`` make ``Z_mn += eta gamma_mn
-    (Lam_mn - O_m)``: the formulas of this module, up to rounding. (Measured with
-    ``python -m dssfn_mpi.bench.activation``: whole-array numpy expressions cost
-    2 - 3 times more, in temporaries and in passes over data that the local
-    inverse has pushed out of the cache.)
+    (Lam_mn - O_m)``: the formulas of this module, up to rounding.
+
+    Two implementations of the same steps: compiled loops
+    (:mod:`dssfn_mpi.engines.kernels`, two passes over each block in all) when
+    numba is installed, and in-place BLAS calls, five per neighbour (the
+    reference; :meth:`rhs` and :meth:`dual` always run it). Measured with
+    ``python -m dssfn_mpi.bench.activation``.
 
     Parameters
     ----------
@@ -132,6 +134,14 @@ class EdgeStep:
         Squared Frobenius bound.
     inv : LocalInverse
         ``(2 G_m + sum_n gamma_mn I)^-1``.
+    store : tuple (ndarray, int), optional
+        Where :attr:`Z` lives: a C-contiguous float64 array of ``d_m`` rows and
+        the column where each neighbour's ``Q x d`` values start (the mailbox's
+        :meth:`~dssfn_mpi.transport.ZMailbox.outbox`, so that the puts send
+        :attr:`Z` as it is). Zeroed. Default: an array of its own.
+    compiled : bool, optional
+        Use the compiled loops (True: raise without numba), the numpy calls
+        (False), or the compiled loops when numba is installed (None).
 
     Attributes
     ----------
@@ -139,28 +149,49 @@ class EdgeStep:
         This node's ``Z_{m,n}``, updated in place by every activation.
     O : ndarray, shape (Q, d)
         ``O_m`` of the last activation (overwritten by the next one).
+    compiled : bool
+        Whether :meth:`__call__` and :meth:`step_rows` run the compiled loops.
     """
 
     def __init__(
-        self, B2: np.ndarray, gamma: np.ndarray, eta: float, eps: float, inv: LocalInverse
+        self, B2: np.ndarray, gamma: np.ndarray, eta: float, eps: float, inv: LocalInverse,
+        store: tuple[np.ndarray, int] | None = None, compiled: bool | None = None,
     ) -> None:
+        from . import kernels
+
+        if compiled and not kernels.AVAILABLE:
+            raise RuntimeError("the compiled activation needs numba (pip install numba)")
+        self.compiled = kernels.AVAILABLE if compiled is None else bool(compiled)
         gamma = np.asarray(gamma, dtype=float).reshape(-1)
-        self.Z = np.zeros((gamma.size, *B2.shape))
+        dm, size = gamma.size, B2.size
+        if store is None:
+            store = (np.zeros((dm, size)), 0)
+        self._store, self._off = store
+        if (self._store.dtype != np.float64 or not self._store.flags.c_contiguous
+                or self._store.shape[0] != dm or self._store.shape[1] < self._off + size):
+            raise ValueError(f"store must be C-contiguous float64 with {dm} rows of at least "
+                             f"{self._off + size} values")
+        self._flat = self._store[:, self._off : self._off + size]  # (d_m, Q d), rows contiguous
+        self._flat[...] = 0.0
+        self.Z = self._flat.reshape(dm, *B2.shape)
         self.O = np.zeros(B2.shape)
         self.inv = inv
-        self._zt = self.Z.reshape(gamma.size, -1).T  # Fortran view for the rank-1 update
-        self._L = np.empty(B2.size)
+        self._L = np.empty(size)
         self._b2 = np.array(B2, dtype=float).reshape(-1)
         self._rhs = np.empty(B2.shape)
         self._rhs_flat = self._rhs.reshape(-1)
         # Per neighbour: Z_mn as a flat view and 1 / (2 gamma_n).
-        self._edges = [(self.Z[i].reshape(-1), 0.5 / g) for i, g in enumerate(gamma.tolist())]
+        self._edges = [(self._flat[i], 0.5 / g) for i, g in enumerate(gamma.tolist())]
+        self._h = 0.5 / gamma
         self._b = -eta * gamma
+        self._b_list = self._b.tolist()
         self._sqrt_eps = float(np.sqrt(eps))
         self._half_eta = 0.5 * float(eta)
+        self._table: np.ndarray | None = None  # __call__'s rows when compiled
+        self._kernels = kernels
 
     def rhs(self, Zr: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
-        """First part: the right-hand side of ``O_m`` (a buffer of the step).
+        """First part, in numpy: the right-hand side of ``O_m`` (a buffer of the step).
 
         Also applies the first half of the dual step to :attr:`Z`, so it must be
         followed by :meth:`dual`. ``Zr`` is a ``(d_m, Q, d)`` array or ``d_m``
@@ -180,19 +211,61 @@ class EdgeStep:
         return self._rhs
 
     def dual(self, O: np.ndarray) -> None:
-        """Second part, given ``O_m``: ``Z_mn -= eta gamma_mn O_m`` for every ``n``."""
+        """Second part, in numpy, given ``O_m``: ``Z_mn -= eta gamma_mn O_m`` for every ``n``."""
         if O is not self.O:
             self.O[...] = O
-        # Z^T += O (-eta gamma)^T on the Fortran view of Z: in place, one call.
-        zt = _dger(1.0, self.O.reshape(-1), self._b, a=self._zt, overwrite_a=True)
-        if zt is not self._zt:  # BLAS made a copy: cannot happen for this view
-            self.Z[...] = zt.T.reshape(self.Z.shape)
+        o = self.O.reshape(-1)
+        for (z, _), b in zip(self._edges, self._b_list):
+            _daxpy(o, z, a=b)
+
+    def rhs_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """:meth:`rhs` with ``Zr_n = table[rows[i], :Q d]``, compiled when :attr:`compiled`.
+
+        ``table`` is C-contiguous float64 and ``rows`` an intp array, as
+        :meth:`dssfn_mpi.transport.ZMailbox.read_rows` returns them.
+        """
+        if len(rows) != len(self._edges):
+            raise ValueError(f"{len(rows)} neighbour values for {len(self._edges)} edges")
+        if not self.compiled:
+            size = self._b2.size
+            return self.rhs([table[r, :size] for r in rows.tolist()])
+        self._kernels.edge_rhs(self._store, self._off, self._b2.size, table, rows, self._b2,
+                               self._h, self._sqrt_eps, -self._half_eta, self._rhs_flat)
+        return self._rhs
+
+    def dual_rows(self, O: np.ndarray) -> None:
+        """:meth:`dual`, compiled when :attr:`compiled`."""
+        if not self.compiled:
+            self.dual(O)
+            return
+        if O is not self.O:
+            self.O[...] = O
+        self._kernels.edge_dual(self._store, self._off, self._b2.size, self.O.reshape(-1),
+                                self._b)
+
+    def step_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """One activation given the neighbours' ``Z_{n,m}`` as rows; returns :attr:`O`."""
+        self.inv.apply(self.rhs_rows(table, rows), out=self.O)
+        self.dual_rows(self.O)
+        return self.O
 
     def __call__(self, Zr: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
-        """One activation given the neighbours' ``Z_{n,m}``; returns :attr:`O`."""
-        self.inv.apply(self.rhs(Zr), out=self.O)
-        self.dual(self.O)
-        return self.O
+        """One activation given the neighbours' ``Z_{n,m}``; returns :attr:`O`.
+
+        ``Zr`` as in :meth:`rhs`. Compiled, the values are first copied into
+        rows (the engine calls :meth:`step_rows` with the mailbox's rows instead).
+        """
+        if not self.compiled:
+            self.inv.apply(self.rhs(Zr), out=self.O)
+            self.dual(self.O)
+            return self.O
+        if len(Zr) != len(self._edges):
+            raise ValueError(f"{len(Zr)} neighbour values for {len(self._edges)} edges")
+        if self._table is None:
+            self._table = np.empty(self._flat.shape)
+        for row, zr in zip(self._table, Zr):
+            row[:] = zr.reshape(-1)
+        return self.step_rows(self._table, np.arange(len(Zr), dtype=np.intp))
 
 
 def paper_activation(
