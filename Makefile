@@ -57,7 +57,8 @@ test: $(VENV)/.installed
 	OMPI_MCA_osc=rdma OMPI_MCA_btl=self,tcp $(MPIRUN) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 
 # The MPI-heavy tests once more beside a busy process (a browser tab or a compiler on a
-# laptop; issue 14): a shared machine must not make them time out. The busy process ends with
+# laptop; the shared-laptop measurements of 2026-11-23): a shared machine must not make them
+# time out. The busy process ends with
 # the recipe (a failure or a signal included) and, at the latest, after 30 minutes by itself.
 LOADED_TESTS := tests/test_train_mpi.py tests/test_waits_mpi.py tests/test_cli_errors.py \
 	tests/test_reliability.py tests/test_stopping.py tests/test_end_to_end.py

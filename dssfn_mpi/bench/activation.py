@@ -58,7 +58,7 @@ import numpy as np
 __all__ = ["ACTIVATION_SCHEMA_VERSION", "PARTS", "format_table", "main", "measure",
            "write_activation"]
 
-#: 1: first version (issue 11, item 6).
+#: 1: first version (2026-11-23).
 ACTIVATION_SCHEMA_VERSION = 1
 #: Timed parts of one repetition, in the order of the datasets' second axis.
 PARTS = ("read", "update", "inverse", "put", "total", "product", "copy")
