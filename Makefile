@@ -92,7 +92,7 @@ cluster-test: $(VENV)/.installed
 # 4-rank async run with the equivalence check per MPI stack, the runs' distances to O* compared
 # (tests/compare_stacks.py). Open MPI osc/sm and osc/rdma over TCP run from .venv (make test
 # runs tests/mpi under both); MPICH and Intel MPI each get a venv of their own (.venv-mpich,
-# .venv-impi: the stack's wheel, mpi4py >= 4 and the package, no Open MPI), whose bin/ goes
+# .venv-impi: the stack's wheel, mpi4py >= 4.1 and the package, no Open MPI), whose bin/ goes
 # first on PATH as `activate` would put it (Intel's mpirun script calls mpiexec.hydra by name).
 MATRIX       := runs/matrix
 MATRIX_TRAIN := -m dssfn_mpi train --config tests/matrix_run.json --quiet --overwrite --out
