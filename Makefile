@@ -57,7 +57,8 @@ test: $(VENV)/.installed
 	OMPI_MCA_osc=rdma OMPI_MCA_btl=self,tcp $(MPIRUN) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 
 # The MPI-heavy tests once more beside a busy process (a browser tab or a compiler on a
-# laptop; issue 14): a shared machine must not make them time out. The busy process ends with
+# laptop; the shared-laptop measurements of 2026-11-23): a shared machine must not make them
+# time out. The busy process ends with
 # the recipe (a failure or a signal included) and, at the latest, after 30 minutes by itself.
 LOADED_TESTS := tests/test_train_mpi.py tests/test_waits_mpi.py tests/test_cli_errors.py \
 	tests/test_reliability.py tests/test_stopping.py tests/test_end_to_end.py
@@ -91,7 +92,7 @@ cluster-test: $(VENV)/.installed
 # 4-rank async run with the equivalence check per MPI stack, the runs' distances to O* compared
 # (tests/compare_stacks.py). Open MPI osc/sm and osc/rdma over TCP run from .venv (make test
 # runs tests/mpi under both); MPICH and Intel MPI each get a venv of their own (.venv-mpich,
-# .venv-impi: the stack's wheel, mpi4py >= 4 and the package, no Open MPI), whose bin/ goes
+# .venv-impi: the stack's wheel, mpi4py >= 4.1 and the package, no Open MPI), whose bin/ goes
 # first on PATH as `activate` would put it (Intel's mpirun script calls mpiexec.hydra by name).
 MATRIX       := runs/matrix
 MATRIX_TRAIN := -m dssfn_mpi train --config tests/matrix_run.json --quiet --overwrite --out

@@ -784,12 +784,20 @@ def _h5_matrix(f: Any, key: str, path: Path) -> np.ndarray:
 
 def _read_mat(path: Path, keys: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Read MATLAB variables from a v4-v7 (scipy) or v7.3 (HDF5) .mat file."""
+    import inspect
+
     import scipy.io
     import scipy.sparse
     from scipy.io.matlab import MatReadError
 
+    # scipy >= 1.15 can return sparse variables as sparse arrays (spmatrix=False);
+    # from 1.18 loadmat warns (DeprecationWarning: the default is changing to False
+    # in 1.20) whenever a sparse variable is read without the argument. Either kind is
+    # turned into a dense array below, so ask for the future default where it exists.
+    takes_spmatrix = "spmatrix" in inspect.signature(scipy.io.loadmat).parameters
+    sparse_kw = {"spmatrix": False} if takes_spmatrix else {}
     try:
-        mat = scipy.io.loadmat(path, variable_names=list(keys))
+        mat = scipy.io.loadmat(path, variable_names=list(keys), **sparse_kw)
     except (NotImplementedError, MatReadError, ValueError, OSError) as exc:
         mat, load_error = None, exc  # maybe a v7.3 (HDF5) file; tried below
     if mat is None:

@@ -326,7 +326,7 @@ def test_table2_markdown_quotes_the_paper():
 
 
 def test_only_dssfn_mpi_is_installed():
-    # A top-level `benchmarks` package would collide with other projects' (issue 10).
+    # A top-level `benchmarks` package would collide with other projects' (moved 2026-11-23).
     tomllib = pytest.importorskip("tomllib")
     from setuptools import find_packages
 
@@ -646,7 +646,7 @@ def test_paper_width_presets_and_sync_graph_everywhere():
 @needs_mpirun
 @pytest.mark.timeout(600)
 def test_quick_sweep_projects_with_the_real_replay(tmp_path, capsys):
-    # Needs the real dssfn_mpi.replay and run logs with traces (issue 11, items 1 and 3).
+    # Needs the real dssfn_mpi.replay and run logs with traces (both 2026-11-23).
     pytest.importorskip("dssfn_mpi.replay")
     from dssfn_mpi.runlog import RunLog
 

@@ -84,7 +84,8 @@ def test_dry_run_lists_every_mode_policy_and_busy_count(tmp_path, capsys, monkey
     assert code == 0
     lines = stdout.strip().splitlines()
     assert len(lines) == 3 * len(WAIT_POLICIES) * 3 * 3  # modes x policies x reps x busy 0, 1, 2
-    # The issue's size: 4 ranks, ring, digits, one layer, n = 200, K = 1000, no sync.
+    # The shared-laptop measurements' size: 4 ranks, ring, digits, one layer, n = 200,
+    # K = 1000, no sync.
     for ln in lines:
         assert " -n 4 " in ln and "--topology ring" in ln and "--dataset digits" in ln
         assert "--layers 1 " in ln and "--hidden 200 " in ln and "--iters 1000 " in ln

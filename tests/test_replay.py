@@ -28,7 +28,7 @@ from dssfn_mpi.network import (
 from dssfn_mpi.replay import jitter_factors, parse_jitter, project, timeline
 from dssfn_mpi.runlog import RunLog, append_run, write_runlog
 
-# RunLog gains trace, trajectory and trace_attrs with the trace format (issue 11); until
+# RunLog gains trace, trajectory and trace_attrs with the trace format (2026-11-23); until
 # then a subclass with the same attributes stands in (replay only reads attributes).
 if {"trace", "trajectory", "trace_attrs"} <= {f.name for f in dataclasses.fields(RunLog)}:
     TracedRunLog = RunLog
@@ -350,7 +350,7 @@ def test_time_to_eps_from_the_solve_start():
     assert project(make_run("async", [[1], [1]]), NET).layers[0].time_to_eps is None
 
 
-def test_json_has_exactly_the_issue_keys():
+def test_json_has_exactly_the_documented_keys():
     run = make_run("async", [[[1], [2]], [[1], [1]]], total_seconds=[[3.0, 4.0], [1.0, np.nan]])
     obj = json.loads(json.dumps(project(run, NET).to_json()))
     assert set(obj) == {"network", "total_seconds", "measured_seconds", "layers"}

@@ -1,4 +1,4 @@
-"""The three wait-policy figures of issue 14, measured with the command line.
+"""The three wait-policy figures of the shared-laptop measurements (2026-11-23), by command line.
 
     python tests/waitcheck.py [--reps 5] [--figures busy,shared,dedicated]
 

@@ -1,9 +1,10 @@
 """Busy processes beside a benchmark job, and signals that end a sweep cleanly.
 
 ``bench contention`` runs each training beside ``count`` CPU hogs (the
-``python -c "while True: pass"`` of issue 14: what a browser tab or a
-compiler does to a laptop). They are started just before the job and killed
-right after it. Nothing may outlive the sweep, whatever way it ends:
+``python -c "while True: pass"`` of the shared-laptop measurements of
+2026-11-23: what a browser tab or a compiler does to a laptop). They are
+started just before the job and killed right after it. Nothing may outlive
+the sweep, whatever way it ends:
 
 * a normal end, an exception or ``KeyboardInterrupt`` (SIGINT): the
   ``finally`` of :func:`busy_processes` kills and reaps them;

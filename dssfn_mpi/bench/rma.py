@@ -50,7 +50,7 @@ __all__ = ["Q_VALUES", "READS", "RMA_SCHEMA_VERSION", "SCENARIOS", "main", "meas
 
 #: Output classes Q of vowel (11), satimage (6), mnist/digits (10), letter (26), caltech101 (102).
 Q_VALUES = (6, 10, 11, 26, 102)
-#: 2: the mailbox's put and reads (1: Lock/Put/Unlock on bare windows, before issue 10).
+#: 2: the mailbox's put and reads (1: Lock/Put/Unlock on bare windows, until 2026-11-23).
 RMA_SCHEMA_VERSION = 2
 _WORD = 8
 _LAYER = 0  # every write and read of the benchmark is of one layer

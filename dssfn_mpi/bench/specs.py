@@ -220,7 +220,7 @@ def wait_args(policy: str) -> list[str]:
 
 
 def contention_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
-    """Issue 14: every mode and wait policy, idle and beside 1, 2, ... busy processes.
+    """A shared laptop: every mode and wait policy, idle and beside 1, 2, ... busy processes.
 
     ``p.values`` are the busy-process counts (0 = idle), ``p.policies`` the
     wait policies, ``p.reps`` the repetitions of each configuration (the tables
