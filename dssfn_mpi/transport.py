@@ -255,7 +255,7 @@ class ZMailbox:
 
         # Reusable header (layer .. cols) and counter word, one per neighbour.
         self._header = np.zeros((max(deg, 1), HEADER_WORDS - 2), dtype=np.int64)
-        self._seqbuf = np.zeros(max(deg, 1), dtype=np.int64)
+        self._ctr = [np.zeros(1, dtype=np.int64) for _ in range(max(deg, 1))]
         self._one = np.zeros(1, dtype=np.int64)  # reusable finished word
         self._versions: dict[tuple[int, int], int] = {}  # (n, layer) -> my put counter
         self._seq: dict[tuple[int, int], int] = {}  # (n, parity) -> my write counter
@@ -263,6 +263,9 @@ class ZMailbox:
         # The outbox (see outbox()): per neighbour its header (layer .. cols) and data in
         # one row, so that a write's payload is one put. Allocated on first use.
         self._out: np.ndarray | None = None
+        self._out_i64: np.ndarray | None = None  # its header words, as int64 rows
+        self._packed_z: np.ndarray | None = None  # the last view of it put_all was given
+        self._payload: tuple[int, list[np.ndarray]] = (-1, [])  # _out_rows' cache
         # Word offsets of every in-slot's first word, per parity (Python ints: a read looks at
         # every neighbour's counters in a loop, where numpy's per-call cost would dominate).
         self._slot_at = [[self._slot_offset(k, par) for k in range(deg)] for par in (0, 1)]
@@ -337,7 +340,16 @@ class ZMailbox:
         h = HEADER_WORDS - 2
         if self._out is None:
             self._out = np.zeros((len(self.neighbors), h + self.max_elems))
+            self._out_i64 = self._out[:, :h].view(np.int64)
         return self._out, h
+
+    def _out_rows(self, size: int) -> list[np.ndarray]:
+        """Per neighbour, the outbox's header and ``size`` values as one array (cached)."""
+        if self._payload[0] != size:
+            assert self._out is not None
+            h = HEADER_WORDS - 2
+            self._payload = (size, [row[: h + size] for row in self._out])
+        return self._payload[1]
 
     def put_all(self, Z: np.ndarray, layer: int) -> None:
         """``put(n, Z[i], layer)`` for every neighbour ``n = neighbors[i]``, at once.
@@ -379,35 +391,45 @@ class ZMailbox:
         parity = layer % 2
         h = HEADER_WORDS - 2
         out = self._out
-        # Z is the outbox: header and data leave in one put per target.
-        packed = (out is not None and len(targets) == len(out) and Z.size > 0
-                  and Z.ctypes.data == out.ctypes.data + 8 * h
-                  and Z.strides[0] == out.strides[0] and targets == self.neighbors)
-        # One header and counter word per target: all stay in use until the flushes.
-        heads = out[:, :h].view(np.int64) if packed else self._header[: len(targets)]
-        s = self._seqbuf[: len(targets)]
+        # Z is the outbox (the same object as last time, or checked once): header and data
+        # leave in one put per target.
+        packed = Z is self._packed_z
+        if not packed and (out is not None and Z.size > 0 and targets == self.neighbors
+                           and Z.__array_interface__["data"][0] == out.ctypes.data + 8 * h
+                           and Z.strides[0] == out.strides[0]):
+            packed, self._packed_z = True, Z
+        # Headers go in through int views (a numpy row assignment per target costs more than
+        # the rest of the loop); every header and counter stays untouched until the flushes.
+        if packed:
+            assert out is not None and self._out_i64 is not None
+            heads, payload = self._out_i64, self._out_rows(size)
+        else:
+            heads, payload = self._header, None
+        ctr = self._ctr
         offs = []
         for k, n in enumerate(targets):
             version = self._versions[(n, layer)] = self._versions.get((n, layer), 0) + 1
-            s[k] = self._seq[(n, parity)] = self._seq.get((n, parity), 0) + 1
-            heads[k] = layer, version, size, rows, cols
+            ctr[k][0] = self._seq[(n, parity)] = self._seq.get((n, parity), 0) + 1
+            row = heads[k]
+            row[0], row[1], row[2], row[3], row[4] = layer, version, size, rows, cols
             offs.append(self._slot_offset(self._out_slot[n], parity))
         flush = win.Flush if len(targets) == 1 else (lambda _: win.Flush_all())
         # Each flush completes the puts before it at the target, which orders
         # begin < payload < end in every target's memory (see the class notes).
         for k, n in enumerate(targets):
-            win.Put(s[k : k + 1], n, offs[k] + _S_BEGIN)
+            win.Put(ctr[k], n, offs[k] + _S_BEGIN)
         flush(targets[0])
-        for k, n in enumerate(targets):
-            if packed:
-                win.Put(out[k, : h + size], n, offs[k] + _S_LAYER)
-            else:
+        if payload is not None:
+            for k, n in enumerate(targets):
+                win.Put(payload[k], n, offs[k] + _S_LAYER)
+        else:
+            for k, n in enumerate(targets):
                 win.Put(heads[k], n, offs[k] + _S_LAYER)
                 if size:
                     win.Put(Z[k], n, offs[k] + HEADER_WORDS)  # straight from Z: no packing
         flush(targets[0])
         for k, n in enumerate(targets):
-            win.Put(s[k : k + 1], n, offs[k] + _S_END)
+            win.Put(ctr[k], n, offs[k] + _S_END)
         flush(targets[0])
         self.puts += len(targets)
         self.bytes_sent += len(targets) * (HEADER_WORDS + size) * _WORD
@@ -573,17 +595,21 @@ class ZMailbox:
         """
         self._check_open()
         self._refresh(layer, self._all)
-        nothing = len(self._table) - 1
-        for i in range(len(self.neighbors)):
+        nothing, parity = len(self._table) - 1, layer % 2
+        found, rows = [0] * len(self._all), [nothing] * len(self._all)
+        for i, (kpar, head) in enumerate(zip(self._k_parity, self._k_head)):
+            # The common case inline (a fresh or unchanged copy of this layer, the right size);
+            # anything else goes through _kept_for, which also raises on a bad header.
+            if kpar == parity and head[0] == layer and head[1] > 0 and head[2] == size \
+                    and head[3] * head[4] == size:
+                found[i], rows[i] = head[1], 2 * i + self._cur[i]
+                continue
             version, data, _ = self._kept_for(layer, i)
-            versions[i] = version
-            if data is None:
-                self._rows[i] = nothing
-            elif data.size != size:
+            if data is not None:
                 raise ValueError(f"rank {self.neighbors[i]} wrote {data.size} values for layer "
                                  f"{layer}, expected {size}")
-            else:
-                self._rows[i] = 2 * i + self._cur[i]
+        versions[:] = found
+        self._rows[:] = rows
         return self._table, self._rows
 
     def read_views(

@@ -35,6 +35,9 @@ The floor is what no implementation can avoid, in two parts:
   shared-memory window (``Win.Allocate_shared``), written and read with numpy
   copies: no MPI call, no protocol, no arithmetic (the data floor).
 
+The sync engines' iterations run on the same stars against their floors (the
+product plus their collective alone): :mod:`dssfn_mpi.bench.syncstep`.
+
 Floor and activation are measured in the same process, interleaved (their
 order alternates between repetitions), and every part is timed in **thread
 CPU time** (the CPU the rank spends, which a loaded machine barely changes)
@@ -256,11 +259,12 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
     from ..engines import kernels
     from ..solver import LocalInverse
     from ..transport import ZMailbox
+    from .syncstep import measure_sync
 
     q = classes
     n = 2 * classes + 1000 if width is None else width
     rank, size = comm.Get_rank(), comm.Get_size()
-    inv = None
+    inv = Y = G = None
     if rank == 0:
         Y = np.random.default_rng(5).standard_normal((n, samples)) / np.sqrt(samples)
         G = Y @ Y.T
@@ -279,6 +283,9 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
                     _leaf(mb, sh, q, n, reps)
     finally:
         sh.free()
+    # The sync engines' iterations on the same stars, against their own floors.
+    sync = measure_sync(comm, degrees, q, n, Y if rank == 0 else None,
+                        G if rank == 0 else None, reps)
     if rank != 0:
         return None
     used = kernels.AVAILABLE if compiled is None else compiled
@@ -286,8 +293,10 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
             "inverse_form": "woodbury" if inv is not None and inv.low_rank else "dense",
             "osc": os.environ.get("OMPI_MCA_osc", ""), "ranks": size,
             "compiled": bool(used), "numba": kernels.NUMBA_VERSION if used else ""}
+    assert sync is not None
     return {"degrees": np.array(degrees), "cpu_seconds": np.array(cpu),
-            "wall_seconds": np.array(wall), "info": info}
+            "wall_seconds": np.array(wall), "info": info,
+            "sync_cpu_seconds": sync["cpu_seconds"], "sync_wall_seconds": sync["wall_seconds"]}
 
 
 def _medians(res: dict[str, Any], kind: str) -> tuple[np.ndarray, np.ndarray]:
@@ -317,6 +326,22 @@ def format_table(res: dict[str, Any], kind: str = "cpu") -> str:
     lines.append("floor = product (the local inverse applied alone) + data (d Z copied in from "
                  "and d out to the neighbours' memory); total/floor is the median of the "
                  "per-repetition ratios")
+    if "sync_cpu_seconds" in res:
+        from .syncstep import ENGINES, SYNC_PARTS, sync_ratios
+
+        t = res[f"sync_{kind}_seconds"]
+        med, ratio = np.median(t, axis=-1), sync_ratios(t)
+        lines.append(f"one sync iteration on the same stars; median {kind} microseconds")
+        lines.append(f"{'engine':>10} {'d':>3} " + " ".join(f"{p:>10}" for p in SYNC_PARTS)
+                     + f" {'floor':>8} {'total/floor':>12}")
+        for e, engine in enumerate(ENGINES):
+            for k, d in enumerate(res["degrees"]):
+                us = 1e6 * med[e, k]
+                floor = us[SYNC_PARTS.index("product")] + us[SYNC_PARTS.index("alone")]
+                lines.append(f"{engine:>10} {d:>3} " + " ".join(f"{x:>10.1f}" for x in us)
+                             + f" {floor:>8.1f} {ratio[e, k]:>12.3f}")
+        lines.append("floor = product + alone (the same collective with no arithmetic); "
+                     "sync-graph: one mixing round")
     return "\n".join(lines)
 
 
@@ -333,6 +358,7 @@ def write_activation(path: str | os.PathLike, label: str, res: dict[str, Any]) -
 
     from ..fileio import atomic_write
     from ..runlog import software_versions, utc_now
+    from .syncstep import ENGINES, SYNC_PARTS, sync_ratios
 
     def write(tmp: Path) -> None:
         with h5py.File(tmp, "w") as f:
@@ -358,6 +384,16 @@ def write_activation(path: str | os.PathLike, label: str, res: dict[str, Any]) -
                 _dataset(g, f"{kind}_ratio", ratio, "1",
                          f"median over repetitions of total / (product + data), {kind} time; "
                          "shape (degrees,)")
+            s = g.create_group("sync")
+            s.attrs["engines"] = ",".join(ENGINES)
+            s.attrs["parts"] = ",".join(SYNC_PARTS)
+            sshape = "shape (engines, degrees, parts, reps)"
+            for kind, what in (("cpu", "thread CPU time"), ("wall", "wall time")):
+                _dataset(s, f"{kind}_seconds", res[f"sync_{kind}_seconds"], "s",
+                         f"{what} of each part of one sync iteration and of its floor; {sshape}")
+                _dataset(s, f"{kind}_ratio", sync_ratios(res[f"sync_{kind}_seconds"]), "1",
+                         f"median over repetitions of total / (product + alone), {kind} time; "
+                         "shape (engines, degrees)")
 
     atomic_write(Path(path), write)
 
