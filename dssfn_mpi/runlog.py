@@ -108,6 +108,7 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
     "hdf5": (_STR, "", "HDF5 library version"),
     "mpi4py": (_STR, "", "mpi4py version ('' if not installed)"),
     "mpi_library": (_STR, "", "first line of MPI_Get_library_version ('' if MPI not loaded)"),
+    "numba": (_STR, "", "numba version ('' if not installed: the async update ran in numpy)"),
     # What training measured about MPI at start-up (dssfn_mpi.doctor.mpi_facts).
     "mpi_vendor": (_STR, "", "MPI vendor and version, as mpi4py reports it"),
     "mpi_standard": (_STR, "", "MPI standard version the library implements"),
@@ -135,7 +136,7 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
     "layers_done": (_INT, 0, "rows in each /layers dataset (set by the writer)"),
 }
 
-_SOFTWARE = ("python", "numpy", "scipy", "h5py", "hdf5", "mpi4py", "mpi_library")
+_SOFTWARE = ("python", "numpy", "scipy", "h5py", "hdf5", "mpi4py", "mpi_library", "numba")
 
 #: Names of the axes of the run's datasets, stored as HDF5 dimension scales
 #: (datasets ``layer``, ``rank``, ``neighbor`` in the run's group, see
