@@ -269,6 +269,9 @@ class ZMailbox:
         # Word offsets of every in-slot's first word, per parity (Python ints: a read looks at
         # every neighbour's counters in a loop, where numpy's per-call cost would dominate).
         self._slot_at = [[self._slot_offset(k, par) for k in range(deg)] for par in (0, 1)]
+        # ... and of my slot in each neighbour's window, per parity (the writes' targets).
+        self._out_at = [{n: self._slot_offset(self._out_slot[n], par) for n in self.neighbors}
+                        for par in (0, 1)]
         # The last consistent copy of each neighbour's slot (one per neighbour, for the
         # parity last read): its parity, counter and header fields (layer .. cols), and its
         # data in row 2 i + _cur[i] of _table (the other row receives the next copy). The
@@ -405,14 +408,13 @@ class ZMailbox:
             heads, payload = self._out_i64, self._out_rows(size)
         else:
             heads, payload = self._header, None
-        ctr = self._ctr
-        offs = []
+        ctr, out_at = self._ctr, self._out_at[parity]
+        offs = [out_at[n] for n in targets]
         for k, n in enumerate(targets):
             version = self._versions[(n, layer)] = self._versions.get((n, layer), 0) + 1
             ctr[k][0] = self._seq[(n, parity)] = self._seq.get((n, parity), 0) + 1
             row = heads[k]
             row[0], row[1], row[2], row[3], row[4] = layer, version, size, rows, cols
-            offs.append(self._slot_offset(self._out_slot[n], parity))
         flush = win.Flush if len(targets) == 1 else (lambda _: win.Flush_all())
         # Each flush completes the puts before it at the target, which orders
         # begin < payload < end in every target's memory (see the class notes).

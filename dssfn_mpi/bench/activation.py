@@ -86,11 +86,9 @@ def _star(size: int, degree: int) -> Any:
 
 def _sleeping_barrier(comm: Any) -> None:
     """A barrier that waits by sleeping (an MPI barrier would poll the CPU)."""
-    from ..waiting import sleep_until
+    from .syncstep import await_sleeping
 
-    request = comm.Ibarrier()
-    if not sleep_until(request.Test, 600.0, max_delay=1e-3).ready:
-        raise RuntimeError("a rank of the activation benchmark did not reach the barrier")
+    await_sleeping(comm.Ibarrier())
 
 
 class _Clock:
@@ -210,7 +208,7 @@ def _leaf(mb: Any, sh: _Shared, q: int, n: int, reps: int) -> None:
     reads its own row, which the hub's data floor wrote (as it reads its window).
     """
     Z = 1e-3 * np.random.default_rng(mb.rank).standard_normal((q, n))
-    me = mb.comm.Get_rank()
+    me = mb.rank
     hub_row = sh.rows[0][me - 1] if 0 in mb.neighbors else None
     my_row = sh.rows[me][0]
     seen = np.empty(q * n)
@@ -284,8 +282,7 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
     finally:
         sh.free()
     # The sync engines' iterations on the same stars, against their own floors.
-    sync = measure_sync(comm, degrees, q, n, Y if rank == 0 else None,
-                        G if rank == 0 else None, reps)
+    sync = measure_sync(comm, degrees, q, n, samples, Y, G, reps)
     if rank != 0:
         return None
     used = kernels.AVAILABLE if compiled is None else compiled

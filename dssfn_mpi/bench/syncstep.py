@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ENGINES", "SYNC_PARTS", "measure_sync", "sync_ratios"]
+__all__ = ["ENGINES", "SYNC_PARTS", "await_sleeping", "measure_sync", "sync_ratios"]
 
 #: The engines measured, in the order of the results' first axis.
 ENGINES = ("sync", "sync-graph")
@@ -36,13 +36,18 @@ ENGINES = ("sync", "sync-graph")
 SYNC_PARTS = ("local", "collective", "total", "product", "alone")
 
 
-def _await(request: Any) -> None:
+def await_sleeping(request: Any) -> None:
+    """Wait for a non-blocking MPI request by sleeping between tests (no busy polling).
+
+    Polls at most every millisecond: with fewer cores than ranks the waiting rank leaves its
+    core to the others. In a timed collective the polls' CPU while the other ranks arrive is
+    counted, the same in iteration and floor.
+    """
     from ..waiting import sleep_until
 
-    # Polls at most every millisecond: the hub's CPU in a collective is mostly its polls
-    # while the other ranks of the oversubscribed star reach it, the same in iteration and floor.
     if not sleep_until(request.Test, 600.0, max_delay=1e-3).ready:
-        raise RuntimeError("a rank of the activation benchmark did not join a collective")
+        raise RuntimeError("a rank of the activation benchmark did not reach a barrier or "
+                           "collective")
 
 
 def _one(sub: Any, dcomm: Any, engine: str, inv: Any, B2: np.ndarray, w_self: float,
@@ -52,7 +57,7 @@ def _one(sub: Any, dcomm: Any, engine: str, inv: Any, B2: np.ndarray, w_self: fl
 
     from mpi4py import MPI
 
-    from ..engines.updates import consensus_dual, consensus_primal
+    from ..engines.updates import consensus_dual, consensus_primal, mix_round
 
     q, n = B2.shape
     rho, eps, size = 1.0, 1e6, sub.Get_size()
@@ -68,13 +73,13 @@ def _one(sub: Any, dcomm: Any, engine: str, inv: Any, B2: np.ndarray, w_self: fl
 
     def average(x: np.ndarray) -> None:
         if engine == "sync":
-            _await(sub.Iallreduce(x, mean, op=MPI.SUM))
+            await_sleeping(sub.Iallreduce(x, mean, op=MPI.SUM))
         else:
             mean[...] = x
-            _await(dcomm.Ineighbor_allgather(mean, recv))
+            await_sleeping(dcomm.Ineighbor_allgather(mean, recv))
 
     for r in range(reps):
-        _await(sub.Ibarrier())
+        await_sleeping(sub.Ibarrier())
         for part in ("floor", "iteration") if r % 2 else ("iteration", "floor"):
             if part == "iteration":
                 clock(r, 0)
@@ -86,8 +91,7 @@ def _one(sub: Any, dcomm: Any, engine: str, inv: Any, B2: np.ndarray, w_self: fl
                 if engine == "sync":
                     mean /= size
                 else:  # one mixing round, as SyncGraphEngine.average
-                    np.multiply(mean, w_self, out=mean)
-                    mean += np.tensordot(w_nbr, recv, axes=1)
+                    mix_round(mean, recv, w_self, w_nbr)
                 Zbar = consensus_dual(mean, eps, O, U)
                 clock(r, 3)
             else:
@@ -104,12 +108,14 @@ def _one(sub: Any, dcomm: Any, engine: str, inv: Any, B2: np.ndarray, w_self: fl
     return np.array(cpu_wall)
 
 
-def measure_sync(comm: Any, degrees: tuple[int, ...], q: int, n: int, Y: np.ndarray | None,
-                 G: np.ndarray | None, reps: int) -> dict[str, np.ndarray] | None:
+def measure_sync(comm: Any, degrees: tuple[int, ...], q: int, n: int, samples: int,
+                 Y: np.ndarray | None, G: np.ndarray | None,
+                 reps: int) -> dict[str, np.ndarray] | None:
     """Both sync engines' iterations for every degree (collective over ``comm``).
 
-    Rank 0 (the hub) uses the local inverse of ``Y`` (``G = Y Y^T``); the
-    neighbours use one of their own of the same size. Returns, on rank 0,
+    Rank 0 (the hub) uses the local inverse of ``Y`` (``G = Y Y^T``, ``samples``
+    columns); the neighbours one of their own from as many samples (the same
+    size and form). Returns, on rank 0,
     ``cpu_seconds`` and ``wall_seconds`` of shape ``(engines, degrees, parts,
     reps)``; None elsewhere.
     """
@@ -119,7 +125,6 @@ def measure_sync(comm: Any, degrees: tuple[int, ...], q: int, n: int, Y: np.ndar
 
     rank = comm.Get_rank()
     if rank != 0:  # a neighbour's inverse: the same size and form, its own data
-        samples = 3000 if Y is None else Y.shape[1]
         Y = np.random.default_rng(rank).standard_normal((n, samples)) / np.sqrt(samples)
         G = None
     assert Y is not None
@@ -138,7 +143,7 @@ def measure_sync(comm: Any, degrees: tuple[int, ...], q: int, n: int, Y: np.ndar
                                     np.full(len(nbrs), w), reps, rank == 0)
             dcomm.Free()
             sub.Free()
-        _await(comm.Ibarrier())
+        await_sleeping(comm.Ibarrier())
     if rank != 0:
         return None
     return {"cpu_seconds": res[0], "wall_seconds": res[1]}

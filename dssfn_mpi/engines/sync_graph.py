@@ -18,6 +18,7 @@ import numpy as np
 from ..trace import LayerTrace
 from .base import LayerProblem, RunContext, SolveStats, await_request
 from .sync_allreduce import SyncAllreduceEngine
+from .updates import mix_round
 
 # Disagreement left after mixing, relative to the start of the round.
 MIX_TOLERANCE = 1e-4
@@ -48,8 +49,7 @@ class SyncGraphEngine(SyncAllreduceEngine):
             await_request(self.ctx, self.dcomm.Ineighbor_allgather(out, recv),
                           "neighbour exchange")
             c = time.thread_time()
-            np.multiply(out, self.w_self, out=out)
-            out += np.tensordot(self.w_nbr, recv, axes=1)
+            mix_round(out, recv, self.w_self, self.w_nbr)
             self.mix_cpu += time.thread_time() - c
 
     def solve(self, prob: LayerProblem,

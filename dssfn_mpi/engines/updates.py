@@ -46,6 +46,7 @@ __all__ = [
     "consensus_primal",
     "EdgeStep",
     "edge_activation",
+    "mix_round",
     "paper_activation",
 ]
 
@@ -187,7 +188,8 @@ class EdgeStep:
         self._b_list = self._b.tolist()
         self._sqrt_eps = float(np.sqrt(eps))
         self._half_eta = 0.5 * float(eta)
-        self._table: np.ndarray | None = None  # __call__'s rows when compiled
+        self._table: np.ndarray | None = None  # __call__'s rows when compiled, and their
+        self._table_rows: np.ndarray | None = None  # indices
         self._kernels = kernels
 
     def rhs(self, Zr: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
@@ -263,9 +265,10 @@ class EdgeStep:
             raise ValueError(f"{len(Zr)} neighbour values for {len(self._edges)} edges")
         if self._table is None:
             self._table = np.empty(self._flat.shape)
+            self._table_rows = np.arange(len(self._table), dtype=np.intp)
         for row, zr in zip(self._table, Zr):
             row[:] = zr.reshape(-1)
-        return self.step_rows(self._table, np.arange(len(Zr), dtype=np.intp))
+        return self.step_rows(self._table, self._table_rows)
 
 
 def paper_activation(
@@ -338,3 +341,21 @@ def consensus_dual(mean: np.ndarray, eps: float, O: np.ndarray, U: np.ndarray) -
     Zbar = project_frobenius(mean, eps)
     U += O - Zbar
     return Zbar
+
+
+def mix_round(x: np.ndarray, received: np.ndarray, w_self: float, w_nbr: np.ndarray) -> None:
+    """One round of neighbour mixing, ``x <- W_mm x + sum_n W_mn x_n``, in place.
+
+    Parameters
+    ----------
+    x : ndarray
+        This node's value; overwritten.
+    received : ndarray, shape (d_m, *x.shape)
+        The neighbours' values, in the order of ``w_nbr``.
+    w_self : float
+        ``W_mm``.
+    w_nbr : ndarray, shape (d_m,)
+        ``W_mn`` for each neighbour (Metropolis weights in the sync-graph engine).
+    """
+    np.multiply(x, w_self, out=x)
+    x += np.tensordot(w_nbr, received, axes=1)
