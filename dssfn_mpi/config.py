@@ -147,6 +147,15 @@ def _max_lead(value: int, source: str | None) -> int | None:
     return None if value < 0 else value
 
 
+def _stop(value: Any, source: str | None) -> str:
+    """``iters``, ``eps:E`` or ``local:TOL``, kept in its canonical spelling."""
+    from .engines.stoprule import parse_stop
+
+    if not isinstance(value, str):
+        raise wrong_type(source or "--stop", "stop", value, 'expected a string like "eps:1e-2"')
+    return str(parse_stop(value))
+
+
 def _table(value: Any, source: str | None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise wrong_type(source or "dataset_options", "dataset_options", value,
@@ -179,7 +188,12 @@ class TrainConfig:
     edges: str | None = option("method", "edge-list file for --topology file")
     layers: int = option("method", "hidden layers L; layers 0..L are solved ({default})", 10)
     hidden: int | None = option("method", "hidden width n (default 2Q + 1000)")
-    iters: int = option("method", "K: ADMM activations per node per layer ({default})", 200)
+    iters: int = option("method", "K: ADMM activations per node per layer ({default}); the cap "
+                        "under --stop eps/local", 200)
+    stop: str = option(
+        "method", "when a layer ends: iters (K activations, default), eps:E (every node "
+        "within E of the exact solution; benchmarks) or local:TOL (every node's local "
+        "residuals <= TOL; no exact solution needed)", "iters", parse=_stop, metavar="RULE")
     gamma: tuple[float, ...] | str = option(
         "method", "async ADMM gamma, one value or a per-layer list 'g0,g1,...' (last repeats); "
         "default auto (per layer, from the nodes' own constrained solutions)", "auto",

@@ -100,6 +100,10 @@ LAYER_SCHEMA: tuple[LayerField, ...] = (
     _f("eval_seconds", _F8, "s", LOOP,
        "untimed observation after the solve: accuracy, cost and the equivalence check"),
     _f("activations", _I8, "count", ENGINE, "local updates performed by this rank"),
+    _f("stop_reason", _I8, "code", ENGINE,
+       "why the layer ended on this rank (--stop): 0 iters (the fixed count K), 1 eps (every "
+       "rank within E of O*), 2 local (every rank's local residuals <= TOL), 3 cap (K "
+       "reached under eps or local first); -1 in central mode"),
     _f("puts", _I8, "count", ENGINE, "messages (RMA puts or sends) issued by this rank"),
     _f("bytes_sent", _I8, "bytes", ENGINE, "payload bytes sent by this rank"),
     _f("staleness_mean", _F8, "versions", ENGINE,

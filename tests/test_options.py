@@ -27,7 +27,7 @@ EVERYTHING = {
     "wait": "hybrid",
     "slow": ["1:3"], "preset": "paper", "out": "o.h5", "overwrite": True, "check": False,
     "evaluate": False, "log_every": 2, "timeout": 60.0, "save_model": "m.h5", "fail_at": "1:2:kill",
-    "snapshot_every": 5, "trace_limit_mb": 12.5,
+    "snapshot_every": 5, "trace_limit_mb": 12.5, "stop": "eps:1e-2",
 }
 FLAGS = {"check": ["--no-check"], "evaluate": ["--no-eval"], "overwrite": ["--overwrite"],
          "slow": ["--slow", "1:3"], "trace_limit_mb": ["--trace-limit", "12.5"]}
@@ -60,6 +60,7 @@ def test_command_line_and_config_file_give_the_same_settings():
     cfg = TrainConfig(**from_cli)
     for key in ("layers", "iters", "degree", "seed", "eta", "timeout", "out"):
         assert getattr(cfg, key) == EVERYTHING[key]
+    assert cfg.stop == "eps:0.01"  # kept in one spelling
 
 
 def test_unbounded_lead_and_auto_mu_from_either_source():

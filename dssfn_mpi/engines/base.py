@@ -83,6 +83,7 @@ class SolveStats:
     torn_retries: int = -1
     fallbacks: int = -1
     waits_slept: int = 0
+    stop_reason: int = -1
 
 
 def await_request(ctx: RunContext, request: Any, what: str) -> float:

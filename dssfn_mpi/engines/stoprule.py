@@ -1,0 +1,210 @@
+"""When a layer's solve ends: the stopping rules of ``--stop`` and what each node checks.
+
+Three rules (the names are the interface scripts rely on):
+
+``iters``
+    every node runs ``--iters`` K activations (iterations): a fixed count.
+``eps:E``
+    to accuracy, for benchmarks: the layer's exact solution ``O*`` is computed
+    before the layer (untimed) and every node keeps activating until every node
+    is within ``E`` of it, ``||O_m - O*||_F / ||O*||_F <= E``, at one moment.
+``local:TOL``
+    without ``O*``, for real use: every node's local residuals are at most
+    ``TOL`` at one moment. Async (edge form): the relative change of ``O_m``
+    over the node's last activation and the relative distance between ``O_m``
+    and the penalty-weighted mean of its edge variables ``Lam_mn`` (zero at the
+    fixed point, where every ``Lam_mn = O_m``). Sync engines: ADMM's primal and
+    dual residuals, ``||O_m - Zbar|| / ||Zbar||`` and ``||Zbar - Zbar_prev|| /
+    ||Zbar||``.
+
+Under ``eps`` and ``local`` K is a cap, so nothing runs forever; a layer that
+reaches it ends with the reason ``cap``. A node's own test (:class:`NodeCheck`)
+is local arithmetic; the "all done" signal is the engine's: a counter in one
+rank's RMA window for async (:class:`dssfn_mpi.transport.DoneCounter`), a
+value carried in the collective the sync engines run anyway.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import UserError
+
+__all__ = ["KINDS", "REASONS", "NodeCheck", "StopRule", "parse_stop", "reason_code"]
+
+#: The rules, as ``--stop`` names them.
+KINDS = ("iters", "eps", "local")
+#: Why a layer ended, in the order of the run log's ``stop_reason`` codes 0, 1, 2, 3.
+REASONS = ("iters", "eps", "local", "cap")
+
+
+def reason_code(name: str) -> int:
+    """The run log's ``stop_reason`` code of a reason in :data:`REASONS`."""
+    return REASONS.index(name)
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """A parsed ``--stop`` value.
+
+    Attributes
+    ----------
+    kind : str
+        One of :data:`KINDS`.
+    tol : float
+        E for ``eps``, TOL for ``local``; NaN for ``iters``.
+    """
+
+    kind: str = "iters"
+    tol: float = float("nan")
+
+    def __str__(self) -> str:
+        return self.kind if self.kind == "iters" else f"{self.kind}:{self.tol:g}"
+
+    @property
+    def needs_target(self) -> bool:
+        """Whether the nodes need the layer's exact solution ``O*`` (the ``eps`` rule)."""
+        return self.kind == "eps"
+
+    @property
+    def fixed(self) -> bool:
+        """Whether the layer is a fixed count of activations (``iters``): no signal needed."""
+        return self.kind == "iters"
+
+    def reason(self, all_done: bool) -> int:
+        """The ``stop_reason`` code of a layer that ended with (or without) every node done."""
+        if self.fixed:
+            return reason_code("iters")
+        return reason_code(self.kind) if all_done else reason_code("cap")
+
+
+def parse_stop(text: str | StopRule) -> StopRule:
+    """Parse ``iters``, ``eps:E`` or ``local:TOL`` (E, TOL positive and finite).
+
+    Raises :class:`~dssfn_mpi.errors.UserError` with what to write instead.
+    """
+    if isinstance(text, StopRule):
+        return text
+    kind, sep, value = str(text).strip().partition(":")
+    kind = kind.lower()
+    if kind == "iters" and not sep:
+        return StopRule()
+    if kind in ("eps", "local") and sep:
+        try:
+            tol = float(value)
+        except ValueError:
+            tol = float("nan")
+        if math.isfinite(tol) and tol > 0:
+            return StopRule(kind, tol)
+        raise UserError(f"--stop {text!r}: {'E' if kind == 'eps' else 'TOL'} must be "
+                        f"a positive number, e.g. --stop {kind}:1e-2")
+    raise UserError(f"--stop {text!r}: choose iters, eps:E (e.g. eps:1e-2) or local:TOL "
+                    "(e.g. local:1e-3)")
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / max(den, np.finfo(float).tiny)
+
+
+class NodeCheck:
+    """One node's own test for one layer: is it done under the rule?
+
+    The engines call :meth:`async_done` after each activation or
+    :meth:`sync_done` after each iteration; both only read what they are
+    given (and keep a copy of the previous ``O_m`` / ``Zbar`` for the change).
+
+    Parameters
+    ----------
+    rule : StopRule
+        The layer's rule (not ``iters``: nothing to check there).
+    target : ndarray, optional
+        ``O*`` under ``eps``.
+    B2 : ndarray, optional
+        ``2 B_m`` (async ``local``).
+    gamma : ndarray, optional
+        The node's edge penalties (async ``local``).
+    eta : float
+        The async step size (async ``local``).
+
+    Attributes
+    ----------
+    last : float
+        The residual (``eps``: distance to ``O*``; ``local``: the larger of the
+        two residuals) of the last check, NaN before the first.
+    """
+
+    def __init__(self, rule: StopRule, target: np.ndarray | None = None,
+                 B2: np.ndarray | None = None, gamma: np.ndarray | None = None,
+                 eta: float = 1.0) -> None:
+        if rule.fixed:
+            raise ValueError("the iters rule has nothing to check")
+        if rule.needs_target and target is None:
+            raise ValueError("the eps rule needs the layer's exact solution")
+        self.rule, self.tol = rule, rule.tol
+        self.last = float("nan")
+        self._target = target
+        self._target_norm = float(np.linalg.norm(target)) if target is not None else 0.0
+        self._prev: np.ndarray | None = None  # O_m or Zbar of the previous check
+        self._diff: np.ndarray | None = None
+        # Async local: S = sum_n Z_mn, carried along (Z_mn starts at 0).
+        self._B2 = None if B2 is None else np.asarray(B2, dtype=float)
+        self._c = float(np.sum(gamma)) if gamma is not None else 0.0
+        self._eta = float(eta)
+        self._S: np.ndarray | None = None
+
+    def _distance(self, O: np.ndarray) -> float:
+        np.subtract(O, self._target, out=self._diff)
+        return _ratio(math.sqrt(float(np.vdot(self._diff, self._diff))), self._target_norm)
+
+    def _change(self, X: np.ndarray) -> float:
+        """``||X - X_prev|| / ||X||`` (inf at the first call); keeps ``X`` as the next prev."""
+        if self._prev is None:
+            self._prev = X.copy()
+            return math.inf
+        np.subtract(X, self._prev, out=self._diff)
+        self._prev[...] = X
+        return _ratio(math.sqrt(float(np.vdot(self._diff, self._diff))),
+                      math.sqrt(float(np.vdot(X, X))))
+
+    def async_done(self, O: np.ndarray, rhs: np.ndarray | None = None) -> bool:
+        """After an async activation that produced ``O`` (``O_m``) from ``rhs``.
+
+        ``rhs`` is the activation's right-hand side ``2 B_m + sum_n (Z_mn +
+        2 gamma_mn Lam_mn)`` with the ``Z_mn`` before the activation (the edge
+        step's buffer, :meth:`dssfn_mpi.engines.updates.EdgeStep.rhs_rows`);
+        the ``local`` rule needs it.
+        """
+        if self._diff is None:
+            self._diff = np.empty_like(O)
+        if self.rule.needs_target:
+            self.last = self._distance(O)
+            return self.last <= self.tol
+        if rhs is None or self._B2 is None:
+            raise ValueError("the async local rule needs the edge step's rhs, 2 B_m and gamma")
+        if self._S is None:
+            self._S = np.zeros_like(O)
+        # P = sum_n gamma_mn Lam_mn = (rhs - 2 B_m - S) / 2; then S += eta (P - c O_m),
+        # the sum of this activation's dual steps Z_mn += eta gamma_mn (Lam_mn - O_m).
+        P = 0.5 * (rhs - self._B2 - self._S)
+        gap = P / self._c - O
+        self._S += self._eta * (P - self._c * O)
+        edge = _ratio(float(np.linalg.norm(gap)), float(np.linalg.norm(O)))
+        change = self._change(O)
+        self.last = max(edge, change)
+        return self.last <= self.tol
+
+    def sync_done(self, O: np.ndarray, Zbar: np.ndarray) -> bool:
+        """After a consensus iteration that produced ``O`` (``O_m``) and then ``Zbar``."""
+        if self._diff is None:
+            self._diff = np.empty_like(Zbar)
+        if self.rule.needs_target:
+            self.last = self._distance(Zbar)
+            return self.last <= self.tol
+        np.subtract(O, Zbar, out=self._diff)
+        primal = _ratio(math.sqrt(float(np.vdot(self._diff, self._diff))),
+                        math.sqrt(float(np.vdot(Zbar, Zbar))))
+        self.last = max(primal, self._change(Zbar))
+        return self.last <= self.tol
