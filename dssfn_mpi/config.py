@@ -342,6 +342,9 @@ class TrainConfig:
                 rank < world_size,
                 f"--slow {rank}:...: there are only {world_size} ranks (0..{world_size - 1})",
             )
+        if self.stop.startswith("local") and self.mode == "async":
+            require(self.update == "edge", "--stop local reads the edge form's variables: "
+                    "use it with --update edge (the default)")
         if self.topology == "file":
             require(self.edges is not None, "--topology file needs --edges PATH (an edge list)")
 

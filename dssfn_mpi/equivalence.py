@@ -17,7 +17,7 @@ from .errors import RankError
 from .solver import exact_solve, objective
 from .waiting import WaitPolicy
 
-__all__ = ["measure_equivalence", "relative_distance"]
+__all__ = ["exact_target", "measure_equivalence", "relative_distance"]
 
 
 def relative_distance(O: np.ndarray, O_star: np.ndarray) -> float:
@@ -28,6 +28,45 @@ def relative_distance(O: np.ndarray, O_star: np.ndarray) -> float:
     """
     ref = max(float(np.linalg.norm(O_star)), np.finfo(float).tiny)
     return float(np.linalg.norm(O - O_star)) / ref
+
+
+def exact_target(comm: Any, G: np.ndarray, B: np.ndarray, eps: float,
+                 wait_policy: WaitPolicy | None = None,
+                 timeout: float = float("inf")) -> np.ndarray:
+    """The layer's exact solution ``O*``, on every rank (collective): what ``--stop eps`` aims at.
+
+    Rank 0 reduces the statistics, solves the stacked problem and broadcasts
+    ``O*``, as the check does after the layer; the training loop calls it
+    before the solve and leaves it out of the layer's timings.
+
+    Parameters
+    ----------
+    comm, G, B, eps, wait_policy, timeout
+        As for :func:`measure_equivalence`.
+
+    Returns
+    -------
+    ndarray, shape of ``B``
+        ``O*``, the same on every rank.
+    """
+    from mpi4py import MPI
+
+    root = comm.Get_rank() == 0
+    Gs = np.empty_like(G) if root else None
+    Bs = np.empty_like(B) if root else None
+    policy = wait_policy or WaitPolicy("spin")
+
+    def wait(requests: list, what: str) -> None:
+        if not policy.wait(lambda: MPI.Request.Testall(requests), timeout, progress=True).ready:
+            raise RankError(comm.Get_rank(), f"{what}: the other ranks did not answer within "
+                            f"{timeout:g} s (a rank died or hangs; see --timeout)")
+
+    wait([comm.Ireduce(G, Gs, op=MPI.SUM, root=0), comm.Ireduce(B, Bs, op=MPI.SUM, root=0)],
+         "the exact solution for --stop eps")
+    target = exact_solve(Gs, Bs, eps).O if root else np.empty_like(B)
+    target = np.ascontiguousarray(target)
+    wait([comm.Ibcast(target, root=0)], "the exact solution for --stop eps")
+    return target
 
 
 def measure_equivalence(comm: Any, G: np.ndarray, B: np.ndarray, tt: float, O: np.ndarray,

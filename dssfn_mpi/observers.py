@@ -34,6 +34,7 @@ import numpy as np
 
 from . import checkpoint
 from .engines import LayerProblem
+from .engines.stoprule import REASONS
 from .equivalence import measure_equivalence
 from .fmt import number as _fmt
 from .model import accuracy, layer_features
@@ -229,7 +230,7 @@ class Progress(Observer):
             return
         if not s.checking:
             _print(f"layer {step.layer:>3}/{s.cfg.layers}  rank 0 "
-                   f"{step.row['total_seconds']:8.3f} s")
+                   f"{step.row['total_seconds']:8.3f} s{self._ending([step.row])}")
             return
         table = s.history[-1]
         tot = max(r["total_seconds"] for r in table)
@@ -239,8 +240,21 @@ class Progress(Observer):
             f"layer {step.layer:>3}/{s.cfg.layers}  {s.cfg.mode:<10} max time {tot:8.3f} s  "
             f"max rel dist {_fmt(rel, '.2e')}  test acc min/mean/max "
             f"{_fmt(100 * min(acc), '.1f')}/{_fmt(100 * float(np.mean(acc)), '.1f')}/"
-            f"{_fmt(100 * max(acc), '.1f')} %"
+            f"{_fmt(100 * max(acc), '.1f')} %{self._ending(table)}"
         )
+
+    def _ending(self, rows: list[dict]) -> str:
+        """How the layer ended under --stop eps / local (nothing to say for a fixed count)."""
+        cfg = self.state.cfg
+        if cfg.stop == "iters" or cfg.mode == "central":
+            return ""
+        acts = [int(r["activations"]) for r in rows]
+        span = f"{min(acts)}" if min(acts) == max(acts) else f"{min(acts)}-{max(acts)}"
+        capped = [m for m, r in enumerate(rows) if REASONS[int(r["stop_reason"])] == "cap"]
+        if capped:
+            who = "rank 0" if len(rows) == 1 else f"{len(capped)} of {len(rows)} ranks"
+            return f"  CAP: {who} reached --iters {cfg.iters} before {cfg.stop}"
+        return f"  {cfg.stop} after {span} activations"
 
 
 class ModelSaver(Observer):

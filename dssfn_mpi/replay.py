@@ -190,7 +190,8 @@ class _Trace:
 
     mode: str
     layers: list[int]  # run-log layer indices, contiguous
-    cpu: np.ndarray  # (L', M, K) compute of each activation / iteration
+    cpu: np.ndarray  # (L', M, K) compute of each activation / iteration (NaN: not run)
+    counts: np.ndarray  # (L', M) activations each rank ran (K unless --stop ended it early)
     phase_cpu: np.ndarray  # (L', M, 3): features, penalty, factor
     neighbors: np.ndarray  # (M, D), padded with -1
     hops: np.ndarray  # (M, M) graph distance
@@ -246,6 +247,7 @@ def _read_trace(run: RunLog) -> _Trace:
         mode=mode,
         layers=layers,
         cpu=cpu[layers],
+        counts=np.isfinite(cpu[layers]).sum(axis=2),
         phase_cpu=np.nan_to_num(phase_cpu, nan=0.0),
         neighbors=neighbors,
         hops=_hops(neighbors),
@@ -263,8 +265,13 @@ def _read_trace(run: RunLog) -> _Trace:
 
 
 def _traced_layers(cpu: np.ndarray, source: str) -> list[int]:
-    full = np.isfinite(cpu).all(axis=(1, 2))
-    some = np.isfinite(cpu).any(axis=(1, 2))
+    """The layers every rank traced: each rank's activations a prefix of K (``--stop``
+    eps / local end layers early), at least one."""
+    finite = np.isfinite(cpu)
+    counts = finite.sum(axis=2)
+    prefix = (finite == (np.arange(cpu.shape[2]) < counts[..., None])).all(axis=(1, 2))
+    full = prefix & (counts >= 1).all(axis=1)
+    some = finite.any(axis=(1, 2))
     layers = [int(i) for i in np.flatnonzero(full)]
     if not layers:
         raise UserError(f"{source}: its trace records no complete layer; rerun it")
@@ -364,9 +371,13 @@ def _solve_async(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
         return end - cpu, end
     start, end = np.empty_like(cpu), np.empty_like(cpu)
     prev = begin
+    counts = tr.counts[i]
     for k in range(cpu.shape[1]):
         j = k - tr.max_lead - 1  # version k - s was written by activation k - s - 1
-        s = prev if j < 0 else np.maximum(prev, _neighbour_max(end[:, j], tr.neighbors) + arrive)
+        # A neighbour that ended the layer (--stop eps / local) holds nobody back.
+        held = np.where(j < counts, end[:, j], -np.inf) if j >= 0 else None
+        s = prev if held is None else np.maximum(prev, _neighbour_max(held, tr.neighbors)
+                                                  + arrive)
         start[:, k] = s
         end[:, k] = prev = s + cpu[:, k]
     return start, end
@@ -407,6 +418,7 @@ def _time_to_eps(end: np.ndarray, activation: np.ndarray | None, rel: np.ndarray
     if activation is None or rel is None or activation.size == 0:
         return None
     times = end[:, np.clip(activation, 1, end.shape[1]) - 1]  # (M, S): snapshot taken
+    times = np.where(np.isnan(rel), np.inf, times)  # not taken (the rank had stopped)
     good = rel <= eps  # NaN (no check) is never good
     moments = np.unique(times)
     latest = (times[:, None, :] <= moments[None, :, None]).sum(axis=2) - 1  # (M, T)
@@ -451,7 +463,13 @@ def timeline(run: RunLog, network: Network, slow: dict[int, float] | None = None
     t0, ends, out = np.zeros(run.nodes), [], []
     for i, layer in enumerate(tr.layers):
         begin = _solve_begin(tr, i, t0, ends, network)
-        start, end = _SOLVERS[tr.mode](tr, i, begin, tr.cpu[i], network)
+        start, end = _SOLVERS[tr.mode](tr, i, begin, np.nan_to_num(tr.cpu[i]), network)
+        # A rank that ended the layer early (--stop) stays at its last end from there on.
+        last = np.minimum(tr.counts[i], tr.cpu.shape[2]) - 1
+        after = np.arange(end.shape[1])[None, :] > last[:, None]
+        rows = np.arange(end.shape[0])
+        end = np.where(after, end[rows, last][:, None], end)
+        start = np.where(after, end, start)
         t0 = end[:, -1]
         ends.append(t0)
         out.append((layer, start, end))

@@ -177,6 +177,15 @@ class LayerTrace:
                         versions, comm)
         self.snapshot(k, O)
 
+    def close(self, done: int, O: np.ndarray) -> None:
+        """The layer ended after ``done`` activations (``--stop`` eps / local may end it
+        before K): the final ``O`` becomes the next due snapshot, and later ones stay NaN."""
+        if self._taken < self.points.size and self.points[self._taken] > done:
+            if self.snapshots is None:
+                self.snapshots = np.empty((self.points.size,) + O.shape)
+            self.snapshots[self._taken] = O
+            self._taken += 1
+
     def phase(self, name: str, start: float, end: float, cpu: float) -> None:
         """Record a layer-start phase (one of :data:`PHASES`)."""
         if self.record:

@@ -78,7 +78,7 @@ def test_async_local_residual_is_the_edge_gap_and_change(compiled):
         mean_lam = np.tensordot(gamma, Lam, axes=1) / gamma.sum()
         edge = np.linalg.norm(mean_lam - O) / np.linalg.norm(O)
         change = np.inf if O_prev is None else np.linalg.norm(O - O_prev) / np.linalg.norm(O)
-        check.async_done(O, step._rhs)
+        check.async_done(O, step.rhs_buffer)
         assert check.last == pytest.approx(max(edge, change), rel=1e-9)
         O_prev = O
 

@@ -32,11 +32,13 @@ from functools import partial
 
 import numpy as np
 
+from ..doneboard import DoneBoard
 from ..errors import RankError
 from ..solver import LocalInverse, auto_penalty
 from ..trace import LayerTrace
 from ..transport import NeighborTimeout, ZMailbox
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
+from .stoprule import NodeCheck, parse_stop
 from .updates import EdgeStep, paper_activation
 
 
@@ -63,6 +65,10 @@ class AsyncEngine(Engine):
         self.dcomm = ctx.comm.Create_dist_graph_adjacent(
             self.neighbors, self.neighbors, reorder=False
         )
+        # --stop eps / local: when every rank is done (no board for a fixed count).
+        self.rule = parse_stop(ctx.cfg.stop)
+        self.board = None if self.rule.fixed else DoneBoard(ctx.comm, ctx.cfg.layers + 1)
+        self._ended = False  # the board said the current layer is over
 
     def auto_penalty(self, layer: int, stats: np.ndarray) -> np.ndarray:
         """gamma_mn for each neighbour n from the means of ``stats`` over {m, n}.
@@ -120,6 +126,9 @@ class AsyncEngine(Engine):
         O = np.zeros((Q, d))
         versions = np.zeros(dm, dtype=np.int64)
         lead_wait = 0.0
+        check = (None if self.board is None else
+                 NodeCheck(self.rule, prob.target, B2=B2, gamma=gamma, eta=eta))
+        self._ended, done = False, 0
         for k in range(cfg.iters):
             # Short sleeps (<= 2 ms): a neighbour's next put is usually well under 1 ms away.
             poll = partial(self._caught_up, layer, k, Zr, versions, (Q, d))
@@ -131,6 +140,8 @@ class AsyncEngine(Engine):
                     f"layer {layer}: neighbours wrote nothing for {cfg.timeout:g} s "
                     "(a rank died or hangs; see --timeout)",
                 )
+            if self._ended:  # the layer ended while this rank waited for a neighbour
+                break
             started = time.perf_counter()
             staleness.record(versions)
             table, rows = Zr
@@ -149,6 +160,14 @@ class AsyncEngine(Engine):
                 polled, polled_cpu = self._polled
                 trace.record_activation(k, O, polled, polled_cpu + time.thread_time() - put_cpu,
                                         versions=versions, comm=put_start)
+            done = k + 1
+            if check is not None:  # after the puts, so neighbours need not wait for it
+                assert self.board is not None
+                rhs = None if edge is None else edge.rhs_buffer
+                self.board.vote(layer, check.async_done(O, rhs))
+                if self.board.ended(layer):
+                    self._ended = True
+                    break
         if not np.all(np.isfinite(O)):
             raise RankError(
                 self.ctx.rank,
@@ -156,13 +175,16 @@ class AsyncEngine(Engine):
                 "try a gamma closer to the layer's multiplier or a smaller --eta",
             )
         O = O.copy()  # the edge step's O is one of its buffers
+        if trace is not None:
+            trace.close(done, O)
         mb.finish_layer(layer)
         t3 = time.perf_counter()
         return O, SolveStats(
             wait_seconds=wait + lead_wait,
             factor_seconds=t2 - t1,
             solve_seconds=t3 - t2,
-            activations=cfg.iters,
+            activations=done,
+            stop_reason=self.rule.reason(self._ended),
             puts=mb.puts - puts0,
             bytes_sent=mb.bytes_sent - bytes0,
             staleness_mean=staleness.mean,
@@ -175,6 +197,8 @@ class AsyncEngine(Engine):
     def close(self) -> None:
         self.dcomm.Free()
         self.mailbox.free()
+        if self.board is not None:
+            self.board.free()
 
     def _caught_up(self, layer: int, k: int, Zr: list[np.ndarray], versions: np.ndarray,
                    shape: tuple[int, int]) -> bool:
@@ -187,7 +211,11 @@ class AsyncEngine(Engine):
         self._polled = time.perf_counter(), time.thread_time()  # this poll's start
         Zr[:] = self.mailbox.read_rows(layer, shape[0] * shape[1], versions)
         lead = self.ctx.cfg.max_lead
-        return lead is None or k <= versions.min() + lead
+        if lead is None or k <= versions.min() + lead:
+            return True
+        # Held back by a neighbour, which may have left the layer because it is over.
+        self._ended = self.board is not None and self.board.ended(layer)
+        return self._ended
 
 
 class _Staleness:

@@ -59,6 +59,8 @@ class LayerProblem:
     # value per neighbour, in the order of graph.neighbors(rank), the same at both
     # ends of an edge; a scalar means that value on every edge.
     penalty: float | np.ndarray = 1.0
+    # The layer's exact solution O* (the same on every rank), given only under --stop eps.
+    target: np.ndarray | None = None
 
 
 @dataclass

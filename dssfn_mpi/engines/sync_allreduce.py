@@ -3,17 +3,25 @@
 ``O_m = (2 B_m + rho (Zbar - U_m)) (2 G_m + rho I)^-1``;
 ``Zbar = P_eps(mean_m(O_m + U_m))``; ``U_m += O_m - Zbar`` (docs/ALGORITHMS.md
 section 5). This is what an MPI user would write; it hides the graph.
+
+Under ``--stop eps`` / ``local`` each rank's own test of iteration k's ``Zbar``
+(:class:`~dssfn_mpi.engines.stoprule.NodeCheck`) rides as one more number in
+the collective of the iterations that follow; once the collective says every
+rank passed, every rank ends the layer in the same iteration and returns the
+``Zbar`` that was tested (:meth:`SyncAllreduceEngine.vote_delay` iterations old).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 
 import numpy as np
 
 from ..solver import LocalInverse, auto_penalty
 from ..trace import LayerTrace
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle, await_request
+from .stoprule import NodeCheck, parse_stop
 from .updates import consensus_dual, consensus_primal
 
 
@@ -26,17 +34,30 @@ class SyncAllreduceEngine(Engine):
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
+        self.rule = parse_stop(ctx.cfg.stop)
 
-    def average(self, x: np.ndarray, out: np.ndarray) -> None:
+    def vote_delay(self) -> int:
+        """Iterations from a rank's test to every rank knowing all results: 1 (one allreduce)."""
+        return 1
+
+    def average(self, x: np.ndarray, out: np.ndarray, votes: int = 0) -> None:
         """Write the average over all ranks of ``x`` into ``out``.
 
         A non-blocking allreduce awaited under the run's wait policy
         (:mod:`dssfn_mpi.waiting`), not a blocking one that always spins.
+        The last ``votes`` entries of a flat ``x`` are 0/1 flags: ``out`` gets 1
+        there where every rank's flag is 1, else 0.
         """
         from mpi4py import MPI
 
         await_request(self.ctx, self.ctx.comm.Iallreduce(x, out, op=MPI.SUM), "allreduce")
-        out /= self.ctx.size
+        size = self.ctx.size
+        if votes:
+            n = out.size - votes
+            out[:n] /= size
+            out[n:] = out[n:] > size - 0.5  # sums of 0s and 1s are exact
+        else:
+            out /= size
 
     def auto_penalty(self, layer: int, stats: np.ndarray) -> float:
         """rho from the network means of ``stats``, taken with :meth:`average`."""
@@ -56,27 +77,51 @@ class SyncAllreduceEngine(Engine):
         B2 = 2.0 * prob.B
         U = np.zeros_like(prob.B)
         Zbar = np.zeros_like(prob.B)
-        mean = np.empty_like(prob.B)
-        comm_seconds = 0.0
+        # One flat buffer: O_m + U_m, then (under eps / local) the votes of the last A
+        # iterations, newest first; after the collective, vote a covers iteration k - 1 - a.
+        size = prob.B.size
+        A = 0 if self.rule.fixed else self.vote_delay()
+        buf, flat = np.zeros(size + A), np.zeros(size + A)
+        x, mean = buf[:size].reshape(prob.B.shape), flat[:size].reshape(prob.B.shape)
+        check = None if A == 0 else NodeCheck(self.rule, prob.target)
+        tested: deque[np.ndarray] = deque(maxlen=A)  # Zbar of the last A iterations
+        comm_seconds, flag, ended, done = 0.0, 0.0, False, 0
         slept0 = self.ctx.wait_policy.slept
         for k in range(cfg.iters):
             started, cpu0 = time.perf_counter(), time.thread_time()
             O = consensus_primal(inv, B2, rho, Zbar, U)
             self.throttle.after(started)
             tc, cc = time.perf_counter(), time.thread_time()
-            self.average(O + U, mean)
+            np.add(O, U, out=x)
+            if A:
+                buf[size + 1 :] = flat[size : size + A - 1]
+                buf[size] = flag
+            self.average(buf, flat, A)
             comm_seconds += time.perf_counter() - tc
             # Leave out the collective's CPU (MPI spins while it waits) but not its arithmetic.
             cpu0 += time.thread_time() - cc - self.mix_cpu
+            done = k + 1
+            if A and len(tested) == A and flat[-1] == 1.0:
+                # Every rank passed its test of iteration k - A: end with that Zbar.
+                Zbar, ended = tested[0], True
+                if trace is not None:
+                    trace.record_activation(k, Zbar, started, cpu0, comm=tc)
+                break
             Zbar = consensus_dual(mean, prob.eps, O, U)
+            if check is not None:
+                flag = float(check.sync_done(O, Zbar))
+                tested.append(Zbar.copy())  # Zbar may be the collective's buffer
             if trace is not None:
                 trace.record_activation(k, Zbar, started, cpu0, comm=tc)
         t3 = time.perf_counter()
-        return Zbar, SolveStats(
+        if trace is not None:
+            trace.close(done, Zbar)
+        return Zbar.copy(), SolveStats(
             factor_seconds=t2 - t1,
             solve_seconds=t3 - t2,
             wait_seconds=comm_seconds,
-            activations=cfg.iters,
-            bytes_sent=cfg.iters * prob.B.nbytes,
+            activations=done,
+            stop_reason=self.rule.reason(ended),
+            bytes_sent=done * buf.nbytes,
             waits_slept=self.ctx.wait_policy.slept - slept0,
         )

@@ -10,6 +10,7 @@ falls as the degree grows (the paper's figure 2).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -39,23 +40,42 @@ class SyncGraphEngine(SyncAllreduceEngine):
             self.neighbors, self.neighbors, reorder=False
         )
 
-    def average(self, x: np.ndarray, out: np.ndarray) -> None:
-        """Approximate the network average of ``x`` by ``self.rounds`` mixing rounds."""
+    def vote_delay(self) -> int:
+        """Iterations for a rank's vote to reach every rank: ``ceil(diameter / rounds)``.
+
+        Each mixing round carries the votes one hop further (a minimum over
+        neighbours), so after that many iterations every rank has the minimum
+        of everyone's vote of the same iteration, and all decide alike.
+        """
+        return max(1, math.ceil(self.ctx.graph.diameter / self.rounds))
+
+    def average(self, x: np.ndarray, out: np.ndarray, votes: int = 0) -> None:
+        """Approximate the network average of ``x`` by ``self.rounds`` mixing rounds.
+
+        The last ``votes`` entries of a flat ``x`` are 0/1 flags: each round
+        replaces them by their minimum over the neighbours instead of mixing them.
+        """
         recv = np.empty((len(self.neighbors),) + x.shape)
         out[...] = x
+        n = out.shape[0] - votes
         self.mix_cpu = 0.0
         for _ in range(self.rounds):
             # Non-blocking, awaited under the run's wait policy (dssfn_mpi.waiting).
             await_request(self.ctx, self.dcomm.Ineighbor_allgather(out, recv),
                           "neighbour exchange")
             c = time.thread_time()
-            mix_round(out, recv, self.w_self, self.w_nbr)
+            if votes:
+                mix_round(out[:n], recv[:, :n], self.w_self, self.w_nbr)
+                np.minimum(out[n:], recv[:, n:].min(axis=0), out=out[n:])
+            else:
+                mix_round(out, recv, self.w_self, self.w_nbr)
             self.mix_cpu += time.thread_time() - c
 
     def solve(self, prob: LayerProblem,
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
         O, stats = super().solve(prob, trace)
-        sent = self.ctx.cfg.iters * self.rounds * len(self.neighbors) * prob.B.nbytes
+        per_round = stats.bytes_sent // max(stats.activations, 1)  # the exchanged buffer
+        sent = stats.activations * self.rounds * len(self.neighbors) * per_round
         return O, replace(stats, bytes_sent=sent, mix_rounds=self.rounds)
 
     def close(self) -> None:
