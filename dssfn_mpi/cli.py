@@ -1,4 +1,4 @@
-"""Command line: ``dssfn-mpi {train,evaluate,report,replay,doctor,data,bench,plot}``.
+"""Command line: ``dssfn-mpi {train,simulate,evaluate,report,replay,doctor,data,bench,plot}``.
 
 User errors print one line (``dssfn-mpi: error: ...``) from one rank and exit
 with status 2; a problem found by one rank mid-run aborts the whole MPI job
@@ -120,6 +120,22 @@ def _add_train_parser(sub: Any) -> None:
     _add_train_args(p)
 
 
+def _add_simulate_parser(sub: Any) -> None:
+    from .config import TrainConfig
+    from .options import add_arguments
+    from .sim.cli import SIM_SETTINGS, add_simulate_arguments
+
+    p = sub.add_parser("simulate", help="run the engines' arithmetic for M nodes in one "
+                       "process, in simulated time (docs/SIMULATE.md)",
+                       description="Simulate a decentralized run: every node's updates are "
+                       "the engines' own, the time is simulated under a speed and a network "
+                       "model (docs/SIMULATE.md). No MPI.")
+    groups = add_arguments(p, TrainConfig, only=SIM_SETTINGS)
+    add_simulate_arguments(groups.setdefault("simulation", p.add_argument_group("simulation")))
+    groups["output"].add_argument("--quiet", action="store_true",
+                                  help="no per-layer progress lines")
+
+
 def _add_evaluate_parser(sub: Any) -> None:
     p = sub.add_parser("evaluate", help="score a model saved with train --save-model")
     p.add_argument("model", help="MODEL.h5")
@@ -223,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_train_parser(sub)
+    _add_simulate_parser(sub)
     _add_evaluate_parser(sub)
     _add_report_parser(sub)
     _add_replay_parser(sub)
@@ -435,6 +452,10 @@ def _run(argv: list[str] | None) -> int:
     try:
         if args.command == "train":
             return _cmd_train(args, argv)
+        if args.command == "simulate":
+            from .sim.cli import run_simulate
+
+            return run_simulate(args, shlex.join([PROG, *argv]))
         if args.command == "report":
             return _cmd_report(args)
         if args.command == "replay":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -128,7 +129,8 @@ def _settings(cls: type) -> list[_Setting]:
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type,
-                  groups: dict[str, Any] | None = None) -> dict[str, Any]:
+                  groups: dict[str, Any] | None = None,
+                  only: Collection[str] | None = None) -> dict[str, Any]:
     """Add a flag for every command-line setting of ``cls`` to ``parser``.
 
     Parameters
@@ -138,6 +140,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type,
         Dataclass whose fields are declared with :func:`option`.
     groups : dict, optional
         Argument groups by name, created in order of first use when missing.
+    only : collection of str, optional
+        Add only these settings (another command's subset, e.g. ``simulate``).
 
     Returns
     -------
@@ -146,7 +150,7 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type,
     """
     groups = {} if groups is None else groups
     for s in _settings(cls):
-        if s.opt.help is None:
+        if s.opt.help is None or (only is not None and s.name not in only):
             continue
         if s.opt.group not in groups:
             groups[s.opt.group] = parser.add_argument_group(s.opt.group)

@@ -94,7 +94,15 @@ def _header(run: RunLog) -> list[str]:
         f"layers {setting(a.get('layers'))}  hidden {setting(a.get('hidden'))}  "
         f"iters {setting(a.get('iters'))}  complete {'yes' if run.complete else 'no'}  "
         f"(layers done {done})",
-        *_mpi_lines(a),
+        *(_sim_lines(a) if a.get("simulated") else _mpi_lines(a)),
+    ]
+
+
+def _sim_lines(a: dict) -> list[str]:
+    """A simulated run (dssfn-mpi simulate): its times are simulated seconds."""
+    return [
+        "simulated run (dssfn-mpi simulate): every time below is simulated seconds",
+        f"speed {setting(a.get('sim_speed'))}  network {setting(a.get('sim_network'))}",
     ]
 
 

@@ -132,6 +132,19 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
                       "auto 'measured' (a long spin, or a 0.5 ms spin then sleeps, as the measured "
                       "foreign load says) and "
                       "the ranks and cores of its node"),
+    # dssfn-mpi simulate (dssfn_mpi.sim): its run logs' times are simulated seconds.
+    "simulated": (_BOOL, False, "True for a run log of dssfn-mpi simulate: its times are "
+                  "simulated seconds, not measured"),
+    "sim_speed": (_STR, "", "simulate: the speed model (--speed, --speeds, --slow, --jitter)"),
+    "sim_network": (_STR, "", "simulate: the network model, its alpha and beta"),
+    "sim_allreduce": (_STR, "", "simulate, sync: whose allreduce algorithm was costed"),
+    "sim_schedule": (_STR, "", "simulate --schedule: the traced run re-executed, or ''"),
+    "sim_total_seconds": (_FLOAT, float("nan"), "simulate: simulated end of the last layer "
+                          "(the slowest node) [s]"),
+    "sim_wall_seconds": (_FLOAT, float("nan"), "simulate: wall time of the simulation "
+                         "itself [s]"),
+    "sim_peak_rss_bytes": (_INT, -1, "simulate: peak resident memory of the simulating "
+                           "process [bytes]"),
     "complete": (_BOOL, False, "True once every layer is done and the run ended normally"),
     "layers_done": (_INT, 0, "rows in each /layers dataset (set by the writer)"),
 }

@@ -1,0 +1,19 @@
+"""``dssfn-mpi simulate``: the engines' arithmetic for M nodes in one process, in simulated time.
+
+Every node's activation (iteration) runs the functions the live engines run
+(:mod:`dssfn_mpi.engines.updates`, :mod:`dssfn_mpi.engines.stoprule`); what
+is simulated is *when* each one happens and what it reads: a priority queue
+of activations in simulated time, under a speed model (:mod:`.speed`) and one
+of the replay's network models (:mod:`dssfn_mpi.network`), by the timing rules
+of :mod:`dssfn_mpi.replay` (docs/SIMULATE.md).
+
+Modules: :mod:`.speed` (how long compute takes), :mod:`.nodes` (each node's
+data, features and penalty), :mod:`.asyncsim` (the event loop of the async
+engine), :mod:`.syncsim` (sync and sync-graph in lockstep), :mod:`.schedule`
+(re-execution of a traced run's reads), :mod:`.driver` (the layer loop and
+the run log).
+"""
+
+from __future__ import annotations
+
+__all__ = ["driver", "speed"]

@@ -1,0 +1,147 @@
+"""Every simulated node's data, layer statistics and penalty, as each live rank computes them.
+
+The live layer loop (:mod:`dssfn_mpi.train`) runs on every rank: features
+from the rank's own previous solution, ``G_m = Y Y^T``, ``B_m = T Y^T``, the
+``auto`` penalty from the rank's ``[lam_m, s_m]`` combined over the ranks its
+engine talks to. Here the same functions run for all M nodes in one process,
+and the combination is the engines' arithmetic: async the mean over each
+edge's two ends; sync the network mean; sync-graph ``mix_rounds`` rounds of
+:func:`~dssfn_mpi.engines.updates.mix_round` with Metropolis weights.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import TrainConfig
+from ..engines.updates import mix_round
+from ..model import layer_features, one_hot
+from ..solver import auto_penalty, local_multiplier
+
+__all__ = ["Layer", "Shards", "layer_problems", "load_shards", "penalties"]
+
+
+@dataclass
+class Shards:
+    """The run's data as the live ranks hold it: one training shard per node."""
+
+    X: list[np.ndarray]  # X[m]: (P, J_m)
+    y: list[np.ndarray]
+    T: list[np.ndarray]  # one-hot targets of each shard
+    Xt: np.ndarray  # the test set
+    yt: np.ndarray
+    n_classes: int
+    name: str
+
+    @property
+    def sizes(self) -> list[int]:
+        return [x.shape[1] for x in self.X]
+
+
+def load_shards(cfg: TrainConfig, nodes: int) -> Shards:
+    """Read the dataset and split it as :func:`dssfn_mpi.runstate.prepare_run` does."""
+    from ..datasets import load_dataset
+    from ..partition import partition
+
+    ds = load_dataset(cfg.dataset, cfg.data_dir, seed=cfg.seed, **cfg.dataset_options)
+    parts = partition(ds.y_train, nodes, cfg.partition, seed=cfg.seed)
+    X = [np.ascontiguousarray(ds.X_train[:, p]) for p in parts]
+    y = [ds.y_train[p] for p in parts]
+    return Shards(X=X, y=y, T=[one_hot(v, ds.n_classes) for v in y], Xt=ds.X_test,
+                  yt=ds.y_test, n_classes=ds.n_classes, name=ds.name)
+
+
+@dataclass
+class Layer:
+    """One node's problem of one layer, and the CPU seconds its set-up took."""
+
+    Y: np.ndarray
+    G: np.ndarray | None  # kept only where the local inverse needs it (dense path)
+    B: np.ndarray
+    stats: np.ndarray  # [lam_m, s_m] for the auto penalty (zeros with a fixed penalty)
+    features_cpu: float
+    penalty_cpu: float
+    gram_trace: float
+
+
+def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, eps: float,
+                   Ys: list[np.ndarray], Os: list[np.ndarray] | None,
+                   G_sum: np.ndarray | None) -> list[Layer]:
+    """Each node's features and statistics of ``layer`` (its own previous ``O``).
+
+    ``Ys`` are the features of ``layer - 1`` (the shards at layer 0), ``Os``
+    the nodes' solutions of ``layer - 1``. ``G_sum``, if given, accumulates
+    ``sum_m G_m`` (for the exact solution) so that no node keeps a ``d x d``
+    matrix it does not need.
+    """
+    auto = cfg.penalty_at(layer) is None and cfg.mode != "central"
+    out = []
+    for m, Yprev in enumerate(Ys):
+        c0 = time.thread_time()
+        Y = Yprev if layer == 0 else layer_features(Os[m], cfg.seed, layer, hidden, Yprev)[0]
+        G, B = Y @ Y.T, shards.T[m] @ Y.T
+        c1 = time.thread_time()
+        stats = np.zeros(2)
+        if auto:
+            stats = np.array([local_multiplier(Y, shards.T[m], eps),
+                              float(np.trace(G)) / min(Y.shape)])
+        c2 = time.thread_time()
+        if G_sum is not None:
+            G_sum += G
+        dense = 2 * Y.shape[1] >= Y.shape[0]  # LocalInverse's dense path uses G
+        out.append(Layer(Y=Y, G=G if dense else None, B=B, stats=stats, features_cpu=c1 - c0,
+                         penalty_cpu=c2 - c1, gram_trace=float(np.trace(G))))
+    return out
+
+
+def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
+              rounds: int = 0) -> list[float | np.ndarray]:
+    """Each node's penalty of ``layer``: fixed, or ``auto`` combined as its engine does.
+
+    Returns per node: async an array of one gamma per neighbour (in the
+    order of ``graph.neighbors(m)``); sync and sync-graph one rho.
+    """
+    M = graph.n_nodes
+    fixed = cfg.penalty_at(layer)
+    if cfg.mode == "async":
+        if fixed is not None:
+            return [np.full(graph.degree(m), fixed) for m in range(M)]
+        out = []
+        for m in range(M):
+            nbrs = graph.neighbors(m)
+            theirs = np.array([stats[n] for n in nbrs], dtype=float).reshape(len(nbrs), 2)
+            pair = 0.5 * (theirs + stats[m])
+            out.append(np.array([auto_penalty(lam, s, M, consensus=False) for lam, s in pair]))
+        return out
+    if fixed is not None:
+        return [float(fixed)] * M
+    if cfg.mode == "sync":
+        mean = np.sum(np.array(stats), axis=0) / M
+        value = auto_penalty(mean[0], mean[1], M, consensus=True)
+        return [value] * M
+    mixed = mix(graph, [np.array(s, dtype=float) for s in stats], rounds)
+    return [auto_penalty(v[0], v[1], M, consensus=True) for v in mixed]
+
+
+def mix(graph, values: list[np.ndarray], rounds: int) -> list[np.ndarray]:
+    """``rounds`` synchronous rounds of neighbour mixing with Metropolis weights.
+
+    What :meth:`dssfn_mpi.engines.sync_graph.SyncGraphEngine.average` does on
+    every rank, with every node's round computed from the previous round's values.
+    """
+    W = graph.metropolis_weights()
+    M = graph.n_nodes
+    nbrs = [list(graph.neighbors(m)) for m in range(M)]
+    w_self = [float(W[m, m]) for m in range(M)]
+    w_nbr = [np.array([W[m, n] for n in nbrs[m]]) for m in range(M)]
+    out = [v.copy() for v in values]
+    for _ in range(rounds):
+        prev = [v.copy() for v in out]
+        for m in range(M):
+            received = np.stack([prev[n] for n in nbrs[m]]) if nbrs[m] else np.empty((0,))
+            if nbrs[m]:
+                mix_round(out[m], received, w_self[m], w_nbr[m])
+    return out

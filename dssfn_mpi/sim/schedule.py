@@ -1,0 +1,123 @@
+"""Re-execute a traced async run's reads: every activation reads the versions it read live.
+
+A traced run log (``/trace/versions[l, m, k, i]``: the version of neighbour
+``i``'s ``Z`` that activation k of rank m read; 0 = nothing yet) fixes the
+async engine's numerics completely: given the same data, penalties and reads,
+:class:`~dssfn_mpi.engines.updates.EdgeStep` gives the same iterates. Here the
+activations run in an order that respects those reads (an activation waits
+until its neighbours have produced the versions it needs), keeping every
+version of every node's outbox, so memory grows with K: this mode is for
+checking the simulator against live runs, not for scale.
+
+The times of such a layer follow the bounded-delay rule alone
+(:func:`bounded_delay_times`), which does not depend on what was read.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..engines.updates import EdgeStep
+from ..errors import UserError
+from .asyncsim import NodeRun
+
+__all__ = ["bounded_delay_times", "replay_reads"]
+
+
+def replay_reads(steps: list[EdgeStep], neighbors: list[tuple[int, ...]],
+                 versions: np.ndarray, source: str = "the trace") -> tuple[list[np.ndarray],
+                                                                           np.ndarray]:
+    """Run every node's activations with the neighbour versions of ``versions``.
+
+    Parameters
+    ----------
+    steps : list of EdgeStep
+        Each node's edge step, ``Z`` at zero.
+    neighbors : list of tuple
+        ``graph.neighbors(m)``, the order of the trace's neighbour axis.
+    versions : ndarray, shape (M, K, D)
+        The layer's ``/trace/versions`` (padded with -1).
+    source : str
+        For messages.
+
+    Returns
+    -------
+    (list of ndarray, ndarray)
+        Each node's final ``O`` and the thread CPU seconds of every
+        activation, shape (M, K).
+
+    Raises
+    ------
+    UserError
+        Reads that no execution order can satisfy (a damaged trace).
+    """
+    M, K = versions.shape[:2]
+    shape = steps[0].O.shape
+    slot = [{n: i for i, n in enumerate(nb)} for nb in neighbors]
+    # history[m][v]: node m's outbox rows after its v-th activation (v = 0: zeros).
+    history = [[s.Z.reshape(len(neighbors[m]), -1).copy()] for m, s in enumerate(steps)]
+    done = [0] * M
+    final = [np.zeros(shape) for _ in range(M)]
+    cpu = np.zeros((M, K))
+    progress = True
+    while progress:
+        progress = False
+        for m in range(M):
+            while done[m] < K:
+                k = done[m]
+                want = versions[m, k, : len(neighbors[m])]
+                if any(want[i] > done[n] for i, n in enumerate(neighbors[m])):
+                    break
+                Zr = [history[n][int(want[i])][slot[n][m]].reshape(shape)
+                      for i, n in enumerate(neighbors[m])]
+                c0 = time.thread_time()
+                O = steps[m](Zr)
+                cpu[m, k] = time.thread_time() - c0
+                final[m][...] = O
+                history[m].append(steps[m].Z.reshape(len(neighbors[m]), -1).copy())
+                done[m] += 1
+                progress = True
+    if min(done) < K:
+        raise UserError(f"{source}: its recorded reads cannot all be satisfied (a read of a "
+                        "version not yet written); the file is damaged")
+    return final, cpu
+
+
+def bounded_delay_times(begin: np.ndarray, cost: np.ndarray, neighbors: list[tuple[int, ...]],
+                        max_lead: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (M, K) of every activation under the bounded-delay rule.
+
+    Activation k of node m starts when its activation k-1 ended and every
+    neighbour's activation k-s-1 ended (its version k-s arrived); it lasts
+    ``cost[m, k]`` (compute plus puts).
+    """
+    M, K = cost.shape
+    start, end = np.empty_like(cost), np.empty_like(cost)
+    prev = np.asarray(begin, dtype=float).copy()
+    for k in range(K):
+        j = -1 if max_lead is None else k - max_lead - 1
+        s = prev.copy()
+        if j >= 0:
+            for m in range(M):
+                for n in neighbors[m]:
+                    s[m] = max(s[m], end[n, j])
+        start[:, k] = s
+        end[:, k] = prev = s + cost[:, k]
+    return start, end
+
+
+def node_runs(final: list[np.ndarray], start: np.ndarray, end: np.ndarray,
+              cost: np.ndarray, put: float, versions: np.ndarray,
+              neighbors: list[tuple[int, ...]], begin: np.ndarray) -> list[NodeRun]:
+    """The :class:`NodeRun` of each node of a replayed-reads layer."""
+    runs = []
+    for m, O in enumerate(final):
+        gaps = start[m] - np.concatenate([[begin[m]], end[m, :-1]])
+        runs.append(NodeRun(
+            O=O, end=float(end[m, -1]), activations=int(cost.shape[1]),
+            compute=float((cost[m] - put).sum()), wait=float(gaps.sum()),
+            starts=list(start[m]), ends=list(end[m]),
+            versions=[versions[m, k, : len(neighbors[m])] for k in range(cost.shape[1])]))
+    return runs

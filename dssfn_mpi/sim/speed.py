@@ -1,0 +1,224 @@
+"""How long a simulated node computes: the speed models of ``dssfn-mpi simulate``.
+
+The base cost of activation (iteration) k of node m in layer l is one of
+
+``measured`` (default)
+    the thread CPU time the simulator itself spent on that node's
+    activation (each node runs alone on the core while it is measured);
+``const:SECONDS``
+    every activation costs SECONDS; the layer-start phases cost nothing;
+``trace:RUN.h5``
+    ``/trace/cpu[l, m, k]`` and ``/trace/phase_cpu`` of a traced run with the
+    same M (and at least as many layers and activations), times that run's
+    own ``--slow`` factors, as ``dssfn-mpi replay`` costs them.
+
+It is then multiplied by the node's factors: ``--slow RANK:FACTOR`` (a
+straggler, as in train), ``--speeds FRACTION:FACTOR,...`` (heterogeneous
+classes: the first ``round(FRACTION M)`` nodes run FACTOR times slower, the next
+class follows, and so on; fractions sum to 1) and ``--jitter`` (replay's
+seeded per-activation factors, :func:`dssfn_mpi.replay.jitter_factors`).
+Layer-start phases get the straggler and class factors, not the jitter
+(as in replay, whose ``--slow`` leaves them alone: here a slow node is slow at
+everything).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import UserError, require
+from ..replay import jitter_factors, parse_jitter
+
+__all__ = ["SpeedModel", "TraceCosts", "parse_classes", "parse_speed"]
+
+_SPEED_USAGE = "choose measured, const:SECONDS (e.g. const:1e-3) or trace:RUN.h5"
+
+
+def parse_speed(text: str) -> tuple[str, float | str | None]:
+    """``measured``, ``const:SECONDS`` or ``trace:RUN.h5`` -> ``(kind, parameter)``.
+
+    Raises
+    ------
+    UserError
+        Anything else, or a constant that is not a positive number.
+    """
+    kind, sep, value = str(text).partition(":")
+    if kind == "measured" and not sep:
+        return "measured", None
+    if kind == "const" and sep:
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = math.nan
+        require(math.isfinite(seconds) and seconds > 0,
+                f"--speed {text!r}: SECONDS must be a positive number, e.g. const:1e-3")
+        return "const", seconds
+    if kind == "trace" and sep and value:
+        return "trace", value
+    raise UserError(f"--speed {text!r}: {_SPEED_USAGE}")
+
+
+def parse_classes(text: str | None, nodes: int) -> np.ndarray:
+    """``--speeds FRACTION:FACTOR,...`` -> each node's slow-down factor, shape (M,).
+
+    Classes take consecutive nodes: the first ``round(FRACTION_1 M)`` nodes get
+    FACTOR_1, the next ``round((F_1 + F_2) M) - round(F_1 M)`` FACTOR_2, and so on.
+
+    Raises
+    ------
+    UserError
+        Malformed items, a fraction outside (0, 1], a factor <= 0, or fractions
+        that do not sum to 1.
+    """
+    factors = np.ones(nodes)
+    if text is None:
+        return factors
+    usage = f"--speeds {text!r}: expected FRACTION:FACTOR,... e.g. 0.5:2,0.5:1"
+    pairs = []
+    for item in str(text).split(","):
+        frac_s, sep, factor_s = item.partition(":")
+        try:
+            frac, factor = float(frac_s), float(factor_s)
+        except ValueError:
+            raise UserError(usage) from None
+        require(sep == ":" and 0 < frac <= 1 and math.isfinite(factor) and factor > 0,
+                f"{usage} (fractions in (0, 1], factors > 0)")
+        pairs.append((frac, factor))
+    total = math.fsum(f for f, _ in pairs)
+    require(abs(total - 1.0) < 1e-9, f"--speeds {text!r}: the fractions sum to {total:g}, not 1")
+    cum, lo = 0.0, 0
+    for frac, factor in pairs:
+        cum += frac
+        hi = int(round(cum * nodes))
+        factors[lo:hi] = factor
+        lo = hi
+    return factors
+
+
+@dataclass
+class TraceCosts:
+    """A traced run's compute costs (the ``trace:`` speed model)."""
+
+    cpu: np.ndarray  # (L, M, K) seconds, the run's own --slow factors applied
+    phase_cpu: np.ndarray  # (L, M, 3): features, penalty, factor
+    source: str
+
+    @classmethod
+    def load(cls, path: str) -> TraceCosts:
+        """Read and check a run log's trace (one line for a missing or untraced file)."""
+        from pathlib import Path
+
+        from ..replay import _read_trace  # noqa: PLC2701 - the replay's own checks
+        from ..runlog import read_runlog
+
+        require(Path(path).is_file(), f"--speed trace:{path}: no such run log")
+        run = read_runlog(path)
+        tr = _read_trace(run)
+        require(tr.layers[0] == 0, f"--speed trace:{path}: its trace starts at layer "
+                f"{tr.layers[0]} (a resumed run); use a run traced from layer 0")
+        cpu = tr.cpu.copy()
+        for rank, factor in (run.config.get("slow") or {}).items():
+            if 0 <= int(rank) < cpu.shape[1]:
+                cpu[:, int(rank)] *= float(factor)
+        return cls(cpu=cpu, phase_cpu=tr.phase_cpu, source=str(path))
+
+
+@dataclass
+class SpeedModel:
+    """Seconds of every simulated compute, from a base model and the nodes' factors.
+
+    Parameters
+    ----------
+    kind : str
+        ``measured``, ``const`` or ``trace`` (:func:`parse_speed`).
+    node_factor : ndarray, shape (M,)
+        Straggler and class factors of each node (multiplied).
+    jitter : ndarray or None
+        ``(layers, M, K)`` per-activation factors, or None.
+    const : float
+        The ``const`` model's seconds per activation.
+    trace : TraceCosts or None
+        The ``trace`` model's costs.
+    """
+
+    kind: str
+    node_factor: np.ndarray
+    jitter: np.ndarray | None = None
+    const: float = 0.0
+    trace: TraceCosts | None = None
+    description: str = field(default="")
+
+    @classmethod
+    def build(cls, speed: str, nodes: int, layers: int, iters: int,
+              slow: dict[int, float], classes: str | None, jitter: str | None,
+              seed: int) -> SpeedModel:
+        """The model of the command line's ``--speed``, ``--slow``, ``--speeds``, ``--jitter``.
+
+        Raises
+        ------
+        UserError
+            A bad spec, a straggler outside the nodes, or a trace that does not
+            cover ``nodes`` x ``layers`` x ``iters``.
+        """
+        kind, param = parse_speed(speed)
+        factor = parse_classes(classes, nodes)
+        for rank, f in slow.items():
+            require(0 <= rank < nodes, f"--slow {rank}:{f:g}: there are only {nodes} nodes "
+                    f"(0..{nodes - 1})")
+            factor[rank] *= f
+        jit = None
+        if jitter is not None:
+            jit = jitter_factors(parse_jitter(jitter), (layers, nodes, iters), seed)
+        costs = None
+        if kind == "trace":
+            costs = TraceCosts.load(str(param))
+            L, M, K = costs.cpu.shape
+            require(M == nodes, f"--speed trace:{param}: the run had {M} ranks, not "
+                    f"--nodes {nodes}")
+            require(L >= layers and K >= iters,
+                    f"--speed trace:{param}: its trace covers {L} layers of {K} activations; "
+                    f"this simulation needs {layers} of {iters}")
+        parts = [speed] + ([f"speeds {classes}"] if classes else [])
+        parts += [f"slow {r}:{f:g}" for r, f in sorted(slow.items())]
+        if jitter is not None:
+            parts.append(f"jitter {jitter} (seed {seed})")
+        return cls(kind=kind, node_factor=factor, jitter=jit,
+                   const=float(param) if kind == "const" else 0.0, trace=costs,
+                   description=", ".join(parts))
+
+    def activation(self, layer: int, node: int, k: int, measured: float) -> float:
+        """Seconds of activation (iteration) ``k`` of ``node`` in ``layer``."""
+        if self.kind == "measured":
+            base = measured
+        elif self.kind == "const":
+            base = self.const
+        else:
+            base = float(self.trace.cpu[layer, node, k])
+        if self.jitter is not None:
+            base *= float(self.jitter[layer, node, k])
+        return base * float(self.node_factor[node])
+
+    def activations(self, layer: int, k: int, measured: np.ndarray) -> np.ndarray:
+        """:meth:`activation` of every node at once, shape (M,)."""
+        if self.kind == "measured":
+            base = np.asarray(measured, dtype=float)
+        elif self.kind == "const":
+            base = np.full(self.node_factor.size, self.const)
+        else:
+            base = self.trace.cpu[layer, :, k].astype(float)
+        if self.jitter is not None:
+            base = base * self.jitter[layer, :, k]
+        return base * self.node_factor
+
+    def phases(self, layer: int, measured: np.ndarray) -> np.ndarray:
+        """Seconds of the layer-start phases (features, penalty, factor), shape (M, 3)."""
+        if self.kind == "measured":
+            base = np.asarray(measured, dtype=float)
+        elif self.kind == "const":
+            base = np.zeros((self.node_factor.size, 3))
+        else:
+            base = self.trace.phase_cpu[layer]
+        return base * self.node_factor[:, None]

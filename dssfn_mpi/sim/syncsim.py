@@ -1,0 +1,116 @@
+"""The sync engines in simulated time: every node's iteration in lockstep.
+
+Per iteration, each node runs :func:`~dssfn_mpi.engines.updates.consensus_primal`;
+the average of ``O_m + U_m`` is the network mean (``sync``, one allreduce) or
+``mix_rounds`` rounds of :func:`~dssfn_mpi.engines.updates.mix_round` with
+Metropolis weights (``sync-graph``); then
+:func:`~dssfn_mpi.engines.updates.consensus_dual`. Times follow the replay's
+rules (docs/REPLAY.md): an iteration ends on every rank at the slowest rank's
+compute end plus the allreduce (:func:`dssfn_mpi.network.allreduce_seconds`);
+in sync-graph, round r ends on a node one message after the latest round r-1
+end among it and its neighbours.
+
+Under ``--stop eps:E`` / ``local:TOL`` each node's flag of iteration k
+(:meth:`~dssfn_mpi.engines.stoprule.NodeCheck.sync_done`) rides in iteration
+k+1's collective; when every flag is set the layer ends after that collective
+with ``Zbar_k``. Sync-graph spreads the flags by a minimum over the same
+mixing rounds; the simulation takes the decision as global (exact once the
+rounds reach the graph's diameter, which ``mixing_rounds`` always does on the
+graphs here).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..engines.stoprule import NodeCheck, StopRule
+from ..engines.updates import consensus_dual, consensus_primal
+from ..network import Network, allreduce_seconds
+from ..solver import LocalInverse
+from .asyncsim import NodeRun
+from .nodes import mix
+
+__all__ = ["exchange_end", "hop_matrix", "solve_sync"]
+
+
+def hop_matrix(graph) -> np.ndarray:
+    """Graph distance between every pair of nodes, shape (M, M)."""
+    from scipy.sparse.csgraph import shortest_path
+
+    return shortest_path(graph.adjacency_matrix().astype(float), unweighted=True)
+
+
+def exchange_end(ready: np.ndarray, hops: np.ndarray, rounds: int, seconds: float) -> np.ndarray:
+    """End of ``rounds`` neighbour exchanges of ``seconds`` each, from each node's ready time."""
+    ball = hops <= rounds
+    return np.where(ball, ready[None, :], -np.inf).max(axis=1) + rounds * seconds
+
+
+def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list[np.ndarray],
+               rhos: list[float], eps: float, checks: list[NodeCheck | None],
+               begin: np.ndarray, rule: StopRule, iters: int, rounds: int, speed,
+               network: Network, message_bytes: float, library: str,
+               hops: np.ndarray | None) -> tuple[list[NodeRun], bool]:
+    """Simulate one layer of ``sync`` or ``sync-graph``.
+
+    Returns
+    -------
+    (list of NodeRun, bool)
+        Each node's run (its ``O`` is its ``Zbar``) and whether every node was done.
+    """
+    M = len(invs)
+    U = [np.zeros_like(b) for b in B2s]
+    Zbar = [np.zeros_like(b) for b in B2s]
+    runs = [NodeRun(O=Zbar[m], end=float(begin[m])) for m in range(M)]
+    flags = np.zeros(M, dtype=bool)
+    reduce = allreduce_seconds(network, M, message_bytes, library) if mode == "sync" else 0.0
+    message = network.message_seconds(message_bytes)
+    t = np.asarray(begin, dtype=float).copy()
+    all_done = False
+    for k in range(iters):
+        measured = np.empty(M)
+        Os = []
+        for m in range(M):
+            c0 = time.thread_time()
+            Os.append(consensus_primal(invs[m], B2s[m], rhos[m], Zbar[m], U[m]))
+            measured[m] = time.thread_time() - c0
+        x = [O + u for O, u in zip(Os, U)]
+        c0 = time.thread_time()
+        if mode == "sync":
+            mean = np.sum(np.stack(x), axis=0)
+            mean /= M
+            means = [mean] * M
+        else:
+            means = mix(graph, x, rounds)
+        share = (time.thread_time() - c0) / M if mode != "sync" else 0.0
+        # The flags of iteration k-1 ride in this collective: all set, the layer ends
+        # with Zbar_{k-1}, this iteration's dual step is not taken.
+        all_done = not rule.fixed and k > 0 and bool(flags.all())
+        if not all_done:
+            new = []
+            for m in range(M):
+                c0 = time.thread_time()
+                new.append(consensus_dual(means[m], eps, Os[m], U[m]))
+                measured[m] += time.thread_time() - c0
+                if checks[m] is not None:
+                    flags[m] = checks[m].sync_done(Os[m], new[m])
+            Zbar = new
+        cost = speed.activations(layer, k, measured + share)
+        ready = t + cost
+        end = (np.full(M, ready.max() + reduce) if mode == "sync"
+               else exchange_end(ready, hops, rounds, message))
+        for m in range(M):
+            runs[m].starts.append(float(t[m]))
+            runs[m].ends.append(float(end[m]))
+            runs[m].compute += float(cost[m])
+            runs[m].wait += float(end[m] - ready[m])
+            runs[m].activations += 1
+        t = end
+        if all_done:
+            break
+    for m in range(M):
+        runs[m].O = Zbar[m]
+        runs[m].end = float(t[m])
+    return runs, all_done

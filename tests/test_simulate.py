@@ -1,0 +1,167 @@
+"""``dssfn-mpi simulate`` against live runs: the same iterates and the replay's times.
+
+Three live 4-rank runs (async, sync, sync-graph; digits, n = 100, L = 2, K = 30,
+ring) are the references: the simulator re-executes each (async with the
+neighbour versions every activation read, from ``/trace/versions``) and must
+give every node's solution of every layer to 1e-10, and with the run's own
+trace as the speed model its layer times must equal ``dssfn-mpi replay``'s on
+the same network (a 5 % bound is the requirement; the rules are the same, so
+they agree to rounding). The rest checks the event loop's rules on small
+hand-checkable cases.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from mpitools import run_cli
+
+from dssfn_mpi.cli import main
+from dssfn_mpi.engines.stoprule import reason_code
+from dssfn_mpi.modelio import load_model
+from dssfn_mpi.replay import load_run, parse_network, project
+from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.sim.schedule import bounded_delay_times
+from dssfn_mpi.sim.speed import parse_classes
+
+SMALL = ["--dataset", "digits", "--hidden", "100", "--layers", "2", "--iters", "30",
+         "--degree", "2"]
+MODES = ("async", "sync", "sync-graph")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """Each mode's live run log and saved model."""
+    root = tmp_path_factory.mktemp("live")
+    out = {}
+    for mode in MODES:
+        run, model = root / f"{mode}.h5", root / f"{mode}-model.h5"
+        res = run_cli(4, "train", *SMALL, "--mode", mode, "--out", str(run),
+                      "--save-model", str(model), "--quiet")
+        assert res.returncode == 0, res.stderr
+        out[mode] = (run, model)
+    return out
+
+
+def _max_relative(a, b) -> float:
+    return max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
+               for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_simulated_iterates_equal_the_live_ones(live, tmp_path, mode):
+    run, model = live[mode]
+    sim_model = tmp_path / "sim-model.h5"
+    assert main(["simulate", "--schedule", str(run), "--save-model", str(sim_model),
+                 "--quiet"]) == 0
+    a, b = load_model(model), load_model(sim_model)
+    assert len(b.nodes) == 4 and len(b.nodes[0]) == 3
+    assert _max_relative(a, b) <= 1e-10
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("network", ["shm", "eth10"])
+def test_simulated_times_agree_with_replay(live, tmp_path, mode, network):
+    run, _ = live[mode]
+    out = tmp_path / "sim.h5"
+    assert main(["simulate", "--schedule", str(run), "--speed", f"trace:{run}",
+                 "--network", network, "--out", str(out), "--quiet"]) == 0
+    proj = project(load_run(run), parse_network(network))
+    ends = read_runlog(out).extra["sim_layer_end"].max(axis=1)
+    layers = np.diff(np.concatenate([[0.0], ends]))
+    want = np.array([lp.seconds for lp in proj.layers])
+    assert np.allclose(layers, want, rtol=0.05, atol=0)
+    assert ends[-1] == pytest.approx(proj.total_seconds, rel=0.05)
+
+
+def test_event_loop_with_the_trace_gives_the_replay_times(live, tmp_path):
+    """Not the schedule: the simulator's own reads, timed by the async run's trace."""
+    run, _ = live["async"]
+    out = tmp_path / "sim.h5"
+    assert main(["simulate", *SMALL, "--mode", "async", "--nodes", "4",
+                 "--speed", f"trace:{run}", "--out", str(out), "--quiet"]) == 0
+    log = read_runlog(out)
+    proj = project(load_run(run), parse_network("shm"))
+    assert log.attrs["sim_total_seconds"] == pytest.approx(proj.total_seconds, rel=1e-9)
+    assert log.attrs["simulated"] is True or log.attrs["simulated"] == 1
+    assert (log.layers["activations"] == 30).all()
+
+
+def test_const_speed_bounded_delay_by_hand():
+    """Two nodes, one 3x slower, lead 1: node 0 waits for node 1's version k - 1."""
+    cost = np.array([[1.0] * 4, [3.0] * 4])
+    start, end = bounded_delay_times(np.zeros(2), cost, [(1,), (0,)], 1)
+    # Node 0's activation k needs node 1's activation k-2 ended (version k-1 arrived).
+    assert end[1].tolist() == [3, 6, 9, 12]
+    assert start[0].tolist() == [0, 1, 3, 6]
+    assert end[0].tolist() == [1, 2, 4, 7]
+
+
+def test_stop_eps_ends_layers_early_and_records_the_reason(tmp_path):
+    out = tmp_path / "eps.h5"
+    args = ["simulate", "--dataset", "digits", "--hidden", "100", "--layers", "1",
+            "--iters", "400", "--degree", "2", "--nodes", "6", "--speed", "const:1e-3",
+            "--stop", "eps:1e-2", "--quiet"]
+    for mode in MODES:
+        assert main([*args, "--mode", mode, "--out", str(out), "--overwrite"]) == 0
+        log = read_runlog(out)
+        reason, acts = log.layers["stop_reason"][1], log.layers["activations"][1]
+        assert (reason == reason_code("eps")).all(), mode
+        assert (acts < 400).all()
+        # Every node was within E at one moment; the final O can have moved a little.
+        assert log.layers["rel_distance"][1].max() < 2e-2
+        if mode != "async":  # lockstep: flags of k ride in k+1, which is then dropped
+            assert (acts == acts[0]).all()
+
+
+def test_straggler_and_classes_slow_the_simulated_time(tmp_path):
+    base = ["simulate", "--dataset", "digits", "--hidden", "60", "--layers", "0",
+            "--iters", "40", "--degree", "2", "--nodes", "4", "--speed", "const:1e-3",
+            "--mode", "async", "--quiet", "--overwrite"]
+    totals = []
+    for extra in ([], ["--slow", "1:5"], ["--speeds", "0.5:2,0.5:1"]):
+        out = tmp_path / "s.h5"
+        assert main([*base, *extra, "--out", str(out)]) == 0
+        totals.append(read_runlog(out).attrs["sim_total_seconds"])
+    # const: the layer-start phases cost nothing; the auto penalty's exchange is one
+    # 16-byte message, then 40 activations of compute and a put of Q x 64 doubles each,
+    # the slowest node setting the pace (max lead 4 ties everyone to it).
+    shm = parse_network("shm")
+    put, start = shm.message_seconds(10 * 64 * 8), shm.message_seconds(16)
+    assert totals[0] == pytest.approx(start + 40 * (1e-3 + put), rel=1e-9)
+    assert totals[1] == pytest.approx(start + 40 * (5e-3 + put), rel=1e-9)
+    assert totals[2] == pytest.approx(start + 40 * (2e-3 + put), rel=1e-9)
+
+
+def test_classes_are_assigned_in_node_order():
+    assert parse_classes("0.25:4,0.75:1", 8).tolist() == [4, 4, 1, 1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--nodes", "1"], "at least 2 nodes"),
+    ([], "needs --nodes"),
+    (["--nodes", "5", "--degree", "3"], "even number of nodes"),
+    (["--nodes", "4", "--speed", "trace:/nonexistent.h5"], "no such run log"),
+    (["--nodes", "4", "--speed", "fast"], "--speed 'fast'"),
+    (["--nodes", "4", "--speeds", "0.5:2"], "sum to 0.5"),
+    (["--nodes", "4", "--slow", "7:2"], "only 4 nodes"),
+    (["--nodes", "4", "--mode", "central"], "simulate runs"),
+    (["--schedule", "/nonexistent.h5"], "no such run log"),
+])
+def test_user_errors_are_one_line(capsys, args, message):
+    assert main(["simulate", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("dssfn-mpi: error:") and message in err[0]
+
+
+def test_report_reads_a_simulated_run(tmp_path, capsys):
+    out = tmp_path / "r.h5"
+    assert main(["simulate", "--dataset", "digits", "--hidden", "60", "--layers", "1",
+                 "--iters", "10", "--nodes", "4", "--degree", "2", "--out", str(out),
+                 "--speed", "const:1e-3", "--quiet"]) == 0
+    assert main(["report", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "simulated" in text
+    assert json.loads(read_runlog(out).attrs["config"])["iters"] == 10
