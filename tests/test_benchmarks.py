@@ -7,6 +7,7 @@ sweep runs once per session and several tests read its file.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -639,6 +640,24 @@ def test_paper_width_presets_and_sync_graph_everywhere():
     iters = {s.meta["bench_mode"]: s.train_args[s.train_args.index("--iters", 8) + 1]
              if s.train_args.count("--iters") > 1 else None for s in t2}
     assert iters["sync-graph"] == "5" and iters["async"] is None
+
+
+def test_straggler_sweeps_the_bounded_delay_and_runs_to_accuracy():
+    from dssfn_mpi.bench.specs import straggler_specs
+
+    p = apply_overrides(get_preset("straggler", "quick"), ["stop=eps:1e-2", "iters=3000"])
+    p = dataclasses.replace(p, modes=("async-lead16", "async-unbounded", "sync"))
+    specs = straggler_specs(p, None)
+    for s in specs:
+        args = s.train_args
+        assert args[args.index("--stop") + 1] == "eps:1e-2"
+    leads = {s.meta["bench_mode"]: s.train_args[s.train_args.index("--max-lead") + 1]
+             for s in specs if "--max-lead" in s.train_args}
+    assert leads == {"async-lead16": "16", "async-unbounded": "-1"}
+    assert all("--stop" not in s.train_args
+               for s in straggler_specs(get_preset("straggler", "quick"), None))
+    with pytest.raises(UserError, match="async-leadS"):
+        straggler_specs(dataclasses.replace(p, modes=("async-leadx",)), None)
 
 
 @pytest.mark.mpirun

@@ -60,6 +60,9 @@ class Preset:
         rma: repetitions per measurement; contention: runs per configuration.
     policies : tuple of str
         contention: the wait policies (``train --wait``) to run every mode with.
+    stop : str
+        ``train --stop`` of every run: ``iters`` (K activations) or, e.g.,
+        ``eps:1e-2`` (every layer to accuracy, K the cap: time to eps live).
     """
 
     dataset: str = "digits"
@@ -76,6 +79,7 @@ class Preset:
     central: bool = True
     reps: int = 20
     policies: tuple[str, ...] = WAIT_POLICIES
+    stop: str = "iters"
 
 
 _TABLE2_ALL = ("vowel", "satimage", "letter", "mnist", "norb", "caltech101")

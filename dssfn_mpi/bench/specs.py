@@ -53,6 +53,8 @@ def _common(p: Preset, dataset: str, data_dir: str | None, seed: int = 0) -> lis
             "--seed", str(seed)]
     if p.hidden is not None:
         args += ["--hidden", str(p.hidden)]
+    if p.stop != "iters":
+        args += ["--stop", p.stop]
     if data_dir:
         args += ["--data-dir", data_dir]
     return args
@@ -187,8 +189,11 @@ def straggler_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
         "sync-graph": ["--mode", "sync-graph", *_mode_iters(p, "sync-graph")],
     }
     for mode in p.modes:
-        require(mode in variants, f"straggler: unknown variant {mode!r}; "
-                f"choose from {', '.join(variants)}")
+        lead = mode.removeprefix("async-lead")
+        if mode not in variants and lead.isdigit():  # the bounded delay swept: async-leadS
+            variants[mode] = ["--mode", "async", "--max-lead", lead]
+        require(mode in variants, f"straggler: unknown variant {mode!r}; choose from "
+                f"{', '.join(variants)} or async-leadS (--max-lead S)")
     cases = [("none", 1.0)] + [(pat, float(f)) for pat in ("one", "several") for f in p.values]
     specs: list[RunSpec] = []
     for pattern, factor in cases:

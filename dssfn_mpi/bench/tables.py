@@ -171,6 +171,12 @@ def straggler_markdown(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWOR
               "--slow); `-` on the left: no live run (sync-graph has no --slow). Projected, "
               "live run: the live run's own trace replayed likewise (its --slow re-applied by "
               "replay, since a sleep is not CPU time): it should match the column before."]
+    stops = {str(r.config.get("stop", "iters")) for r in _ok(runs).values()}
+    if stops - {"iters"}:
+        lines += ["", f"Runs to accuracy (`--stop {', '.join(sorted(stops))}`): replay moves "
+                  "activations in time and adds none, so the projection from the unslowed run "
+                  "keeps its activation counts; the live run's own projection (last column) is "
+                  "the one in which the fast ranks go on while the slow one lags."]
     return "\n".join(lines)
 
 
