@@ -12,11 +12,12 @@ from dssfn_mpi.runlog import write_runlog
 
 
 def _run(path, library="MPICH Version: 5.0.2", osc="MPICH ch4:ucx ofi", rel=1e-7,
-         passive="passive", iters=1000) -> str:
+         passive="passive", iters=1000, reason=1) -> str:
     config = json.dumps({"iters": iters, "out": str(path)})
     attrs = {"layers": 1, "complete": True, "config": config,
              "mpi_library": library, "mpi_osc": osc, "mpi_passive_put": passive}
-    write_runlog(path, attrs, {"rel_distance": np.full((2, 4), rel)})
+    write_runlog(path, attrs, {"rel_distance": np.full((2, 4), rel),
+                               "stop_reason": np.full((2, 4), reason, dtype=np.int64)})
     return str(path)
 
 
@@ -33,6 +34,7 @@ def test_agreeing_stacks_pass(tmp_path, capsys):
     ({"passive": "not passive"}, "passive put 'not passive'"),
     ({"library": "Open MPI v5"}, "is not 'MPICH'"),
     ({"iters": 10}, "configs differ"),
+    ({"reason": 3}, "layers did not end by the eps rule"),
 ])
 def test_a_disagreeing_stack_fails(tmp_path, capsys, change, expected):
     good = _run(tmp_path / "good.h5")

@@ -129,6 +129,7 @@ class AsyncEngine(Engine):
         check = (None if self.board is None else
                  NodeCheck(self.rule, prob.target, B2=B2, gamma=gamma, eta=eta))
         self._ended, done = False, 0
+        passed_O = np.zeros((Q, d))  # the last O_m that passed this rank's own test
         for k in range(cfg.iters):
             # Short sleeps (<= 2 ms): a neighbour's next put is usually well under 1 ms away.
             poll = partial(self._caught_up, layer, k, Zr, versions, (Q, d))
@@ -164,7 +165,10 @@ class AsyncEngine(Engine):
             if check is not None:  # after the puts, so neighbours need not wait for it
                 assert self.board is not None
                 rhs = None if edge is None else edge.rhs_buffer
-                self.board.vote(layer, check.async_done(O, rhs))
+                passed = check.async_done(O, rhs)
+                if passed:  # what the rank returns if the layer ends before it passes again
+                    passed_O[...] = O
+                self.board.vote(layer, passed)
                 if self.board.ended(layer):
                     self._ended = True
                     break
@@ -174,7 +178,9 @@ class AsyncEngine(Engine):
                 f"layer {layer}: the async ADMM diverged (gamma={gamma.mean():g}, eta={eta:g}); "
                 "try a gamma closer to the layer's multiplier or a smaller --eta",
             )
-        O = O.copy()  # the edge step's O is one of its buffers
+        # The layer ended when every rank's test had passed; a rank may have activated again
+        # since and moved a little: it returns the iterate its test accepted.
+        O = passed_O if self._ended else O.copy()  # the edge step's O is one of its buffers
         if trace is not None:
             trace.close(done, O)
         mb.finish_layer(layer)

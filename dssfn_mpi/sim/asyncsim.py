@@ -142,6 +142,7 @@ def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None
     flags: list[tuple[float, int, bool]] = []
     state = np.zeros(M, dtype=bool)
     stop_at = math.inf
+    passed: list[np.ndarray | None] = [None] * M
 
     def schedule(m: int) -> None:
         k = runs[m].activations
@@ -187,6 +188,8 @@ def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None
         cost = speed.activation(layer, m, k, measured)
         end = t + cost + put
         run.O[...] = O
+        if done:  # as live: a node returns the last iterate its own test accepted
+            passed[m] = O.copy()
         run.versions.append(np.array([boxes[n].version for n in neighbors[m]], dtype=np.int64))
         run.wait += t - prev_end[m]
         run.compute += cost
@@ -207,4 +210,6 @@ def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None
             stop_at = hit + network.alpha
     for m, run in enumerate(runs):
         run.end = prev_end[m] if stop_at == math.inf else max(prev_end[m], stop_at)
+        if stop_at < math.inf and passed[m] is not None:
+            run.O[...] = passed[m]
     return AsyncResult(nodes=runs, all_done=stop_at < math.inf)
