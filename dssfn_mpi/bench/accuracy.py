@@ -1,0 +1,163 @@
+"""Time to accuracy: live runs and simulated runs of ``--stop eps`` on the same axes.
+
+``python -m dssfn_mpi.bench.accuracy --live SWEEP.h5 --sim RUN.h5 ... --out FIG.png``
+
+Every point is the time the layers from 1 on took to reach the eps rule (layer 0, the input
+layer, is left out: it often ends at the cap, see BENCHMARKS.md "Time to accuracy"):
+
+* live: a ``bench straggler --set stop=eps:E`` sweep; each run's own trace replayed with one
+  core per rank (``--network``, its ``--slow`` re-applied: a sleep is not CPU time), the sum
+  of the layers' solves;
+* simulated: ``dssfn-mpi simulate`` run logs, the sum of the layers' ``solve_seconds`` on the
+  slowest node (simulated seconds).
+
+The left panel is against the straggler factor (one rank slowed; live points and simulated
+curves of the same configuration), the right one against M for the simulated runs that
+differ in M. A table of the same numbers is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from ..engines.stoprule import reason_code
+from ..errors import UserError
+from ..runlog import RunLog, read_runlog, read_sweep
+
+__all__ = ["live_points", "main", "simulated_points"]
+
+_EPS = reason_code("eps")
+
+
+def _variant(run: RunLog, mode: str | None = None) -> str:
+    """``async-leadS`` / ``async-unbounded`` / ``sync`` / ``sync-graph`` of a run."""
+    mode = mode or str(run.attrs.get("mode"))
+    if mode != "async":
+        return mode
+    lead = run.config.get("max_lead", 4)
+    return "async-unbounded" if lead is None or int(lead) < 0 else f"async-lead{int(lead)}"
+
+
+def _factor(run: RunLog) -> float:
+    slow = run.config.get("slow") or {}
+    return max((float(v) for v in slow.values()), default=1.0)
+
+
+def _after_layer0(seconds: np.ndarray, reasons: np.ndarray) -> float:
+    """Sum over layers >= 1 that ended by the eps rule on every rank; NaN if one did not."""
+    if seconds.size < 2 or not np.all(reasons[1:] == _EPS):
+        return math.nan
+    return float(np.sum(seconds[1:]))
+
+
+def live_points(path: str | Path, network: str = "shm") -> dict[str, list[tuple]]:
+    """``{variant: [(factor, seconds), ...]}`` of a straggler sweep's one-rank cases."""
+    from .projection import project_run
+
+    out: dict[str, list[tuple]] = defaultdict(list)
+    for run in read_sweep(path).values():
+        a = run.attrs
+        if a.get("bench_status", "ok") != "ok" or a.get("bench_pattern") not in ("none", "one"):
+            continue
+        proj = project_run(run, network)
+        if proj is None:
+            continue
+        solve = np.array([lp.solve_seconds for lp in proj.layers])
+        reasons = np.asarray(run.layers["stop_reason"])[:, 0]
+        mode = str(a.get("bench_mode"))
+        out["async-lead4" if mode == "async" else mode].append((float(a.get("bench_factor", 1.0)),
+                                             _after_layer0(solve, reasons)))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def simulated_points(paths: list[str]) -> list[dict]:
+    """One row per simulated run log: variant, M, factor, jitter, time after layer 0."""
+    rows = []
+    for p in paths:
+        run = read_runlog(p)
+        if not run.attrs.get("simulated"):
+            raise UserError(f"{p} is not a simulated run log (dssfn-mpi simulate)")
+        L = run.layers
+        rows.append({
+            "variant": _variant(run), "nodes": run.nodes, "factor": _factor(run),
+            "topology": str(run.attrs.get("topology")),
+            "noise": "jitter" in str(run.attrs.get("sim_speed", "")),
+            "seconds": _after_layer0(np.asarray(L["solve_seconds"]).max(axis=1),
+                                     np.asarray(L["stop_reason"])[:, 0]),
+        })
+    return rows
+
+
+def _style(variant: str) -> dict:
+    from .figstyle import MODE_STYLE
+
+    base = variant if variant in MODE_STYLE else variant.split("-lead")[0]
+    return dict(MODE_STYLE.get(base, {"color": "tab:purple", "marker": "D"}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: see the module docstring."""
+    ap = argparse.ArgumentParser(prog="python -m dssfn_mpi.bench.accuracy",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("--live", help="a bench straggler sweep run with --set stop=eps:E")
+    ap.add_argument("--sim", nargs="*", default=[], help="simulated run logs")
+    ap.add_argument("--network", default="shm", help="replay network of the live runs")
+    ap.add_argument("--out", required=True, help="figure (.png; a .pdf is written beside it)")
+    args = ap.parse_args(argv)
+    from .figstyle import plt, save
+
+    live = live_points(args.live, args.network) if args.live else {}
+    sim = simulated_points(args.sim)
+    fig, (ax_f, ax_m) = plt.subplots(1, 2, figsize=(12, 4.5))
+    print("| source | variant | M | straggler | noise | time to eps, layers >= 1 [s] |")
+    print("|---|---|---|---|---|---|")
+    for variant, pts in sorted(live.items()):
+        x, y = zip(*pts)
+        ax_f.plot(x, y, linestyle="none", markersize=8, label=f"live {variant} (projected)",
+                  **_style(variant))
+        for f, t in pts:
+            print(f"| live, replayed {args.network} | {variant} | - | {f:g} | - | {t:.3f} |")
+    by: dict[tuple, list[dict]] = defaultdict(list)
+    for r in sorted(sim, key=lambda r: (r["variant"], r["topology"], r["noise"], r["nodes"],
+                                        r["factor"])):
+        by[(r["variant"], r["topology"], r["noise"])].append(r)
+        print(f"| simulated | {r['variant']} {r['topology']} | {r['nodes']} | {r['factor']:g} "
+              f"| {'jitter' if r['noise'] else '-'} | {r['seconds']:.4f} |")
+    for (variant, topo, noise), rows in sorted(by.items()):
+        style = _style(variant)
+        label = f"sim {variant} {topo}" + (" +jitter" if noise else "")
+        factors = {r["factor"] for r in rows}
+        nodes = {r["nodes"] for r in rows}
+        ls = "--" if noise else "-"
+        if len(factors) > 1 and len(nodes) == 1:
+            rows.sort(key=lambda r: r["factor"])
+            ax_f.plot([r["factor"] for r in rows], [r["seconds"] for r in rows], ls,
+                      color=style["color"], label=label, alpha=0.8)
+        elif len(nodes) > 1:
+            rows.sort(key=lambda r: r["nodes"])
+            ax_m.plot([r["nodes"] for r in rows], [r["seconds"] for r in rows], ls,
+                      marker=style["marker"], color=style["color"],
+                      label=label + (f", x{max(factors):g} straggler" if max(factors) > 1
+                                     else ""))
+    ax_f.set(xlabel="straggler factor (one rank slowed)", ylabel="time to eps, layers >= 1 [s]",
+             yscale="log", title="against a straggler")
+    ax_m.set(xlabel="nodes M", ylabel="simulated time to eps, layers >= 1 [s]", xscale="log",
+             yscale="log", title="against the node count (simulated)")
+    for ax in (ax_f, ax_m):
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for p in save(fig, out.parent, out.stem):
+        print(f"wrote {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""bench/accuracy.py: time to eps of simulated runs, against the straggler factor and M."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from dssfn_mpi.bench.accuracy import _after_layer0, main, simulated_points
+from dssfn_mpi.cli import main as cli
+from dssfn_mpi.engines.stoprule import reason_code
+from dssfn_mpi.errors import UserError
+
+pytest.importorskip("matplotlib")
+
+TINY = ["simulate", "--dataset", "digits", "--hidden", "60", "--layers", "1", "--iters", "400",
+        "--stop", "eps:5e-2", "--no-eval", "--quiet", "--topology", "ring", "--overwrite"]
+
+
+def test_time_after_layer_0_counts_only_layers_that_reached_eps():
+    eps, cap = reason_code("eps"), reason_code("cap")
+    assert _after_layer0(np.array([5.0, 1.0, 2.0]), np.array([cap, eps, eps])) == 3.0
+    assert math.isnan(_after_layer0(np.array([5.0, 1.0]), np.array([eps, cap])))
+
+
+def test_straggler_and_node_count_curves(tmp_path, capsys):
+    runs = []
+    for name, extra in [("a1", ["--nodes", "4"]), ("a3", ["--nodes", "4", "--slow", "0:3"]),
+                        ("s1", ["--nodes", "4", "--mode", "sync"]),
+                        ("s6", ["--nodes", "6", "--mode", "sync"])]:
+        path = tmp_path / f"{name}.h5"
+        assert cli([*TINY, "--out", str(path), *extra]) == 0
+        runs.append(str(path))
+    capsys.readouterr()
+    rows = {(r["variant"], r["nodes"], r["factor"]): r["seconds"] for r in simulated_points(runs)}
+    assert set(rows) == {("async-lead4", 4, 1.0), ("async-lead4", 4, 3.0), ("sync", 4, 1.0),
+                         ("sync", 6, 1.0)}
+    # A 3x straggler slows async's time to eps (simulated seconds), and every layer got there.
+    assert rows[("async-lead4", 4, 3.0)] > 1.5 * rows[("async-lead4", 4, 1.0)] > 0
+    assert main(["--sim", *runs, "--out", str(tmp_path / "fig" / "t.png")]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"\| simulated \| async-lead4 \S+ \| 4 \| 3 \| - \| \d", out), out
+    assert (tmp_path / "fig" / "t.png").stat().st_size > 0
+
+
+def test_a_live_run_log_is_refused_as_simulated(tmp_path):
+    from dssfn_mpi.runlog import write_runlog
+
+    path = tmp_path / "live.h5"
+    write_runlog(path, {"layers": 0, "nodes": 2, "complete": True, "config": "{}"}, {})
+    with pytest.raises(UserError, match="not a simulated run log"):
+        simulated_points([str(path)])
