@@ -96,8 +96,13 @@ def simulated_points(paths: list[str]) -> list[dict]:
 def _style(variant: str) -> dict:
     from .figstyle import MODE_STYLE
 
-    base = variant if variant in MODE_STYLE else variant.split("-lead")[0]
-    return dict(MODE_STYLE.get(base, {"color": "tab:purple", "marker": "D"}))
+    base, _, lead = variant.partition("-lead")
+    style = dict(MODE_STYLE.get(variant, MODE_STYLE.get(base, {"color": "tab:purple",
+                                                               "marker": "D"})))
+    if lead:  # the bounded delays apart: one marker and shade each
+        style.update({"4": {}, "16": {"marker": "D", "color": "tab:purple"},
+                      "64": {"marker": "P", "color": "tab:brown"}}.get(lead, {}))
+    return style
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
              yscale="log", title="against a straggler")
     ax_m.set(xlabel="nodes M", ylabel="simulated time to eps, layers >= 1 [s]", xscale="log",
              yscale="log", title="against the node count (simulated)")
+    from matplotlib.ticker import NullFormatter
+
+    ticks = sorted({r["nodes"] for r in sim})
+    if ticks:
+        ax_m.set_xticks(ticks, [str(t) for t in ticks])
+    ax_m.xaxis.set_minor_formatter(NullFormatter())
     for ax in (ax_f, ax_m):
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
