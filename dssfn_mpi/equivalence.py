@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from .errors import RankError
-from .solver import exact_solve, objective
+from .solver import ExactSolution, exact_solve, objective
 from .waiting import WaitPolicy
 
-__all__ = ["exact_target", "measure_equivalence", "relative_distance"]
+__all__ = ["check_fields", "exact_target", "measure_equivalence", "relative_distance"]
 
 
 def relative_distance(O: np.ndarray, O_star: np.ndarray) -> float:
@@ -32,12 +32,12 @@ def relative_distance(O: np.ndarray, O_star: np.ndarray) -> float:
 
 def exact_target(comm: Any, G: np.ndarray, B: np.ndarray, eps: float,
                  wait_policy: WaitPolicy | None = None,
-                 timeout: float = float("inf")) -> np.ndarray:
-    """The layer's exact solution ``O*``, on every rank (collective): what ``--stop eps`` aims at.
+                 timeout: float = float("inf")) -> ExactSolution:
+    """The layer's exact solution, on every rank (collective): what ``--stop eps`` aims at.
 
     Rank 0 reduces the statistics, solves the stacked problem and broadcasts
-    ``O*``, as the check does after the layer; the training loop calls it
-    before the solve and leaves it out of the layer's timings.
+    ``O*`` and its multiplier; the training loop calls it before the solve and
+    leaves it out of the layer's timings, and the check after the layer reuses it.
 
     Parameters
     ----------
@@ -46,8 +46,8 @@ def exact_target(comm: Any, G: np.ndarray, B: np.ndarray, eps: float,
 
     Returns
     -------
-    ndarray, shape of ``B``
-        ``O*``, the same on every rank.
+    ExactSolution
+        ``O*`` and ``lam``, the same on every rank.
     """
     from mpi4py import MPI
 
@@ -63,15 +63,53 @@ def exact_target(comm: Any, G: np.ndarray, B: np.ndarray, eps: float,
 
     wait([comm.Ireduce(G, Gs, op=MPI.SUM, root=0), comm.Ireduce(B, Bs, op=MPI.SUM, root=0)],
          "the exact solution for --stop eps")
-    target = exact_solve(Gs, Bs, eps).O if root else np.empty_like(B)
-    target = np.ascontiguousarray(target)
-    wait([comm.Ibcast(target, root=0)], "the exact solution for --stop eps")
-    return target
+    # O* and lam in one broadcast buffer.
+    packed = np.empty(B.size + 1)
+    if root:
+        sol = exact_solve(Gs, Bs, eps)
+        packed[:-1], packed[-1] = sol.O.ravel(), sol.lam
+    wait([comm.Ibcast(packed, root=0)], "the exact solution for --stop eps")
+    return ExactSolution(O=packed[:-1].reshape(B.shape), lam=float(packed[-1]))
+
+
+def check_fields(G: np.ndarray, B: np.ndarray, tt: float, Os: np.ndarray,
+                 sol: ExactSolution) -> dict[str, np.ndarray]:
+    """The ``check`` fields of :mod:`dssfn_mpi.schema` from the stacked statistics.
+
+    Parameters
+    ----------
+    G, B : ndarray
+        ``sum_m G_m`` and ``sum_m B_m``.
+    tt : float
+        ``sum_m ||T_m||_F^2``.
+    Os : ndarray, shape (M, Q, d)
+        Every node's solution.
+    sol : ExactSolution
+        The exact solution of the stacked problem.
+
+    Returns
+    -------
+    dict
+        ``rel_distance``, ``objective_gap`` (one value per node) and the
+        per-layer ``consensus_spread`` and ``lambda_star``, repeated M times.
+    """
+    fstar = objective(sol.O, G, B, tt)
+    mean = Os.mean(axis=0)
+    spread = max(np.linalg.norm(Om - mean) for Om in Os) / max(
+        float(np.linalg.norm(mean)), np.finfo(float).tiny
+    )
+    return {
+        "rel_distance": np.array([relative_distance(Om, sol.O) for Om in Os]),
+        "objective_gap": np.array([(objective(Om, G, B, tt) - fstar) / abs(fstar)
+                                   for Om in Os]),
+        "consensus_spread": np.full(len(Os), spread),
+        "lambda_star": np.full(len(Os), sol.lam),
+    }
 
 
 def measure_equivalence(comm: Any, G: np.ndarray, B: np.ndarray, tt: float, O: np.ndarray,
                         eps: float, wait_policy: WaitPolicy | None = None,
-                        timeout: float = float("inf")
+                        timeout: float = float("inf"), solution: ExactSolution | None = None
                         ) -> tuple[dict[str, np.ndarray], np.ndarray] | None:
     """Distances of every rank's ``O_m`` to the exact solution of the stacked problem.
 
@@ -94,6 +132,9 @@ def measure_equivalence(comm: Any, G: np.ndarray, B: np.ndarray, tt: float, O: n
     timeout : float
         Seconds to wait for them before raising
         :class:`~dssfn_mpi.errors.RankError`.
+    solution : ExactSolution, optional
+        The stacked problem's exact solution when already known (``--stop eps``
+        computes it before the layer: :func:`exact_target`); else rank 0 solves it.
 
     Returns
     -------
@@ -120,18 +161,5 @@ def measure_equivalence(comm: Any, G: np.ndarray, B: np.ndarray, tt: float, O: n
                         f"answer within {timeout:g} s (a rank died or hangs; see --timeout)")
     if not root:
         return None
-    tts = float(tt_sum[0])
-    sol = exact_solve(Gs, Bs, eps)
-    fstar = objective(sol.O, Gs, Bs, tts)
-    mean = Os.mean(axis=0)
-    spread = max(np.linalg.norm(Om - mean) for Om in Os) / max(
-        float(np.linalg.norm(mean)), np.finfo(float).tiny
-    )
-    fields = {
-        "rel_distance": np.array([relative_distance(Om, sol.O) for Om in Os]),
-        "objective_gap": np.array([(objective(Om, Gs, Bs, tts) - fstar) / abs(fstar)
-                                   for Om in Os]),
-        "consensus_spread": np.full(len(Os), spread),
-        "lambda_star": np.full(len(Os), sol.lam),
-    }
-    return fields, sol.O
+    sol = solution if solution is not None else exact_solve(Gs, Bs, eps)
+    return check_fields(Gs, Bs, float(tt_sum[0]), Os, sol), sol.O

@@ -113,7 +113,7 @@ class Equivalence(Observer):
     def after_layer(self, step: LayerStep) -> None:
         s, p = self.state, step.problem
         res = measure_equivalence(s.comm, p.G, p.B, s.tt, step.O, p.eps, s.wait_policy,
-                                  s.cfg.timeout)
+                                  s.cfg.timeout, solution=p.target)
         if res is not None:
             fields, step.O_star = res
             for k, v in fields.items():

@@ -53,6 +53,7 @@ __all__ = [
     "LayerProjection",
     "Network",
     "Projection",
+    "exchange_end",
     "format_projection",
     "jitter_factors",
     "load_run",
@@ -325,7 +326,7 @@ def _neighbour_max(values: np.ndarray, neighbors: np.ndarray) -> np.ndarray:
     return picked.max(axis=1, initial=-np.inf)
 
 
-def _exchange(ready: np.ndarray, hops: np.ndarray, rounds: int, seconds: float) -> np.ndarray:
+def exchange_end(ready: np.ndarray, hops: np.ndarray, rounds: int, seconds: float) -> np.ndarray:
     """End of ``rounds`` neighbour exchanges that each cost ``seconds``.
 
     Round r ends at the latest round r-1 end among a rank and its neighbours
@@ -347,7 +348,7 @@ def _solve_begin(tr: _Trace, i: int, t0: np.ndarray, ends: list[np.ndarray],
             ready = np.full(m, ready.max() + allreduce_seconds(net, m, PENALTY_BYTES, tr.allreduce))
         else:
             rounds = 1 if tr.mode == "async" else tr.mix_rounds
-            ready = _exchange(ready, tr.hops, rounds, net.message_seconds(PENALTY_BYTES))
+            ready = exchange_end(ready, tr.hops, rounds, net.message_seconds(PENALTY_BYTES))
     if tr.mode == "async" and i >= 2:  # parity slots: neighbours left layer l-2
         ready = np.maximum(ready, _neighbour_max(ends[i - 2], tr.neighbors) + net.alpha)
     return ready + factor
@@ -405,7 +406,7 @@ def _solve_graph(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
     prev = begin
     for k in range(cpu.shape[1]):
         start[:, k] = prev
-        end[:, k] = prev = _exchange(prev + cpu[:, k], tr.hops, tr.mix_rounds, message)
+        end[:, k] = prev = exchange_end(prev + cpu[:, k], tr.hops, tr.mix_rounds, message)
     return start, end
 
 

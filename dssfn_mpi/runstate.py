@@ -28,7 +28,8 @@ from .errors import RankError, UserError, require
 from .model import layer_features, one_hot
 from .waiting import WaitPolicy, make_policy
 
-__all__ = ["ROW_FIELDS", "RunState", "make_graph", "prepare_run", "root_call", "run_attributes"]
+__all__ = ["ROW_FIELDS", "RunState", "make_graph", "prepare_run", "rank_table", "root_call",
+           "run_attributes"]
 
 #: The fields of a rank's own log rows (the check fields are rank 0's).
 ROW_FIELDS = schema.names(schema.ENGINE, schema.LOOP)
@@ -139,17 +140,23 @@ class RunState:
 
     def rank_table(self) -> dict[str, np.ndarray]:
         """The run log's ``/ranks`` datasets this run knows: degree, neighbours, shard size."""
-        graph, M = self.graph, self.graph.n_nodes
-        width = max((graph.degree(m) for m in range(M)), default=0)
-        nbrs = np.full((M, max(width, 1)), -1, dtype=np.int64)
-        for m in range(M):
-            nb = graph.neighbors(m)
-            nbrs[m, : len(nb)] = nb
-        return {
-            "degree": np.array([graph.degree(m) for m in range(M)], dtype=np.int64),
-            "neighbors": nbrs,
-            "shard_size": np.array(self.meta["shard_sizes"], dtype=np.int64),
-        }
+        return rank_table(self.graph, self.meta["shard_sizes"])
+
+
+def rank_table(graph: Any, shard_sizes: list[int]) -> dict[str, np.ndarray]:
+    """The run log's ``/ranks`` datasets: each node's degree, neighbours (padded with -1)
+    and shard size."""
+    M = graph.n_nodes
+    width = max((graph.degree(m) for m in range(M)), default=0)
+    nbrs = np.full((M, max(width, 1)), -1, dtype=np.int64)
+    for m in range(M):
+        nb = graph.neighbors(m)
+        nbrs[m, : len(nb)] = nb
+    return {
+        "degree": np.array([graph.degree(m) for m in range(M)], dtype=np.int64),
+        "neighbors": nbrs,
+        "shard_size": np.array(shard_sizes, dtype=np.int64),
+    }
 
 
 def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",

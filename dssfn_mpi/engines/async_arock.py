@@ -127,7 +127,7 @@ class AsyncEngine(Engine):
         versions = np.zeros(dm, dtype=np.int64)
         lead_wait = 0.0
         check = (None if self.board is None else
-                 NodeCheck(self.rule, prob.target, B2=B2, gamma=gamma, eta=eta))
+                 NodeCheck(self.rule, prob.target_O, B2=B2, gamma=gamma, eta=eta))
         self._ended, done = False, 0
         passed_O = np.zeros((Q, d))  # the last O_m that passed this rank's own test
         for k in range(cfg.iters):

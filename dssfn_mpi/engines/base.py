@@ -10,6 +10,7 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..errors import RankError
+from ..solver import ExactSolution
 from ..waiting import WaitPolicy
 
 if TYPE_CHECKING:
@@ -59,8 +60,14 @@ class LayerProblem:
     # value per neighbour, in the order of graph.neighbors(rank), the same at both
     # ends of an edge; a scalar means that value on every edge.
     penalty: float | np.ndarray = 1.0
-    # The layer's exact solution O* (the same on every rank), given only under --stop eps.
-    target: np.ndarray | None = None
+    # The layer's exact solution (O* and its multiplier, the same on every rank), given only
+    # under --stop eps.
+    target: ExactSolution | None = None
+
+    @property
+    def target_O(self) -> np.ndarray | None:
+        """``O*`` under ``--stop eps``, else None."""
+        return None if self.target is None else self.target.O
 
 
 @dataclass

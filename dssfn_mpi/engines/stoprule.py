@@ -154,6 +154,7 @@ class NodeCheck:
         self._c = float(np.sum(gamma)) if gamma is not None else 0.0
         self._eta = float(eta)
         self._S: np.ndarray | None = None
+        self._P: np.ndarray | None = None
 
     def _distance(self, O: np.ndarray) -> float:
         np.subtract(O, self._target, out=self._diff)
@@ -185,13 +186,20 @@ class NodeCheck:
         if rhs is None or self._B2 is None:
             raise ValueError("the async local rule needs the edge step's rhs, 2 B_m and gamma")
         if self._S is None:
-            self._S = np.zeros_like(O)
-        # P = sum_n gamma_mn Lam_mn = (rhs - 2 B_m - S) / 2; then S += eta (P - c O_m),
-        # the sum of this activation's dual steps Z_mn += eta gamma_mn (Lam_mn - O_m).
-        P = 0.5 * (rhs - self._B2 - self._S)
-        gap = P / self._c - O
-        self._S += self._eta * (P - self._c * O)
-        edge = _ratio(float(np.linalg.norm(gap)), float(np.linalg.norm(O)))
+            self._S, self._P = np.zeros_like(O), np.empty_like(O)
+        # P = sum_n gamma_mn Lam_mn = (rhs - 2 B_m - S) / 2, and g = P - c O_m: the edge gap
+        # is ||g|| / c and S += eta g, the sum of this activation's dual steps
+        # Z_mn += eta gamma_mn (Lam_mn - O_m). In place: this runs after every activation.
+        P, g = self._P, self._diff
+        np.subtract(rhs, self._B2, out=P)
+        P -= self._S
+        P *= 0.5
+        np.multiply(O, self._c, out=g)
+        np.subtract(P, g, out=g)
+        edge = _ratio(math.sqrt(float(np.vdot(g, g))) / self._c,
+                      math.sqrt(float(np.vdot(O, O))))
+        np.multiply(g, self._eta, out=P)
+        self._S += P
         change = self._change(O)
         self.last = max(edge, change)
         return self.last <= self.tol

@@ -83,7 +83,7 @@ class SyncAllreduceEngine(Engine):
         A = 0 if self.rule.fixed else self.vote_delay()
         buf, flat = np.zeros(size + A), np.zeros(size + A)
         x, mean = buf[:size].reshape(prob.B.shape), flat[:size].reshape(prob.B.shape)
-        check = None if A == 0 else NodeCheck(self.rule, prob.target)
+        check = None if A == 0 else NodeCheck(self.rule, prob.target_O)
         tested: deque[np.ndarray] = deque(maxlen=A)  # Zbar of the last A iterations
         comm_seconds, flag, ended, done = 0.0, 0.0, False, 0
         slept0 = self.ctx.wait_policy.slept

@@ -26,16 +26,17 @@ from ..config import TrainConfig
 from ..engines.stoprule import NodeCheck, parse_stop
 from ..engines.sync_graph import MIX_TOLERANCE
 from ..engines.updates import EdgeStep
-from ..equivalence import relative_distance
+from ..equivalence import check_fields
 from ..errors import UserError, require
 from ..model import accuracy, layer_features
 from ..network import Network, allreduce_seconds
-from ..solver import LocalInverse, exact_solve, objective
+from ..replay import exchange_end
+from ..solver import LocalInverse, exact_solve
 from .asyncsim import NodeRun, solve_async, staleness
 from .nodes import layer_problems, load_shards, penalties
 from .schedule import bounded_delay_times, node_runs, replay_reads
 from .speed import SpeedModel
-from .syncsim import exchange_end, hop_matrix, solve_sync
+from .syncsim import hop_matrix, solve_sync
 
 __all__ = ["SIM_MODES", "SimOptions", "SimResult", "simulate"]
 
@@ -120,7 +121,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         Bad settings, an impossible graph, a missing dataset, an unwritable output.
     """
     from ..runlog import check_output_path, software_versions
-    from ..runstate import make_graph, run_attributes
+    from ..runstate import make_graph, rank_table, run_attributes
 
     _check(cfg, opts)
     M, net = opts.nodes, opts.network
@@ -153,7 +154,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         "sim_allreduce": opts.allreduce if cfg.mode == "sync" else "",
         "sim_schedule": opts.schedule[0] if opts.schedule else "",
     }
-    ranks = _rank_table(graph, shards.sizes)
+    ranks = rank_table(graph, shards.sizes)
     rows: list[list[dict[str, float]]] = []
     checks_rows: dict[str, list[np.ndarray]] = {k: [] for k in
                                                 ("rel_distance", "objective_gap",
@@ -212,16 +213,8 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
             row_layer.append(row)
         rows.append(row_layer)
         if cfg.check:
-            fstar = objective(target.O, G_sum, B_sum, sum(tt))
-            mean = np.mean(np.stack(Os), axis=0)
-            spread = max(np.linalg.norm(O - mean) for O in Os) / max(
-                float(np.linalg.norm(mean)), np.finfo(float).tiny)
-            checks_rows["rel_distance"].append(np.array([relative_distance(O, target.O)
-                                                         for O in Os]))
-            checks_rows["objective_gap"].append(np.array(
-                [(objective(O, G_sum, B_sum, sum(tt)) - fstar) / abs(fstar) for O in Os]))
-            checks_rows["consensus_spread"].append(np.full(M, spread))
-            checks_rows["lambda_star"].append(np.full(M, target.lam))
+            for k, v in check_fields(G_sum, B_sum, sum(tt), np.stack(Os), target).items():
+                checks_rows[k].append(v)
         prev_Os = Os
         Ys = [p.Y for p in probs]
         del probs, invs, G_sum
@@ -314,17 +307,6 @@ def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: f
         row.update(puts=0, bytes_sent=run.activations * rounds * dm * message_bytes,
                    torn_retries=-1, fallbacks=-1)
     return row
-
-
-def _rank_table(graph, sizes: list[int]) -> dict[str, np.ndarray]:
-    M = graph.n_nodes
-    width = max(graph.degree(m) for m in range(M))
-    nbrs = np.full((M, max(width, 1)), -1, dtype=np.int64)
-    for m in range(M):
-        nb = graph.neighbors(m)
-        nbrs[m, : len(nb)] = nb
-    return {"degree": np.array([graph.degree(m) for m in range(M)], dtype=np.int64),
-            "neighbors": nbrs, "shard_size": np.array(sizes, dtype=np.int64)}
 
 
 def _result(attrs, rows, checks_rows, ranks, layer_end, Os_all, wall0,

@@ -28,11 +28,12 @@ import numpy as np
 from ..engines.stoprule import NodeCheck, StopRule
 from ..engines.updates import consensus_dual, consensus_primal
 from ..network import Network, allreduce_seconds
+from ..replay import exchange_end
 from ..solver import LocalInverse
 from .asyncsim import NodeRun
 from .nodes import mix
 
-__all__ = ["exchange_end", "hop_matrix", "solve_sync"]
+__all__ = ["hop_matrix", "solve_sync"]
 
 
 def hop_matrix(graph) -> np.ndarray:
@@ -40,12 +41,6 @@ def hop_matrix(graph) -> np.ndarray:
     from scipy.sparse.csgraph import shortest_path
 
     return shortest_path(graph.adjacency_matrix().astype(float), unweighted=True)
-
-
-def exchange_end(ready: np.ndarray, hops: np.ndarray, rounds: int, seconds: float) -> np.ndarray:
-    """End of ``rounds`` neighbour exchanges of ``seconds`` each, from each node's ready time."""
-    ball = hops <= rounds
-    return np.where(ball, ready[None, :], -np.inf).max(axis=1) + rounds * seconds
 
 
 def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list[np.ndarray],
