@@ -29,7 +29,7 @@ policy (:mod:`dssfn_mpi.waiting`).
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Protocol
+from typing import Callable, Optional, Protocol
 
 import numpy as np
 from mpi4py import MPI
@@ -48,6 +48,30 @@ _WORD = 8  # every entry is 8 bytes, so disp_unit=8 and everything stays aligned
 # Copies of one slot tried per read before falling back to the last consistent
 # value: the first try and two retries. Retries are immediate, never a wait.
 _ATTEMPTS = 3
+
+def _allocate(comm: MPI.Intracomm, nbytes: int) -> MPI.Win:
+    """The mailbox's window: shared memory when every rank is on one node, else allocated.
+
+    Both flavours are MPI-allocated (passive puts, unified model with osc/sm).
+    A shared window also lets a rank store into its neighbours' windows
+    directly (:meth:`ZMailbox._write`). Where the one-sided component cannot
+    make one (Open MPI's osc/rdma), ``Win.Allocate_shared`` fails on every rank
+    alike, and the allocated flavour is used.
+    """
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    one_node = node.Get_size() == comm.Get_size()
+    node.Free()
+    if one_node and comm.Get_size() > 1:
+        try:  # contiguous (the default): one address range holds every rank's window
+            return MPI.Win.Allocate_shared(nbytes, _WORD, comm=comm)
+        except MPI.Exception:
+            pass
+    return MPI.Win.Allocate(nbytes, _WORD, comm=comm)
+
+
+#: ``put_all``'s ``update``: given ``(node, offsets)`` or None, it computes Z (and stores it).
+Update = Callable[[Optional[tuple[np.ndarray, np.ndarray]]], None]
+
 
 class GraphLike(Protocol):
     """What :class:`ZMailbox` needs from ``dssfn_mpi.topology.Graph``."""
@@ -146,6 +170,16 @@ class ZMailbox:
         touching the window. :attr:`torn_retries` counts the rejected copies,
         :attr:`fallbacks` the reads answered by a fallback.
 
+    Direct stores
+        When every rank is on one node the window is a contiguous shared one
+        (``Win.Allocate_shared``; :attr:`direct`), and a write is the same
+        three phases as plain stores into the neighbours' memory, each phase
+        ended by ``Sync`` (a full memory barrier) where a put phase ends with a
+        flush: the stores still reach memory in the order ``begin``, payload,
+        ``end``, which is all the argument above uses. :meth:`put_all` can run
+        the computation of ``Z`` itself inside the write (``update``) so that
+        it stores the payload as it computes it. Reads are unchanged.
+
     Finished words
         :meth:`finish_layer` puts one aligned int64 per neighbour and flushes;
         the value only grows and has one writer, so the reader (after ``Sync``)
@@ -228,7 +262,7 @@ class ZMailbox:
         self._finished_off = 2 * deg * self._slot_words
         words = max(self._finished_off + deg, 1)
 
-        self._win: MPI.Win | None = MPI.Win.Allocate(words * _WORD, _WORD, comm=comm)
+        self._win: MPI.Win | None = _allocate(comm, words * _WORD)
         mem = self._win.tomemory()
         # The only views of window memory; free() drops them before Win.Free().
         self._f64: np.ndarray | None = np.frombuffer(mem, dtype=np.float64, count=words)
@@ -253,12 +287,33 @@ class ZMailbox:
         self._win.Lock_all(MPI.MODE_NOCHECK)
         self._epoch_open = True
 
+        # Where every rank can load and store every other's window (one node, a shared window
+        # that MPI can map): my slots in the neighbours' windows as arrays, written with plain
+        # stores instead of puts (see "Direct stores" in the class notes).
+        # The window is contiguous across ranks, so one array spans me and my neighbours;
+        # _peer_at[parity][n] is the word in it where my slot in n's window starts.
+        self._node_f64: np.ndarray | None = None
+        self._node_i64: np.ndarray | None = None
+        self._peer_at: list[np.ndarray] = []  # per parity, per neighbour index
+        if self._win.Get_attr(MPI.WIN_CREATE_FLAVOR) == MPI.WIN_FLAVOR_SHARED and deg:
+            where = {r: self._win.Shared_query(r)[0] for r in (me, *self.neighbors)}
+            base = min(b.address for b in where.values())
+            end = max(b.address + len(b) for b in where.values())
+            span = MPI.buffer.fromaddress(base, end - base)
+            self._node_f64 = np.frombuffer(span, dtype=np.float64)
+            self._node_i64 = np.frombuffer(span, dtype=np.int64)
+            self._peer_at = [np.array([(where[n].address - base) // _WORD
+                                       + self._slot_offset(self._out_slot[n], par)
+                                       for n in self.neighbors], dtype=np.intp)
+                             for par in (0, 1)]
+            del where, span
         # Reusable header (layer .. cols) and counter word, one per neighbour.
         self._header = np.zeros((max(deg, 1), HEADER_WORDS - 2), dtype=np.int64)
         self._ctr = [np.zeros(1, dtype=np.int64) for _ in range(max(deg, 1))]
         self._one = np.zeros(1, dtype=np.int64)  # reusable finished word
-        self._versions: dict[tuple[int, int], int] = {}  # (n, layer) -> my put counter
-        self._seq: dict[tuple[int, int], int] = {}  # (n, parity) -> my write counter
+        self._versions: dict[int, np.ndarray] = {}  # layer -> my put counter per neighbour
+        self._seq = np.zeros((2, max(deg, 1)), dtype=np.int64)  # my write counters per parity
+        self._every = np.arange(deg, dtype=np.intp)  # all neighbours' indices
         self._announced = -1  # last layer I announced with finish_layer
         # The outbox (see outbox()): per neighbour its header (layer .. cols) and data in
         # one row, so that a write's payload is one put. Allocated on first use.
@@ -282,6 +337,9 @@ class ZMailbox:
         self._table = np.zeros((2 * deg + 1, max_elems))
         self._cur = [0] * deg
         self._rows = np.empty(deg, dtype=np.intp)
+        # ||outbox Z_i + kept copy i||^2 where the copy computed it (-1: not known); see norms.
+        self._norms = np.full(deg, -1.0)
+        self._copy_norms = None  # the compiled copy (kernels.copy_norms), set by outbox()
         self._all = list(range(deg))
         self.puts = 0
         self.bytes_sent = 0
@@ -344,7 +402,21 @@ class ZMailbox:
         if self._out is None:
             self._out = np.zeros((len(self.neighbors), h + self.max_elems))
             self._out_i64 = self._out[:, :h].view(np.int64)
+            from .engines import kernels
+
+            self._copy_norms = kernels.copy_norms if kernels.AVAILABLE else None
         return self._out, h
+
+    @property
+    def norms(self) -> np.ndarray:
+        """Per neighbour ``i``, ``||outbox Z_i + Z_{n_i,me}||^2`` of the outbox's values and
+        the copy :meth:`read_rows` returns, or -1 where not known.
+
+        With the compiled kernels, the seqlock's copy of a fresh slot computes it on
+        the way (the edge form's first pass, :mod:`dssfn_mpi.engines.kernels`);
+        every write (which changes the outbox) makes it unknown again.
+        """
+        return self._norms
 
     def _out_rows(self, size: int) -> list[np.ndarray]:
         """Per neighbour, the outbox's header and ``size`` values as one array (cached)."""
@@ -354,15 +426,15 @@ class ZMailbox:
             self._payload = (size, [row[: h + size] for row in self._out])
         return self._payload[1]
 
-    def put_all(self, Z: np.ndarray, layer: int) -> None:
+    def put_all(self, Z: np.ndarray, layer: int, update: Update | None = None) -> None:
         """``put(n, Z[i], layer)`` for every neighbour ``n = neighbors[i]``, at once.
 
-        The same seqlock writes, phase by phase over all neighbours with one
-        ``Flush_all`` per phase instead of three flushes per neighbour: every
-        slot still sees ``begin``, then its payload, then ``end`` (the flush
-        between two phases completes the earlier one at every target). A slot's
-        write is in flight for the whole call, a little longer than with
-        :meth:`put`; a reader then retries or falls back, as always.
+        The same seqlock writes, phase by phase over all neighbours (one
+        ``Flush_all`` per phase with puts, one memory barrier with direct
+        stores) instead of three flushes per neighbour: every slot still sees
+        ``begin``, then its payload, then ``end``. A slot's write is in flight
+        for the whole call, a little longer than with :meth:`put`; a reader then
+        retries or falls back, as always.
 
         Parameters
         ----------
@@ -372,24 +444,35 @@ class ZMailbox:
             phase, any other array two.
         layer : int
             Non-negative layer index.
+        update : callable, optional
+            What computes ``Z``, run inside the write (after ``begin``, before
+            ``end``) as ``update(dest)``: with :attr:`direct` stores ``dest`` is
+            ``(node, offsets)`` and ``update`` must also store each final ``Z[i]``,
+            flat, at ``node[offsets[i]:]`` (the neighbour's slot; one pass over
+            ``Z`` instead of two); otherwise ``dest`` is None and the values are
+            put after it. ``Z`` must be the outbox.
         """
         if Z.ndim != 3 or Z.shape[0] != len(self.neighbors):
             raise ValueError(f"Z must be (degree={len(self.neighbors)}, rows, cols), "
                              f"got shape {Z.shape}")
         if Z.dtype != np.float64 or Z.strides[1:] != (8 * Z.shape[2], 8):
             raise ValueError("Z must be float64 with C-contiguous Z[i]")
-        self._write(self.neighbors, Z, layer)
+        self._write(self.neighbors, Z, layer, update)
 
-    def _write(self, targets: tuple[int, ...], Z: np.ndarray, layer: int) -> None:
-        """Seqlock writes of ``Z[k]`` (2-D each) to ``targets[k]``, one flush per phase."""
-        win = self._check_open()
+    def _write(self, targets: tuple[int, ...], Z: np.ndarray, layer: int,
+               update: Update | None = None) -> None:
+        """Seqlock writes of ``Z[k]`` (2-D each) to ``targets[k]``, three phases for all."""
+        self._check_open()
         rows, cols = Z.shape[1:]
         size = rows * cols
         if size > self.max_elems:
             raise ValueError(f"Z has {size} elements, mailbox holds {self.max_elems}")
         if layer < 0:
             raise ValueError(f"layer must be >= 0, got {layer}")
+        self._norms[:] = -1.0  # Z changes: the read's norms are stale
         if not targets:
+            if update is not None:
+                update(None)
             return
         parity = layer % 2
         h = HEADER_WORDS - 2
@@ -399,22 +482,76 @@ class ZMailbox:
         packed = Z is self._packed_z
         if not packed and (out is not None and Z.size > 0 and targets == self.neighbors
                            and Z.__array_interface__["data"][0] == out.ctypes.data + 8 * h
-                           and Z.strides[0] == out.strides[0]):
+                           and (len(Z) == 1 or Z.strides[0] == out.strides[0])):
             packed, self._packed_z = True, Z
-        # Headers go in through int views (a numpy row assignment per target costs more than
-        # the rest of the loop); every header and counter stays untouched until the flushes.
+        if update is not None and not packed:
+            raise ValueError("put_all(update=...) needs Z to be the outbox")
+        # Headers and counters as arrays: one numpy call each for all targets.
+        ks = self._every if targets == self.neighbors else \
+            np.array([self._in_slot[n] for n in targets], dtype=np.intp)
+        counts = self._count_write(ks, layer)
         if packed:
             assert out is not None and self._out_i64 is not None
             heads, payload = self._out_i64, self._out_rows(size)
         else:
-            heads, payload = self._header, None
-        ctr, out_at = self._ctr, self._out_at[parity]
-        offs = [out_at[n] for n in targets]
-        for k, n in enumerate(targets):
-            version = self._versions[(n, layer)] = self._versions.get((n, layer), 0) + 1
-            ctr[k][0] = self._seq[(n, parity)] = self._seq.get((n, parity), 0) + 1
-            row = heads[k]
-            row[0], row[1], row[2], row[3], row[4] = layer, version, size, rows, cols
+            heads, payload = self._header[: len(ks)], None
+        heads[...] = (layer, 0, size, rows, cols)
+        heads[:, 1] = self._versions[layer][ks]
+        if self._node_f64 is not None:
+            self._store(self._peer_at[parity][ks], counts, heads, payload, Z, size, update)
+        else:
+            if update is not None:
+                update(None)
+            for k, c in enumerate(counts.tolist()):
+                self._ctr[k][0] = c
+            self._put(targets, self._out_at[parity], heads, payload, Z, size)
+        self.puts += len(targets)
+        self.bytes_sent += len(targets) * (HEADER_WORDS + size) * _WORD
+
+    def _count_write(self, ks: np.ndarray, layer: int) -> np.ndarray:
+        """Count one write of ``layer`` to each neighbour index in ``ks``: its version (puts
+        of the layer) and the slot's seqlock counter; returns the counters."""
+        versions = self._versions.get(layer)
+        if versions is None:
+            versions = self._versions[layer] = np.zeros(len(self.neighbors), dtype=np.int64)
+        versions[ks] += 1
+        seq = self._seq[layer % 2]
+        seq[ks] += 1
+        return seq[ks]
+
+    def _store(self, at: np.ndarray, counts: np.ndarray, heads: np.ndarray,
+               payload: list[np.ndarray] | None, Z: np.ndarray, size: int,
+               update: Update | None) -> None:
+        """The seqlock writes as plain stores into the slots starting at words ``at`` of the
+        node's shared memory, with counters ``counts``."""
+        win, f64, i64 = self._win, self._node_f64, self._node_i64
+        assert win is not None and f64 is not None and i64 is not None
+        # Sync is a full memory barrier (osc/sm: opal_atomic_mb): every store before it
+        # reaches memory before any store after it, so each target's memory sees begin,
+        # then the payload, then end, as with the flushes of _put. The counters are aligned
+        # 8-byte words, each stored in one piece.
+        i64[at + _S_BEGIN] = counts
+        win.Sync()
+        h = HEADER_WORDS - 2
+        i64[(at + _S_LAYER)[:, None] + np.arange(h)] = heads
+        if update is not None:
+            update((f64, at + HEADER_WORDS))
+        else:
+            for k, o in enumerate((at + _S_LAYER).tolist()):
+                if payload is not None:
+                    f64[o : o + h + size] = payload[k]
+                else:
+                    f64[o + h : o + h + size] = Z[k].reshape(-1)
+        win.Sync()
+        i64[at + _S_END] = counts
+        win.Sync()  # end leaves the store buffer now, not at some later barrier
+
+    def _put(self, targets: tuple[int, ...], at: dict[int, int], heads: np.ndarray,
+             payload: list[np.ndarray] | None, Z: np.ndarray, size: int) -> None:
+        """The seqlock writes as MPI puts, one flush per phase."""
+        win, ctr = self._win, self._ctr
+        assert win is not None
+        offs = [at[n] for n in targets]  # the counters are in ctr[k]
         flush = win.Flush if len(targets) == 1 else (lambda _: win.Flush_all())
         # Each flush completes the puts before it at the target, which orders
         # begin < payload < end in every target's memory (see the class notes).
@@ -433,8 +570,6 @@ class ZMailbox:
         for k, n in enumerate(targets):
             win.Put(ctr[k], n, offs[k] + _S_END)
         flush(targets[0])
-        self.puts += len(targets)
-        self.bytes_sent += len(targets) * (HEADER_WORDS + size) * _WORD
 
     def _recheck(self, copied: list[tuple[int, int, int, list[int]]]) -> list[bool]:
         """After the copies: for each ``(slot offset, e, ...)``, is ``begin`` still ``e``?"""
@@ -455,7 +590,7 @@ class ZMailbox:
         win, mv, f64 = self._win, self._mv, self._f64
         assert win is not None and mv is not None and f64 is not None
         parity = layer % 2
-        at, kpar, kseq, table = self._slot_at[parity], self._k_parity, self._k_seq, self._table
+        at, kpar, kseq = self._slot_at[parity], self._k_parity, self._k_seq
         todo = idx
         for _ in range(_ATTEMPTS):
             win.Sync()  # completed puts visible to my loads; orders the loads below
@@ -473,13 +608,9 @@ class ZMailbox:
                 if mv[off + _S_BEGIN] != e:  # a write is in flight: do not bother copying
                     retry.append(i)
                     continue
-                nelems = mv[off + _S_NELEMS]
-                if 0 <= nelems <= self.max_elems:
-                    # The row that is not the kept copy; header and data, write e if valid.
-                    table[2 * i + 1 - self._cur[i], :nelems] = \
-                        f64[off + HEADER_WORDS : off + HEADER_WORDS + nelems]
                 copied.append((off, e, i, mv[off + _S_LAYER : off + HEADER_WORDS].tolist()))
-            for (_, e, i, head), ok in zip(copied, self._recheck(copied)):
+            norms = self._copy(copied)
+            for k, ((_, e, i, head), ok) in enumerate(zip(copied, self._recheck(copied))):
                 if not ok:  # the copy overlapped a write: discard it
                     retry.append(i)
                     continue
@@ -487,11 +618,42 @@ class ZMailbox:
                 kpar[i], kseq[i] = parity, e
                 self._k_head[i] = head
                 self._cur[i] = 1 - self._cur[i]
+                self._norms[i] = -1.0 if norms is None else norms[k]
             self.torn_retries += len(retry)
             todo = retry
             if not todo:
                 return
         self.fallbacks += len(todo)  # every attempt overlapped a write
+
+    def _copy(self, copied: list[tuple[int, int, int, list[int]]]) -> np.ndarray | None:
+        """Copy each slot of ``copied`` (offset, e, i, header) into the row of in-neighbour
+        ``i`` that is not its kept copy; valid only if the recheck accepts it.
+
+        Returns the norms (:attr:`norms`) computed on the way when every slot holds
+        as many values as the outbox pairs them with (the compiled copy), else None.
+        """
+        f64, table = self._f64, self._table
+        assert f64 is not None
+        sizes = {c[3][2] for c in copied}
+        if self._copy_norms is not None and len(sizes) == 1:
+            (nelems,) = sizes
+            if 0 < nelems <= self.max_elems:
+                assert self._out is not None
+                n = len(copied)
+                at = np.array([c[0] + HEADER_WORDS for c in copied], dtype=np.intp)
+                which = np.array([c[2] for c in copied], dtype=np.intp)
+                rows = 2 * which + 1 - np.array([self._cur[i] for i in which.tolist()],
+                                                dtype=np.intp)
+                norms = np.empty(n)
+                self._copy_norms(f64, at, nelems, table, rows, self._out, HEADER_WORDS - 2,
+                                 which, norms)
+                return norms
+        for off, _, i, head in copied:
+            nelems = head[2]
+            if 0 <= nelems <= self.max_elems:  # header and data are write e if valid
+                table[2 * i + 1 - self._cur[i], :nelems] = \
+                    f64[off + HEADER_WORDS : off + HEADER_WORDS + nelems]
+        return None
 
     def _kept_for(self, layer: int, i: int) -> tuple[int, np.ndarray | None, tuple[int, int]]:
         """``(version, data, shape)`` of the kept copy of in-neighbour ``i`` for ``layer``.
@@ -721,6 +883,12 @@ class ZMailbox:
         self.fallbacks = 0
 
     @property
+    def direct(self) -> bool:
+        """True when Z is written with plain stores into the neighbours' shared memory,
+        False when with ``MPI_Put`` (more than one node, or no shared window)."""
+        return self._node_f64 is not None
+
+    @property
     def closed(self) -> bool:
         """True after :meth:`free`."""
         return self._win is None
@@ -735,6 +903,7 @@ class ZMailbox:
         # A numpy view alive at Win.Free() ended in "double free or corruption".
         if self._mv is not None:
             self._mv.release()
+        self._node_f64 = self._node_i64 = None
         self._mv = None
         self._f64 = None
         self._i64 = None

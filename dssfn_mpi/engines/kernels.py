@@ -16,6 +16,17 @@ block while it is in cache, and one pass for the final dual update:
 
 ``edge_dual``: ``Z_i += b_i O`` (``b_i = -eta gamma_i``).
 
+Two fuse that work with the copies an activation makes anyway, where the
+mailbox writes with direct stores (:class:`dssfn_mpi.transport.ZMailbox`):
+
+``copy_norms``: the seqlock read's copy of a fresh ``Zr_i`` out of the window,
+computing pass 1's ``s`` on the way (``edge_rhs`` skips pass 1 for every ``i``
+whose ``norms[i] >= 0``);
+
+``edge_dual_store``: ``edge_dual`` that also stores each new ``Z_i`` into the
+neighbour's slot (the write's payload), one pass instead of a dual pass and
+a copy.
+
 These are the numpy path's formulas (:meth:`EdgeStep.rhs`, :meth:`EdgeStep.dual`,
 the reference, tested against each other to 1e-12); only the order of the
 additions differs (the norm's sum is vectorised, products may fuse), so results
@@ -35,7 +46,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["AVAILABLE", "NUMBA_VERSION", "edge_dual", "edge_rhs"]
+__all__ = ["AVAILABLE", "NUMBA_VERSION", "copy_norms", "edge_dual", "edge_dual_store",
+           "edge_rhs"]
 
 try:  # the optional compiled path
     import numba
@@ -49,19 +61,23 @@ NUMBA_VERSION = "" if numba is None else str(numba.__version__)
 
 edge_rhs: Any = None
 edge_dual: Any = None
+edge_dual_store: Any = None
+copy_norms: Any = None
 
 
-def _edge_rhs(Z, off, N, table, rows, b2, h, sqrt_eps, c, rhs):  # pragma: no cover - compiled
+def _edge_rhs(Z, off, N, table, rows, norms, b2, h, sqrt_eps, c, rhs):  # pragma: no cover
     d = Z.shape[0]
     for j in range(N):
         rhs[j] = b2[j]
     for i in range(d):
         z = Z[i, off : off + N]
         zr = table[rows[i], :N]
-        s = 0.0
-        for j in range(N):
-            x = z[j] + zr[j]
-            s += x * x
+        s = norms[i]
+        if s < 0.0:  # not known from the read (copy_norms)
+            s = 0.0
+            for j in range(N):
+                x = z[j] + zr[j]
+                s += x * x
         t = min(1.0, sqrt_eps / max(math.sqrt(s) * h[i], 1e-300))
         a = c * t
         for j in range(N):
@@ -80,6 +96,32 @@ def _edge_dual(Z, off, N, O, b):  # pragma: no cover - compiled
             z[j] += bi * O[j]
 
 
+def _edge_dual_store(Z, off, N, O, b, dest, at):  # pragma: no cover - compiled
+    d = Z.shape[0]
+    for i in range(d):
+        z = Z[i, off : off + N]
+        out = dest[at[i] : at[i] + N]
+        bi = b[i]
+        for j in range(N):
+            v = z[j] + bi * O[j]
+            z[j] = v
+            out[j] = v
+
+
+def _copy_norms(src, at, N, table, rows, Z, off, which, norms):  # pragma: no cover - compiled
+    for k in range(at.size):
+        a = src[at[k] : at[k] + N]
+        copy = table[rows[k], :N]
+        z = Z[which[k], off : off + N]
+        s = 0.0
+        for j in range(N):
+            v = a[j]
+            copy[j] = v
+            x = z[j] + v
+            s += x * x
+        norms[k] = s
+
+
 if numba is not None:
     try:
         # Reassociation lets the norm's sum vectorise; no finite-math assumptions, so a
@@ -87,11 +129,15 @@ if numba is not None:
         _opts = {"cache": True, "nogil": True, "boundscheck": False,
                  "fastmath": {"reassoc", "contract", "nsz"}}
         _f2, _f1, _i1 = numba.float64[:, ::1], numba.float64[::1], numba.intp[::1]
+        _n = numba.intp
         edge_rhs = numba.njit(
-            numba.void(_f2, numba.intp, numba.intp, _f2, _i1, _f1, _f1, numba.float64,
-                       numba.float64, _f1), **_opts)(_edge_rhs)
-        edge_dual = numba.njit(
-            numba.void(_f2, numba.intp, numba.intp, _f1, _f1), **_opts)(_edge_dual)
+            numba.void(_f2, _n, _n, _f2, _i1, _f1, _f1, _f1, numba.float64, numba.float64, _f1),
+            **_opts)(_edge_rhs)
+        edge_dual = numba.njit(numba.void(_f2, _n, _n, _f1, _f1), **_opts)(_edge_dual)
+        edge_dual_store = numba.njit(numba.void(_f2, _n, _n, _f1, _f1, _f1, _i1),
+                                     **_opts)(_edge_dual_store)
+        copy_norms = numba.njit(numba.void(_f1, _i1, _n, _f2, _i1, _f2, _n, _i1, _f1),
+                                **_opts)(_copy_norms)
         AVAILABLE = True
     except Exception:  # pragma: no cover - a broken numba install: use numpy
-        edge_rhs = edge_dual = None
+        edge_rhs = edge_dual = edge_dual_store = copy_norms = None

@@ -184,6 +184,7 @@ class EdgeStep:
         # Per neighbour: Z_mn as a flat view and 1 / (2 gamma_n).
         self._edges = [(self._flat[i], 0.5 / g) for i, g in enumerate(gamma.tolist())]
         self._h = 0.5 / gamma
+        self._unknown = np.full(dm, -1.0)  # rhs_rows without norms
         self._b = -eta * gamma
         self._b_list = self._b.tolist()
         self._sqrt_eps = float(np.sqrt(eps))
@@ -227,34 +228,56 @@ class EdgeStep:
         for (z, _), b in zip(self._edges, self._b_list):
             _daxpy(o, z, a=b)
 
-    def rhs_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    def rhs_rows(self, table: np.ndarray, rows: np.ndarray,
+                 norms: np.ndarray | None = None) -> np.ndarray:
         """:meth:`rhs` with ``Zr_n = table[rows[i], :Q d]``, compiled when :attr:`compiled`.
 
         ``table`` is C-contiguous float64 and ``rows`` an intp array, as
-        :meth:`dssfn_mpi.transport.ZMailbox.read_rows` returns them.
+        :meth:`dssfn_mpi.transport.ZMailbox.read_rows` returns them; ``norms[i]``,
+        where it is >= 0, is ``||Z_mn + Zr_nm||^2`` already (the mailbox's
+        :attr:`~dssfn_mpi.transport.ZMailbox.norms`), which the compiled loop then
+        does not compute again.
         """
         if len(rows) != len(self._edges):
             raise ValueError(f"{len(rows)} neighbour values for {len(self._edges)} edges")
         if not self.compiled:
             size = self._b2.size
             return self.rhs([table[r, :size] for r in rows.tolist()])
-        self._kernels.edge_rhs(self._store, self._off, self._b2.size, table, rows, self._b2,
+        self._kernels.edge_rhs(self._store, self._off, self._b2.size, table, rows,
+                               self._unknown if norms is None else norms, self._b2,
                                self._h, self._sqrt_eps, -self._half_eta, self._rhs_flat)
         return self._rhs
 
-    def dual_rows(self, O: np.ndarray) -> None:
-        """:meth:`dual`, compiled when :attr:`compiled`."""
-        if not self.compiled:
-            self.dual(O)
-            return
+    def dual_rows(self, O: np.ndarray,
+                  dest: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """:meth:`dual`, compiled when :attr:`compiled`; with ``dest = (node, at)`` it also
+        stores each new ``Z_mn`` (flat) at ``node[at[i]:]`` (the mailbox's direct stores,
+        :meth:`dssfn_mpi.transport.ZMailbox.put_all`)."""
         if O is not self.O:
             self.O[...] = O
-        self._kernels.edge_dual(self._store, self._off, self._b2.size, self.O.reshape(-1),
-                                self._b)
+        size = self._b2.size
+        if not self.compiled:
+            self.dual(self.O)
+            if dest is not None:
+                node, at = dest
+                for z, a in zip(self._flat, at.tolist()):
+                    node[a : a + size] = z
+        elif dest is None:
+            self._kernels.edge_dual(self._store, self._off, size, self.O.reshape(-1), self._b)
+        else:
+            self._kernels.edge_dual_store(self._store, self._off, size, self.O.reshape(-1),
+                                          self._b, dest[0], dest[1])
+
+    def solve_rows(self, table: np.ndarray, rows: np.ndarray,
+                   norms: np.ndarray | None = None) -> np.ndarray:
+        """An activation up to ``O_m`` (:meth:`rhs_rows`, the local inverse); returns
+        :attr:`O`. :meth:`dual_rows` completes it."""
+        self.inv.apply(self.rhs_rows(table, rows, norms), out=self.O)
+        return self.O
 
     def step_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """One activation given the neighbours' ``Z_{n,m}`` as rows; returns :attr:`O`."""
-        self.inv.apply(self.rhs_rows(table, rows), out=self.O)
+        self.solve_rows(table, rows)
         self.dual_rows(self.O)
         return self.O
 
