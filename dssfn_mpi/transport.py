@@ -292,6 +292,7 @@ class ZMailbox:
         # stores instead of puts (see "Direct stores" in the class notes).
         # The window is contiguous across ranks, so one array spans me and my neighbours;
         # _peer_at[parity][n] is the word in it where my slot in n's window starts.
+        self._every = np.arange(deg, dtype=np.intp)  # all neighbours' indices
         self._node_f64: np.ndarray | None = None
         self._node_i64: np.ndarray | None = None
         self._peer_at: list[np.ndarray] = []  # per parity, per neighbour index
@@ -307,13 +308,16 @@ class ZMailbox:
                                        for n in self.neighbors], dtype=np.intp)
                              for par in (0, 1)]
             del where, span
+        # ... and the indices of every slot's words there, per parity (_slot_indices).
+        self._peer_idx = [self._slot_indices(par, self._every) for par in (0, 1)] \
+            if self._peer_at else []
         # Reusable header (layer .. cols) and counter word, one per neighbour.
         self._header = np.zeros((max(deg, 1), HEADER_WORDS - 2), dtype=np.int64)
         self._ctr = [np.zeros(1, dtype=np.int64) for _ in range(max(deg, 1))]
         self._one = np.zeros(1, dtype=np.int64)  # reusable finished word
         self._versions: dict[int, np.ndarray] = {}  # layer -> my put counter per neighbour
         self._seq = np.zeros((2, max(deg, 1)), dtype=np.int64)  # my write counters per parity
-        self._every = np.arange(deg, dtype=np.intp)  # all neighbours' indices
+        self._out_head: tuple[int, ...] = ()  # (layer, size, rows, cols) in the outbox headers
         self._announced = -1  # last layer I announced with finish_layer
         # The outbox (see outbox()): per neighbour its header (layer .. cols) and data in
         # one row, so that a write's payload is one put. Allocated on first use.
@@ -337,6 +341,11 @@ class ZMailbox:
         self._table = np.zeros((2 * deg + 1, max_elems))
         self._cur = [0] * deg
         self._rows = np.empty(deg, dtype=np.intp)
+        # The same as arrays for the compiled copy: the row of _table that is not neighbour
+        # i's kept copy, and where the data of each in-slot start, per parity.
+        self._spare = np.array([2 * i + 1 for i in range(deg)], dtype=np.intp)
+        self._data_at = [np.array(at, dtype=np.intp) + HEADER_WORDS for at in self._slot_at]
+        self._norm_buf = np.empty(deg)
         # ||outbox Z_i + kept copy i||^2 where the copy computed it (-1: not known); see norms.
         self._norms = np.full(deg, -1.0)
         self._copy_norms = None  # the compiled copy (kernels.copy_norms), set by outbox()
@@ -487,18 +496,22 @@ class ZMailbox:
         if update is not None and not packed:
             raise ValueError("put_all(update=...) needs Z to be the outbox")
         # Headers and counters as arrays: one numpy call each for all targets.
-        ks = self._every if targets == self.neighbors else \
+        every = targets == self.neighbors
+        ks = self._every if every else \
             np.array([self._in_slot[n] for n in targets], dtype=np.intp)
-        counts = self._count_write(ks, layer)
+        counts = self._count_write(None if every else ks, layer)
         if packed:
             assert out is not None and self._out_i64 is not None
             heads, payload = self._out_i64, self._out_rows(size)
         else:
             heads, payload = self._header[: len(ks)], None
-        heads[...] = (layer, 0, size, rows, cols)
-        heads[:, 1] = self._versions[layer][ks]
+        if heads is not self._out_i64 or self._out_head != (layer, size, rows, cols):
+            heads[...] = (layer, 0, size, rows, cols)
+            self._out_head = (layer, size, rows, cols) if heads is self._out_i64 else ()
+        heads[:, 1] = self._versions[layer] if every else self._versions[layer][ks]
         if self._node_f64 is not None:
-            self._store(self._peer_at[parity][ks], counts, heads, payload, Z, size, update)
+            where = self._peer_idx[parity] if every else self._slot_indices(parity, ks)
+            self._store(where, counts, heads, payload, Z, size, update)
         else:
             if update is not None:
                 update(None)
@@ -508,42 +521,52 @@ class ZMailbox:
         self.puts += len(targets)
         self.bytes_sent += len(targets) * (HEADER_WORDS + size) * _WORD
 
-    def _count_write(self, ks: np.ndarray, layer: int) -> np.ndarray:
-        """Count one write of ``layer`` to each neighbour index in ``ks``: its version (puts
-        of the layer) and the slot's seqlock counter; returns the counters."""
+    def _count_write(self, ks: np.ndarray | None, layer: int) -> np.ndarray:
+        """Count one write of ``layer`` to each neighbour index in ``ks`` (None: all): its
+        version (puts of the layer) and the slot's seqlock counter; returns the counters."""
         versions = self._versions.get(layer)
         if versions is None:
             versions = self._versions[layer] = np.zeros(len(self.neighbors), dtype=np.int64)
-        versions[ks] += 1
         seq = self._seq[layer % 2]
+        if ks is None:
+            versions += 1
+            seq += 1
+            return seq
+        versions[ks] += 1
         seq[ks] += 1
         return seq[ks]
 
-    def _store(self, at: np.ndarray, counts: np.ndarray, heads: np.ndarray,
+    def _slot_indices(self, parity: int, ks: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Where the writes to neighbour indices ``ks`` store, as indices into the node's
+        memory: each slot's ``begin``, its header words (layer .. cols), its data start,
+        its ``end``."""
+        at = self._peer_at[parity][ks]
+        return (at + _S_BEGIN, (at + _S_LAYER)[:, None] + np.arange(HEADER_WORDS - 2),
+                at + HEADER_WORDS, at + _S_END)
+
+    def _store(self, where: tuple[np.ndarray, ...], counts: np.ndarray, heads: np.ndarray,
                payload: list[np.ndarray] | None, Z: np.ndarray, size: int,
                update: Update | None) -> None:
-        """The seqlock writes as plain stores into the slots starting at words ``at`` of the
-        node's shared memory, with counters ``counts``."""
+        """The seqlock writes as plain stores into the node's shared memory, at ``where``
+        (:meth:`_slot_indices`), with counters ``counts``."""
         win, f64, i64 = self._win, self._node_f64, self._node_i64
         assert win is not None and f64 is not None and i64 is not None
+        begin, head, data, end = where
         # Sync is a full memory barrier (osc/sm: opal_atomic_mb): every store before it
         # reaches memory before any store after it, so each target's memory sees begin,
         # then the payload, then end, as with the flushes of _put. The counters are aligned
         # 8-byte words, each stored in one piece.
-        i64[at + _S_BEGIN] = counts
+        i64[begin] = counts
         win.Sync()
-        h = HEADER_WORDS - 2
-        i64[(at + _S_LAYER)[:, None] + np.arange(h)] = heads
+        i64[head] = heads
         if update is not None:
-            update((f64, at + HEADER_WORDS))
+            update((f64, data))
         else:
-            for k, o in enumerate((at + _S_LAYER).tolist()):
-                if payload is not None:
-                    f64[o : o + h + size] = payload[k]
-                else:
-                    f64[o + h : o + h + size] = Z[k].reshape(-1)
+            for k, o in enumerate(data.tolist()):
+                f64[o : o + size] = Z[k].reshape(-1) if payload is None else \
+                    payload[k][HEADER_WORDS - 2 :]
         win.Sync()
-        i64[at + _S_END] = counts
+        i64[end] = counts
         win.Sync()  # end leaves the store buffer now, not at some later barrier
 
     def _put(self, targets: tuple[int, ...], at: dict[int, int], heads: np.ndarray,
@@ -609,7 +632,7 @@ class ZMailbox:
                     retry.append(i)
                     continue
                 copied.append((off, e, i, mv[off + _S_LAYER : off + HEADER_WORDS].tolist()))
-            norms = self._copy(copied)
+            norms = self._copy(copied, parity)
             for k, ((_, e, i, head), ok) in enumerate(zip(copied, self._recheck(copied))):
                 if not ok:  # the copy overlapped a write: discard it
                     retry.append(i)
@@ -618,6 +641,7 @@ class ZMailbox:
                 kpar[i], kseq[i] = parity, e
                 self._k_head[i] = head
                 self._cur[i] = 1 - self._cur[i]
+                self._spare[i] = 2 * i + 1 - self._cur[i]
                 self._norms[i] = -1.0 if norms is None else norms[k]
             self.torn_retries += len(retry)
             todo = retry
@@ -625,7 +649,8 @@ class ZMailbox:
                 return
         self.fallbacks += len(todo)  # every attempt overlapped a write
 
-    def _copy(self, copied: list[tuple[int, int, int, list[int]]]) -> np.ndarray | None:
+    def _copy(self, copied: list[tuple[int, int, int, list[int]]],
+              parity: int) -> np.ndarray | None:
         """Copy each slot of ``copied`` (offset, e, i, header) into the row of in-neighbour
         ``i`` that is not its kept copy; valid only if the recheck accepts it.
 
@@ -639,14 +664,10 @@ class ZMailbox:
             (nelems,) = sizes
             if 0 < nelems <= self.max_elems:
                 assert self._out is not None
-                n = len(copied)
-                at = np.array([c[0] + HEADER_WORDS for c in copied], dtype=np.intp)
                 which = np.array([c[2] for c in copied], dtype=np.intp)
-                rows = 2 * which + 1 - np.array([self._cur[i] for i in which.tolist()],
-                                                dtype=np.intp)
-                norms = np.empty(n)
-                self._copy_norms(f64, at, nelems, table, rows, self._out, HEADER_WORDS - 2,
-                                 which, norms)
+                norms = self._norm_buf[: len(copied)]
+                self._copy_norms(f64, self._data_at[parity][which], nelems, table,
+                                 self._spare[which], self._out, HEADER_WORDS - 2, which, norms)
                 return norms
         for off, _, i, head in copied:
             nelems = head[2]
