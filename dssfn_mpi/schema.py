@@ -215,9 +215,8 @@ TRACE_SCHEMA: tuple[TraceField, ...] = (
                "last mixing round) and the dual update"),
     TraceField(TRACE, "cpu", ("L", "M", "K"), _F8, "s",
                "thread CPU time of its compute, without any MPI wait, collective or put "
-               "(async: read and update, the dual update included with the stores into the "
-               "neighbours' slots it makes on one node; sync: primal and dual; sync-graph: "
-               "also the mixing arithmetic)"),
+               "(async: read and update; sync: primal and dual; sync-graph: also the mixing "
+               "arithmetic)"),
     TraceField(TRACE, "comm_start", ("L", "M", "K"), _F8, "s",
                "the communication began: async, its puts (NaN in logs whose cpu still "
                "includes them); sync, sync-graph: the collective (first mixing round)"),

@@ -29,7 +29,7 @@ policy (:mod:`dssfn_mpi.waiting`).
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Callable, Optional, Protocol
+from typing import Protocol
 
 import numpy as np
 from mpi4py import MPI
@@ -67,10 +67,6 @@ def _allocate(comm: MPI.Intracomm, nbytes: int) -> MPI.Win:
         except MPI.Exception:
             pass
     return MPI.Win.Allocate(nbytes, _WORD, comm=comm)
-
-
-#: ``put_all``'s ``update``: given ``(node, offsets)`` or None, it computes Z (and stores it).
-Update = Callable[[Optional[tuple[np.ndarray, np.ndarray]]], None]
 
 
 class GraphLike(Protocol):
@@ -176,9 +172,7 @@ class ZMailbox:
         three phases as plain stores into the neighbours' memory, each phase
         ended by ``Sync`` (a full memory barrier) where a put phase ends with a
         flush: the stores still reach memory in the order ``begin``, payload,
-        ``end``, which is all the argument above uses. :meth:`put_all` can run
-        the computation of ``Z`` itself inside the write (``update``) so that
-        it stores the payload as it computes it. Reads are unchanged.
+        ``end``, which is all the argument above uses. Reads are unchanged.
 
     Finished words
         :meth:`finish_layer` puts one aligned int64 per neighbour and flushes;
@@ -435,7 +429,7 @@ class ZMailbox:
             self._payload = (size, [row[: h + size] for row in self._out])
         return self._payload[1]
 
-    def put_all(self, Z: np.ndarray, layer: int, update: Update | None = None) -> None:
+    def put_all(self, Z: np.ndarray, layer: int) -> None:
         """``put(n, Z[i], layer)`` for every neighbour ``n = neighbors[i]``, at once.
 
         The same seqlock writes, phase by phase over all neighbours (one
@@ -453,23 +447,15 @@ class ZMailbox:
             phase, any other array two.
         layer : int
             Non-negative layer index.
-        update : callable, optional
-            What computes ``Z``, run inside the write (after ``begin``, before
-            ``end``) as ``update(dest)``: with :attr:`direct` stores ``dest`` is
-            ``(node, offsets)`` and ``update`` must also store each final ``Z[i]``,
-            flat, at ``node[offsets[i]:]`` (the neighbour's slot; one pass over
-            ``Z`` instead of two); otherwise ``dest`` is None and the values are
-            put after it. ``Z`` must be the outbox.
         """
         if Z.ndim != 3 or Z.shape[0] != len(self.neighbors):
             raise ValueError(f"Z must be (degree={len(self.neighbors)}, rows, cols), "
                              f"got shape {Z.shape}")
         if Z.dtype != np.float64 or Z.strides[1:] != (8 * Z.shape[2], 8):
             raise ValueError("Z must be float64 with C-contiguous Z[i]")
-        self._write(self.neighbors, Z, layer, update)
+        self._write(self.neighbors, Z, layer)
 
-    def _write(self, targets: tuple[int, ...], Z: np.ndarray, layer: int,
-               update: Update | None = None) -> None:
+    def _write(self, targets: tuple[int, ...], Z: np.ndarray, layer: int) -> None:
         """Seqlock writes of ``Z[k]`` (2-D each) to ``targets[k]``, three phases for all."""
         self._check_open()
         rows, cols = Z.shape[1:]
@@ -480,8 +466,6 @@ class ZMailbox:
             raise ValueError(f"layer must be >= 0, got {layer}")
         self._norms[:] = -1.0  # Z changes: the read's norms are stale
         if not targets:
-            if update is not None:
-                update(None)
             return
         parity = layer % 2
         h = HEADER_WORDS - 2
@@ -493,8 +477,6 @@ class ZMailbox:
                            and Z.__array_interface__["data"][0] == out.ctypes.data + 8 * h
                            and (len(Z) == 1 or Z.strides[0] == out.strides[0])):
             packed, self._packed_z = True, Z
-        if update is not None and not packed:
-            raise ValueError("put_all(update=...) needs Z to be the outbox")
         # Headers and counters as arrays: one numpy call each for all targets.
         every = targets == self.neighbors
         ks = self._every if every else \
@@ -511,10 +493,8 @@ class ZMailbox:
         heads[:, 1] = self._versions[layer] if every else self._versions[layer][ks]
         if self._node_f64 is not None:
             where = self._peer_idx[parity] if every else self._slot_indices(parity, ks)
-            self._store(where, counts, heads, payload, Z, size, update)
+            self._store(where, counts, heads, payload, Z, size)
         else:
-            if update is not None:
-                update(None)
             for k, c in enumerate(counts.tolist()):
                 self._ctr[k][0] = c
             self._put(targets, self._out_at[parity], heads, payload, Z, size)
@@ -545,8 +525,7 @@ class ZMailbox:
                 at + HEADER_WORDS, at + _S_END)
 
     def _store(self, where: tuple[np.ndarray, ...], counts: np.ndarray, heads: np.ndarray,
-               payload: list[np.ndarray] | None, Z: np.ndarray, size: int,
-               update: Update | None) -> None:
+               payload: list[np.ndarray] | None, Z: np.ndarray, size: int) -> None:
         """The seqlock writes as plain stores into the node's shared memory, at ``where``
         (:meth:`_slot_indices`), with counters ``counts``."""
         win, f64, i64 = self._win, self._node_f64, self._node_i64
@@ -559,12 +538,9 @@ class ZMailbox:
         i64[begin] = counts
         win.Sync()
         i64[head] = heads
-        if update is not None:
-            update((f64, data))
-        else:
-            for k, o in enumerate(data.tolist()):
-                f64[o : o + size] = Z[k].reshape(-1) if payload is None else \
-                    payload[k][HEADER_WORDS - 2 :]
+        for k, o in enumerate(data.tolist()):
+            f64[o : o + size] = Z[k].reshape(-1) if payload is None else \
+                payload[k][HEADER_WORDS - 2 :]
         win.Sync()
         i64[end] = counts
         win.Sync()  # end leaves the store buffer now, not at some later barrier

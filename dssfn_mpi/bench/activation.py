@@ -150,24 +150,20 @@ def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
     theirs = [sh.rows[k][0] for k in range(1, degree + 1)]  # neighbour k's row
     versions = np.zeros(degree, dtype=np.int64)
     out = np.empty((q, n))
-    act, flo, warm = _Clock(reps, 7), _Clock(reps, 4), _Clock(reps, 7)
+    act, flo, warm = _Clock(reps, 6), _Clock(reps, 4), _Clock(reps, 6)
 
     def activation(r: int, clock: Any, layer: int) -> None:
-        # As the engine does it: the dual update runs inside the write (stamps 3 - 4).
-        def dual(dest: Any) -> None:
-            clock(r, 3)
-            step.dual_rows(step.O, dest)
-            clock(r, 4)
-
         clock(r, 0)
         Zr[:] = mb.read_rows(layer, size, versions)
         clock(r, 1)
         rhs = step.rhs_rows(*Zr, mb.norms)
         clock(r, 2)
         inv.apply(rhs, out=step.O)
+        clock(r, 3)
+        step.dual_rows(step.O)
+        clock(r, 4)
+        mb.put_all(step.Z, _LAYER)
         clock(r, 5)
-        mb.put_all(step.Z, _LAYER, dual)
-        clock(r, 6)
 
     def floor(r: int) -> None:
         flo(r, 0)
@@ -197,12 +193,11 @@ def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
         _sleeping_barrier(mb.comm)  # the neighbours may put again
     res = {}
     for kind in ("cpu", "wall"):
-        t, f = getattr(act, kind), np.diff(getattr(flo, kind), axis=1)
-        # Stamps in time order 0, 1, 2, 5, 3, 4, 6; the dual (3 - 4) counts as update.
-        dual = t[:, 4] - t[:, 3]
-        res[kind] = 1e-9 * np.stack([t[:, 1] - t[:, 0], t[:, 2] - t[:, 1] + dual,
-                                     t[:, 5] - t[:, 2], t[:, 6] - t[:, 5] - dual,
-                                     t[:, 6] - t[:, 0], f[:, 0], f[:, 1] + f[:, 2]])
+        a, f = np.diff(getattr(act, kind), axis=1), np.diff(getattr(flo, kind), axis=1)
+        total = getattr(act, kind)[:, 5] - getattr(act, kind)[:, 0]
+        update = a[:, 1] + a[:, 3]
+        res[kind] = 1e-9 * np.stack([a[:, 0], update, a[:, 2], a[:, 4], total, f[:, 0],
+                                     f[:, 1] + f[:, 2]])
     return res
 
 

@@ -69,7 +69,6 @@ class AsyncEngine(Engine):
         self.rule = parse_stop(ctx.cfg.stop)
         self.board = None if self.rule.fixed else DoneBoard(ctx.comm, ctx.cfg.layers + 1)
         self._ended = False  # the board said the current layer is over
-        self._dual_cpu = 0.0  # thread CPU of the last activation's dual update (_dual)
 
     def auto_penalty(self, layer: int, stats: np.ndarray) -> np.ndarray:
         """gamma_mn for each neighbour n from the means of ``stats`` over {m, n}.
@@ -148,23 +147,19 @@ class AsyncEngine(Engine):
             staleness.record(versions)
             table, rows = Zr
             if edge is not None:
-                O = edge.solve_rows(table, rows, mb.norms)
+                O = edge.step_rows(table, rows, mb.norms)
             else:
                 Zrs = table[rows, : Q * d].reshape(dm, Q, d)
                 O = paper_activation(Z, Zrs, B2, gamma, eta, eps, inv)
             # A slow node computes slowly, then sends (as in the sync engines).
             self.throttle.after(started)
             put_start, put_cpu = time.perf_counter(), time.thread_time()
-            self._dual_cpu = 0.0
-            mb.put_all(Z, layer, None if edge is None else partial(self._dual, edge))
+            mb.put_all(Z, layer)
             if trace is not None:  # from the successful poll's read to the last put, without
                 # the puts' CPU (MPI spins in their flushes while the link carries Z), as the
                 # sync engines leave out their collective's: the replay costs the puts itself.
-                # The dual update runs inside the write (its stores are the payload's) and
-                # counts as compute, stores and all.
                 polled, polled_cpu = self._polled
-                put = time.thread_time() - put_cpu - self._dual_cpu
-                trace.record_activation(k, O, polled, polled_cpu + put,
+                trace.record_activation(k, O, polled, polled_cpu + time.thread_time() - put_cpu,
                                         versions=versions, comm=put_start)
             done = k + 1
             if check is not None:  # after the puts, so neighbours need not wait for it
@@ -204,12 +199,6 @@ class AsyncEngine(Engine):
             fallbacks=mb.fallbacks - fallbacks0,
             waits_slept=self.waits.slept - slept0,
         )
-
-    def _dual(self, edge: EdgeStep, dest: tuple[np.ndarray, np.ndarray] | None) -> None:
-        """The edge step's dual update, inside the mailbox's write (its CPU noted)."""
-        c0 = time.thread_time()
-        edge.dual_rows(edge.O, dest)
-        self._dual_cpu = time.thread_time() - c0
 
     def close(self) -> None:
         self.dcomm.Free()

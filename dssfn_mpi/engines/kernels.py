@@ -16,16 +16,10 @@ block while it is in cache, and one pass for the final dual update:
 
 ``edge_dual``: ``Z_i += b_i O`` (``b_i = -eta gamma_i``).
 
-Two fuse that work with the copies an activation makes anyway, where the
-mailbox writes with direct stores (:class:`dssfn_mpi.transport.ZMailbox`):
-
-``copy_norms``: the seqlock read's copy of a fresh ``Zr_i`` out of the window,
-computing pass 1's ``s`` on the way (``edge_rhs`` skips pass 1 for every ``i``
-whose ``norms[i] >= 0``);
-
-``edge_dual_store``: ``edge_dual`` that also stores each new ``Z_i`` into the
-neighbour's slot (the write's payload), one pass instead of a dual pass and
-a copy.
+``copy_norms``: the mailbox's seqlock copy of each fresh ``Zr_i`` out of its
+window (:meth:`dssfn_mpi.transport.ZMailbox.read_rows`), computing pass 1's
+``s`` on the way; ``edge_rhs`` skips pass 1 for every ``i`` whose
+``norms[i] >= 0``.
 
 These are the numpy path's formulas (:meth:`EdgeStep.rhs`, :meth:`EdgeStep.dual`,
 the reference, tested against each other to 1e-12); only the order of the
@@ -46,8 +40,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["AVAILABLE", "NUMBA_VERSION", "copy_norms", "edge_dual", "edge_dual_store",
-           "edge_rhs"]
+__all__ = ["AVAILABLE", "NUMBA_VERSION", "copy_norms", "edge_dual", "edge_rhs"]
 
 try:  # the optional compiled path
     import numba
@@ -61,7 +54,6 @@ NUMBA_VERSION = "" if numba is None else str(numba.__version__)
 
 edge_rhs: Any = None
 edge_dual: Any = None
-edge_dual_store: Any = None
 copy_norms: Any = None
 
 
@@ -96,18 +88,6 @@ def _edge_dual(Z, off, N, O, b):  # pragma: no cover - compiled
             z[j] += bi * O[j]
 
 
-def _edge_dual_store(Z, off, N, O, b, dest, at):  # pragma: no cover - compiled
-    d = Z.shape[0]
-    for i in range(d):
-        z = Z[i, off : off + N]
-        out = dest[at[i] : at[i] + N]
-        bi = b[i]
-        for j in range(N):
-            v = z[j] + bi * O[j]
-            z[j] = v
-            out[j] = v
-
-
 def _copy_norms(src, at, N, table, rows, Z, off, which, norms):  # pragma: no cover - compiled
     for k in range(at.size):
         a = src[at[k] : at[k] + N]
@@ -134,10 +114,8 @@ if numba is not None:
             numba.void(_f2, _n, _n, _f2, _i1, _f1, _f1, _f1, numba.float64, numba.float64, _f1),
             **_opts)(_edge_rhs)
         edge_dual = numba.njit(numba.void(_f2, _n, _n, _f1, _f1), **_opts)(_edge_dual)
-        edge_dual_store = numba.njit(numba.void(_f2, _n, _n, _f1, _f1, _f1, _i1),
-                                     **_opts)(_edge_dual_store)
         copy_norms = numba.njit(numba.void(_f1, _i1, _n, _f2, _i1, _f2, _n, _i1, _f1),
                                 **_opts)(_copy_norms)
         AVAILABLE = True
     except Exception:  # pragma: no cover - a broken numba install: use numpy
-        edge_rhs = edge_dual = edge_dual_store = copy_norms = None
+        edge_rhs = edge_dual = copy_norms = None

@@ -248,36 +248,21 @@ class EdgeStep:
                                self._h, self._sqrt_eps, -self._half_eta, self._rhs_flat)
         return self._rhs
 
-    def dual_rows(self, O: np.ndarray,
-                  dest: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """:meth:`dual`, compiled when :attr:`compiled`; with ``dest = (node, at)`` it also
-        stores each new ``Z_mn`` (flat) at ``node[at[i]:]`` (the mailbox's direct stores,
-        :meth:`dssfn_mpi.transport.ZMailbox.put_all`)."""
+    def dual_rows(self, O: np.ndarray) -> None:
+        """:meth:`dual`, compiled when :attr:`compiled`."""
+        if not self.compiled:
+            self.dual(O)
+            return
         if O is not self.O:
             self.O[...] = O
-        size = self._b2.size
-        if not self.compiled:
-            self.dual(self.O)
-            if dest is not None:
-                node, at = dest
-                for z, a in zip(self._flat, at.tolist()):
-                    node[a : a + size] = z
-        elif dest is None:
-            self._kernels.edge_dual(self._store, self._off, size, self.O.reshape(-1), self._b)
-        else:
-            self._kernels.edge_dual_store(self._store, self._off, size, self.O.reshape(-1),
-                                          self._b, dest[0], dest[1])
+        self._kernels.edge_dual(self._store, self._off, self._b2.size, self.O.reshape(-1),
+                                self._b)
 
-    def solve_rows(self, table: np.ndarray, rows: np.ndarray,
-                   norms: np.ndarray | None = None) -> np.ndarray:
-        """An activation up to ``O_m`` (:meth:`rhs_rows`, the local inverse); returns
-        :attr:`O`. :meth:`dual_rows` completes it."""
+    def step_rows(self, table: np.ndarray, rows: np.ndarray,
+                  norms: np.ndarray | None = None) -> np.ndarray:
+        """One activation given the neighbours' ``Z_{n,m}`` as rows (``norms`` as in
+        :meth:`rhs_rows`); returns :attr:`O`."""
         self.inv.apply(self.rhs_rows(table, rows, norms), out=self.O)
-        return self.O
-
-    def step_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """One activation given the neighbours' ``Z_{n,m}`` as rows; returns :attr:`O`."""
-        self.solve_rows(table, rows)
         self.dual_rows(self.O)
         return self.O
 
