@@ -281,11 +281,9 @@ class ZMailbox:
         self._win.Lock_all(MPI.MODE_NOCHECK)
         self._epoch_open = True
 
-        # Where every rank can load and store every other's window (one node, a shared window
-        # that MPI can map): my slots in the neighbours' windows as arrays, written with plain
-        # stores instead of puts (see "Direct stores" in the class notes).
-        # The window is contiguous across ranks, so one array spans me and my neighbours;
-        # _peer_at[parity][n] is the word in it where my slot in n's window starts.
+        # Direct stores (class notes) where the window is shared: it is contiguous across
+        # ranks, so one array spans me and my neighbours; _peer_at[parity][i] is the word in
+        # it where my slot in neighbour i's window starts.
         self._every = np.arange(deg, dtype=np.intp)  # all neighbours' indices
         self._node_f64: np.ndarray | None = None
         self._node_i64: np.ndarray | None = None
@@ -765,6 +763,7 @@ class ZMailbox:
                     and head[3] * head[4] == size:
                 found[i], rows[i] = head[1], 2 * i + self._cur[i]
                 continue
+            self._norms[i] = -1.0  # the row of zeros, not the copy a norm was computed with
             version, data, _ = self._kept_for(layer, i)
             if data is not None:
                 raise ValueError(f"rank {self.neighbors[i]} wrote {data.size} values for layer "
