@@ -7,10 +7,11 @@ communication pattern of ARock-style asynchronous ADMM.
 
 Two facts shape this module (measured, with the commands, in docs/MPI.md):
 
-* Only MPI-*allocated* windows (``Win.Allocate``) are truly passive: a put into a
-  ``Win.Create`` window over user memory completes only when the target next
-  enters MPI, which defeats the point. :func:`dssfn_mpi.rmacheck.passive_put_check`
-  tests this.
+* Only MPI-*allocated* windows (``Win.Allocate``, or ``Win.Allocate_shared`` on
+  one node, where a rank then stores into its neighbours' memory directly) are
+  truly passive: a put into a ``Win.Create`` window over user memory completes
+  only when the target next enters MPI, which defeats the point.
+  :func:`dssfn_mpi.rmacheck.passive_put_check` tests this.
 * Windows use the unified memory model, so a reader can see a half-written Z
   while a put is in flight. Reads are therefore validated by a *seqlock*: every
   slot has one writer, which brackets each write with two counters, and the
