@@ -615,8 +615,8 @@ class ZMailbox:
                 # Consistent: header and data are exactly write e of the slot.
                 kpar[i], kseq[i] = parity, e
                 self._k_head[i] = head
+                self._spare[i] = 2 * i + self._cur[i]  # the old kept row takes the next copy
                 self._cur[i] = 1 - self._cur[i]
-                self._spare[i] = 2 * i + 1 - self._cur[i]
                 self._norms[i] = -1.0 if norms is None else norms[k]
             self.torn_retries += len(retry)
             todo = retry
@@ -647,7 +647,7 @@ class ZMailbox:
         for off, _, i, head in copied:
             nelems = head[2]
             if 0 <= nelems <= self.max_elems:  # header and data are write e if valid
-                table[2 * i + 1 - self._cur[i], :nelems] = \
+                table[self._spare[i], :nelems] = \
                     f64[off + HEADER_WORDS : off + HEADER_WORDS + nelems]
         return None
 
