@@ -174,6 +174,10 @@ class ZMailbox:
         ended by ``Sync`` (a full memory barrier) where a put phase ends with a
         flush: the stores still reach memory in the order ``begin``, payload,
         ``end``, which is all the argument above uses. Reads are unchanged.
+        With numba, both the read and the write of all neighbours are then one
+        compiled call each (:mod:`dssfn_mpi.seqlock`: the same steps, with
+        memory fences where this code calls ``Sync``; ``compiled=False`` keeps
+        them in Python, the reference).
 
     Finished words
         :meth:`finish_layer` puts one aligned int64 per neighbour and flushes;
@@ -204,6 +208,10 @@ class ZMailbox:
         and ``n`` is in ``neighbors(m)`` iff ``m`` is in ``neighbors(n)``.
     max_elems : int
         Largest ``Z.size`` that will ever be put; must be equal on all ranks.
+    compiled : bool, optional
+        With direct stores, run the seqlock's reads and writes as compiled loops
+        (:mod:`dssfn_mpi.seqlock`; True: raise without numba), in Python (False),
+        or compiled when numba is installed (None). With puts always Python.
 
     Attributes
     ----------
@@ -218,7 +226,11 @@ class ZMailbox:
         copies and returned the last consistent copy (or "nothing yet").
     """
 
-    def __init__(self, comm: MPI.Intracomm, graph: GraphLike, max_elems: int) -> None:
+    #: The reads' second load of ``begin`` (only the mutation control turns it off).
+    _second_check = True
+
+    def __init__(self, comm: MPI.Intracomm, graph: GraphLike, max_elems: int,
+                 compiled: bool | None = None) -> None:
         require(
             graph.n_nodes == comm.Get_size(),
             f"the graph has {graph.n_nodes} nodes but MPI started {comm.Get_size()} ranks; "
@@ -328,11 +340,16 @@ class ZMailbox:
         # parity last read): its parity, counter and header fields (layer .. cols), and its
         # data in row 2 i + _cur[i] of _table (the other row receives the next copy). The
         # last row of the table stays zero: "nothing yet" (see read_rows).
-        self._k_parity = [-1] * deg
-        self._k_seq = [0] * deg
-        self._k_head: list[list[int]] = [[-1, 0, 0, 0, 0] for _ in range(deg)]
+        self._k_parity = np.full(deg, -1, dtype=np.int64)
+        self._k_seq = np.zeros(deg, dtype=np.int64)
+        self._k_head = np.zeros((deg, HEADER_WORDS - 2), dtype=np.int64)
+        self._k_head[:, 0] = -1
         self._table = np.zeros((2 * deg + 1, max_elems))
-        self._cur = [0] * deg
+        self._cur = np.zeros(deg, dtype=np.int64)
+        # The same as memoryviews for the Python read, whose per-neighbour indexing then
+        # gives Python ints (as _mv does).
+        self._kp, self._ks, self._kc = (memoryview(a) for a in
+                                        (self._k_parity, self._k_seq, self._cur))
         self._rows = np.empty(deg, dtype=np.intp)
         # The same as arrays for the compiled copy: the row of _table that is not neighbour
         # i's kept copy, and where the data of each in-slot start, per parity.
@@ -343,10 +360,23 @@ class ZMailbox:
         self._norms = np.full(deg, -1.0)
         self._copy_norms = None  # the compiled copy (kernels.copy_norms), set by outbox()
         self._all = list(range(deg))
+        # The compiled seqlock (direct stores only: its fences stand for Win_sync on plain
+        # shared memory), its scratch and its counts (torn_retries, fallbacks).
+        from . import seqlock
+
+        if compiled and not seqlock.AVAILABLE:
+            raise RuntimeError("the compiled seqlock needs numba (pip install numba)")
+        use = seqlock.AVAILABLE if compiled is None else bool(compiled)
+        self._seqlock = seqlock if use and self._node_f64 is not None else None
+        self._at = [np.array(at, dtype=np.intp) for at in self._slot_at]
+        self._work = np.empty(deg, dtype=np.intp)
+        self._fresh = np.empty((deg, 8), dtype=np.int64)
+        self._pend = np.empty(deg)
+        self._no_out = np.zeros((0, 1))
+        self._no_rows = np.empty(0, dtype=np.intp)
+        self._counts = np.zeros(2, dtype=np.int64)
         self.puts = 0
         self.bytes_sent = 0
-        self.torn_retries = 0
-        self.fallbacks = 0
 
     # -- layout -----------------------------------------------------------------
 
@@ -490,7 +520,13 @@ class ZMailbox:
             heads[...] = (layer, 0, size, rows, cols)
             self._out_head = (layer, size, rows, cols) if heads is self._out_i64 else ()
         heads[:, 1] = self._versions[layer] if every else self._versions[layer][ks]
-        if self._node_f64 is not None:
+        if self._seqlock is not None:
+            assert self._node_i64 is not None and self._node_f64 is not None
+            at = self._peer_at[parity] if every else self._peer_at[parity][ks]
+            src, off = (out, h) if packed else (Z.reshape(len(ks), size), 0)
+            self._seqlock.store(self._node_i64, self._node_f64, at, counts, heads, src, off,
+                                size)
+        elif self._node_f64 is not None:
             where = self._peer_idx[parity] if every else self._slot_indices(parity, ks)
             self._store(where, counts, heads, payload, Z, size)
         else:
@@ -585,10 +621,14 @@ class ZMailbox:
         ``begin`` check. Slots that fail are tried again, ``_ATTEMPTS`` times in
         all; then they keep their last consistent copy (a fallback). Never waits.
         """
+        if self._seqlock is not None:
+            todo = self._every if idx is self._all else np.array(idx, dtype=np.intp)
+            self._read_compiled(layer, todo, 0, self._no_rows, self._no_rows)
+            return
         win, mv, f64 = self._win, self._mv, self._f64
         assert win is not None and mv is not None and f64 is not None
         parity = layer % 2
-        at, kpar, kseq = self._slot_at[parity], self._k_parity, self._k_seq
+        at, kpar, kseq = self._slot_at[parity], self._kp, self._ks
         todo = idx
         for _ in range(_ATTEMPTS):
             win.Sync()  # completed puts visible to my loads; orders the loads below
@@ -615,14 +655,28 @@ class ZMailbox:
                 # Consistent: header and data are exactly write e of the slot.
                 kpar[i], kseq[i] = parity, e
                 self._k_head[i] = head
-                self._spare[i] = 2 * i + self._cur[i]  # the old kept row takes the next copy
-                self._cur[i] = 1 - self._cur[i]
+                self._spare[i] = 2 * i + self._kc[i]  # the old kept row takes the next copy
+                self._kc[i] = 1 - self._kc[i]
                 self._norms[i] = -1.0 if norms is None else norms[k]
             self.torn_retries += len(retry)
             todo = retry
             if not todo:
                 return
         self.fallbacks += len(todo)  # every attempt overlapped a write
+
+    def _read_compiled(self, layer: int, todo: np.ndarray, size: int, versions: np.ndarray,
+                       rows: np.ndarray) -> int:
+        """:meth:`_refresh` of ``todo`` (and, given one entry per neighbour in ``versions``
+        and ``rows``, :meth:`read_rows`' choice of rows) in one compiled call; returns how
+        many kept copies of ``layer`` do not hold ``size`` values."""
+        assert self._seqlock is not None and self._i64 is not None and self._f64 is not None
+        parity = layer % 2
+        return self._seqlock.read_rows(
+            self._i64, self._f64, self._at[parity], parity, todo, layer, size, _ATTEMPTS,
+            self._second_check, self._k_parity, self._k_seq, self._k_head, self._cur,
+            self._spare, self._table, self._no_out if self._out is None else self._out,
+            HEADER_WORDS - 2, self._norms, versions, rows, self._work, self._fresh,
+            self._pend, self._counts)
 
     def _copy(self, copied: list[tuple[int, int, int, list[int]]],
               parity: int) -> np.ndarray | None:
@@ -658,15 +712,15 @@ class ZMailbox:
         nothing for ``layer``). A consistent copy whose header does not describe
         ``rows x cols`` values raises ValueError.
         """
-        if self._k_parity[i] != layer % 2:
+        if self._kp[i] != layer % 2:
             return 0, None, (0, 0)
-        layer_w, version, nelems, rows, cols = self._k_head[i]
+        layer_w, version, nelems, rows, cols = self._k_head[i].tolist()
         if layer_w != layer or version <= 0:
             return 0, None, (0, 0)  # the slot still holds another layer
         if not 0 <= nelems <= self.max_elems or rows * cols != nelems:
             raise ValueError(f"rank {self.neighbors[i]} wrote {nelems} values ({rows} x {cols}) "
                              f"for layer {layer}")
-        return version, self._table[2 * i + self._cur[i], :nelems], (rows, cols)
+        return version, self._table[2 * i + self._kc[i], :nelems], (rows, cols)
 
     def read(self, n: int, layer: int) -> tuple[np.ndarray | None, int]:
         """Latest ``Z_{n,me}`` that neighbour ``n`` put for ``layer``.
@@ -754,15 +808,24 @@ class ZMailbox:
             (a row of zeros for a neighbour that has not written for ``layer``).
         """
         self._check_open()
+        if self._seqlock is not None:
+            if self._read_compiled(layer, self._every, size, versions, self._rows):
+                for i in self._all:  # raise on the copy of another size (or a bad header)
+                    _, data, _ = self._kept_for(layer, i)
+                    if data is not None and data.size != size:
+                        raise ValueError(f"rank {self.neighbors[i]} wrote {data.size} values "
+                                         f"for layer {layer}, expected {size}")
+            return self._table, self._rows
         self._refresh(layer, self._all)
         nothing, parity = len(self._table) - 1, layer % 2
         found, rows = [0] * len(self._all), [nothing] * len(self._all)
-        for i, (kpar, head) in enumerate(zip(self._k_parity, self._k_head)):
+        for i, (kpar, head) in enumerate(zip(self._k_parity.tolist(),
+                                             self._k_head.tolist())):
             # The common case inline (a fresh or unchanged copy of this layer, the right size);
             # anything else goes through _kept_for, which also raises on a bad header.
             if kpar == parity and head[0] == layer and head[1] > 0 and head[2] == size \
                     and head[3] * head[4] == size:
-                found[i], rows[i] = head[1], 2 * i + self._cur[i]
+                found[i], rows[i] = head[1], 2 * i + self._kc[i]
                 continue
             self._norms[i] = -1.0  # the row of zeros, not the copy a norm was computed with
             version, data, _ = self._kept_for(layer, i)
@@ -871,6 +934,29 @@ class ZMailbox:
         return waited
 
     # -- bookkeeping ------------------------------------------------------------
+
+    @property
+    def torn_retries(self) -> int:
+        """Copies of a slot rejected because a write was in flight."""
+        return int(self._counts[0])
+
+    @torn_retries.setter
+    def torn_retries(self, value: int) -> None:
+        self._counts[0] = value
+
+    @property
+    def fallbacks(self) -> int:
+        """Reads of one neighbour's slot answered by the last consistent copy."""
+        return int(self._counts[1])
+
+    @fallbacks.setter
+    def fallbacks(self, value: int) -> None:
+        self._counts[1] = value
+
+    @property
+    def compiled(self) -> bool:
+        """True when the seqlock's reads and writes run compiled (:mod:`dssfn_mpi.seqlock`)."""
+        return self._seqlock is not None
 
     def reset_counters(self) -> None:
         """Zero :attr:`puts`, :attr:`bytes_sent`, :attr:`torn_retries` and :attr:`fallbacks`."""

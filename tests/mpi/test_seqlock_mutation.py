@@ -41,15 +41,20 @@ def _no_second_check(self, copied):
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("compiled", [None, False], ids=["engine", "python"])
 @pytest.mark.parametrize("mode", ["read", "read_all", "read_views"])
 @pytest.mark.parametrize("shape", [(26, 1052), (128, 1024)], ids=["26x1052", "1MiB"])
-def test_stress_test_catches_a_reader_that_skips_the_second_check(monkeypatch, shape, mode):
+def test_stress_test_catches_a_reader_that_skips_the_second_check(monkeypatch, shape, mode,
+                                                                  compiled):
     from dssfn_mpi.transport import ZMailbox
 
+    # The mutation in both readers: the Python one and the compiled one (dssfn_mpi.seqlock,
+    # used with direct stores and numba), which takes the switch as an argument.
     monkeypatch.setattr(ZMailbox, "_recheck", _no_second_check)
+    monkeypatch.setattr(ZMailbox, "_second_check", False)
     # The settings of test_seqlock_reads_never_tear_under_concurrent_puts, ended
     # at the first torn read.
     t = _stress(_comm(), shape, mode, min_seconds=0.0, max_seconds=12.0,
-                enough_fresh=10**9, stop_on_first_tear=True, burst=8)
-    print(f"mutant {shape} {mode}: {t}")
+                enough_fresh=10**9, stop_on_first_tear=True, burst=8, compiled=compiled)
+    print(f"mutant {shape} {mode} compiled={compiled}: {t}")
     assert t["torn"] > 0, f"a reader without the second check went unnoticed: {t}"

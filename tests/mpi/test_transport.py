@@ -182,12 +182,15 @@ def test_put_all_and_read_views_round_trip(make_graph):
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("compiled", [None, False], ids=["engine", "python"])
 @pytest.mark.parametrize("make_graph", [ring, complete], ids=["ring", "complete"])
-def test_direct_stores_on_one_node_and_the_reads_norms(make_graph):
+def test_direct_stores_on_one_node_and_the_reads_norms(make_graph, compiled):
     # One node and a shared window: the writes are stores (direct), else puts (osc/rdma;
-    # make test runs these tests under both). The neighbours read the outbox's values, and
-    # the read's norms (with the compiled copy) are ||outbox Z_i + read Z||^2, unknown (-1)
+    # make test runs these tests under both); the seqlock compiled where the stores are
+    # direct and numba is installed, unless compiled=False. The neighbours read the outbox's
+    # values, and the read's norms (with numba) are ||outbox Z_i + read Z||^2, unknown (-1)
     # again after the next write.
+    from dssfn_mpi import seqlock
     from dssfn_mpi.engines import kernels
     from dssfn_mpi.transport import ZMailbox
 
@@ -196,10 +199,13 @@ def test_direct_stores_on_one_node_and_the_reads_norms(make_graph):
     graph = make_graph(size)
     nbrs, shape = graph.neighbors(me), (3, 4)
     problems: list[str] = []
-    mb = ZMailbox(comm, graph, 20)
+    mb = ZMailbox(comm, graph, 20, compiled=compiled)
     want_direct = os.environ.get("OMPI_MCA_osc") != "rdma"
     if mb.direct != want_direct:
         problems.append(f"direct={mb.direct}, expected {want_direct}")
+    want_compiled = want_direct and seqlock.AVAILABLE and compiled is None
+    if mb.compiled != want_compiled:
+        problems.append(f"compiled={mb.compiled}, expected {want_compiled}")
     store, h = mb.outbox()
     Z = store[:, h : h + 12].reshape(len(nbrs), *shape)
     for i, n in enumerate(nbrs):
@@ -239,6 +245,7 @@ def _stress(
     enough_fallbacks: int = 0,
     enough_retries: int = 0,
     burst: int = 0,
+    compiled: bool | None = None,
 ) -> dict:
     """Rank 0 reads while ranks 1.. put full((Q, n), value(writer, version)) into it.
 
@@ -254,7 +261,8 @@ def _stress(
     ``max_seconds``): on a loaded machine the same number of reads takes much
     longer, and reader and writer run at the same moment less often (beside a
     busy process on 2 cores, 1.2 s of stress once raced not at all). Returns
-    its tallies on every rank.
+    its tallies on every rank. ``compiled`` is the mailbox's (its seqlock compiled
+    with direct stores, or in Python).
 
     Writers put back to back when ``burst`` is 0. Otherwise they put ``burst``
     times back to back and then pause for a millisecond, as the engine does
@@ -266,7 +274,7 @@ def _stress(
 
     me, size = comm.Get_rank(), comm.Get_size()
     Q, n = shape
-    mb = ZMailbox(comm, star(size), Q * n)
+    mb = ZMailbox(comm, star(size), Q * n, compiled=compiled)
     tally = {"reads": 0, "fresh": 0, "torn": 0, "backwards": 0, "puts": 0, "seconds": 0.0,
              "torn_retries": 0, "fallbacks": 0, "cpu": 0.0}
     comm.Barrier()
@@ -337,16 +345,18 @@ def _stress(
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("compiled", [None, False], ids=["engine", "python"])
 @pytest.mark.parametrize("mode", ["read", "read_all", "read_views"])
 @pytest.mark.parametrize("shape", [(26, 1052), (128, 1024)], ids=["26x1052", "1MiB"])
-def test_seqlock_reads_never_tear_under_concurrent_puts(shape, mode):
+def test_seqlock_reads_never_tear_under_concurrent_puts(shape, mode, compiled):
     # The proof that the seqlock is correct: every Z returned while writers put in
-    # bursts is one writer's one version throughout, and versions never go back.
+    # bursts is one writer's one version throughout, and versions never go back. Both
+    # paths: the engine's choice (compiled with direct stores and numba) and Python.
     t = _stress(
         _comm(), shape, mode, min_seconds=1.0, max_seconds=12.0, enough_fresh=1000,
-        enough_retries=1, burst=8,
+        enough_retries=1, burst=8, compiled=compiled,
     )
-    print(f"seqlock stress {shape} {mode}: {t}")
+    print(f"seqlock stress {shape} {mode} compiled={compiled}: {t}")
     assert t["torn"] == 0, t
     assert t["backwards"] == 0, t
     # Meaningful only if reads interleaved with many puts: each writer's pause
@@ -404,7 +414,8 @@ def test_raw_reads_do_tear_so_the_detector_works():
 
 
 @pytest.mark.mpi(min_size=2)
-def test_reader_never_waits_for_a_writer_stuck_mid_write():
+@pytest.mark.parametrize("compiled", [None, False], ids=["engine", "python"])
+def test_reader_never_waits_for_a_writer_stuck_mid_write(compiled):
     # Deterministic version of the fallback: A stops between "begin" and "end" of a
     # write (as if descheduled there); B's reads must neither wait nor return the
     # half-written data, but the last consistent value, and count the fallback.
@@ -415,7 +426,7 @@ def test_reader_never_waits_for_a_writer_stuck_mid_write():
     A, B = 0, 1
     graph = StandInGraph(size, [(A, B)])  # ranks >= 2 are isolated nodes
     problems: list[str] = []
-    mb = ZMailbox(comm, graph, 6)
+    mb = ZMailbox(comm, graph, 6, compiled=compiled)
     win = mb._win
 
     def half_write(layer: int, value: float) -> int:
