@@ -100,7 +100,8 @@ def _read_rows(words, vals, at, parity, todo, layer, size, attempts, recheck, kp
     mailbox's, updated in place as its Python read does. ``out``: the outbox, whose
     rows (from column ``off``) the norms pair with the copies (no rows: no norms).
     ``recheck=False`` skips the second load of ``begin`` (the mutation control
-    only). Scratch: ``work`` (deg,), ``fresh`` (deg, 8), ``pend`` (deg,). Fills
+    only). Scratch: ``work`` (deg,), ``fresh`` (deg, 7: i, e and the header words
+    layer .. cols), ``pend`` (deg,). Fills
     ``versions`` and ``rows`` as ``read_rows`` returns them and adds the rejected
     copies and the fallbacks to ``stats[0]`` and ``stats[1]``. Returns how many
     neighbours need the Python check (a copy of ``layer`` whose header does not

@@ -354,7 +354,8 @@ class ZMailbox:
         # The same as arrays for the compiled copy: the row of _table that is not neighbour
         # i's kept copy, and where the data of each in-slot start, per parity.
         self._spare = np.array([2 * i + 1 for i in range(deg)], dtype=np.intp)
-        self._data_at = [np.array(at, dtype=np.intp) + HEADER_WORDS for at in self._slot_at]
+        self._at = [np.array(at, dtype=np.intp) for at in self._slot_at]
+        self._data_at = [at + HEADER_WORDS for at in self._at]
         self._norm_buf = np.empty(deg)
         # ||outbox Z_i + kept copy i||^2 where the copy computed it (-1: not known); see norms.
         self._norms = np.full(deg, -1.0)
@@ -368,9 +369,8 @@ class ZMailbox:
             raise RuntimeError("the compiled seqlock needs numba (pip install numba)")
         use = seqlock.AVAILABLE if compiled is None else bool(compiled)
         self._seqlock = seqlock if use and self._node_f64 is not None else None
-        self._at = [np.array(at, dtype=np.intp) for at in self._slot_at]
         self._work = np.empty(deg, dtype=np.intp)
-        self._fresh = np.empty((deg, 8), dtype=np.int64)
+        self._fresh = np.empty((deg, HEADER_WORDS), dtype=np.int64)
         self._pend = np.empty(deg)
         self._no_out = np.zeros((0, 1))
         self._no_rows = np.empty(0, dtype=np.intp)
@@ -658,11 +658,11 @@ class ZMailbox:
                 self._spare[i] = 2 * i + self._kc[i]  # the old kept row takes the next copy
                 self._kc[i] = 1 - self._kc[i]
                 self._norms[i] = -1.0 if norms is None else norms[k]
-            self.torn_retries += len(retry)
+            self._counts[0] += len(retry)
             todo = retry
             if not todo:
                 return
-        self.fallbacks += len(todo)  # every attempt overlapped a write
+        self._counts[1] += len(todo)  # every attempt overlapped a write
 
     def _read_compiled(self, layer: int, todo: np.ndarray, size: int, versions: np.ndarray,
                        rows: np.ndarray) -> int:
@@ -940,18 +940,10 @@ class ZMailbox:
         """Copies of a slot rejected because a write was in flight."""
         return int(self._counts[0])
 
-    @torn_retries.setter
-    def torn_retries(self, value: int) -> None:
-        self._counts[0] = value
-
     @property
     def fallbacks(self) -> int:
         """Reads of one neighbour's slot answered by the last consistent copy."""
         return int(self._counts[1])
-
-    @fallbacks.setter
-    def fallbacks(self, value: int) -> None:
-        self._counts[1] = value
 
     @property
     def compiled(self) -> bool:
@@ -962,8 +954,7 @@ class ZMailbox:
         """Zero :attr:`puts`, :attr:`bytes_sent`, :attr:`torn_retries` and :attr:`fallbacks`."""
         self.puts = 0
         self.bytes_sent = 0
-        self.torn_retries = 0
-        self.fallbacks = 0
+        self._counts[:] = 0
 
     @property
     def direct(self) -> bool:
