@@ -88,7 +88,7 @@ if numba is not None:
 
 
 def _read_rows(words, vals, at, parity, todo, layer, size, attempts, recheck, kpar, kseq,
-               khead, cur, spare, table, out, off, norms, versions, rows, work, fresh, pend,
+               khead, cur, spare, table, versions, rows, work, fresh,
                stats):  # pragma: no cover - compiled
     """The seqlock read of the in-slots ``todo`` of ``layer``'s parity, then the rows to use.
 
@@ -96,12 +96,10 @@ def _read_rows(words, vals, at, parity, todo, layer, size, attempts, recheck, kp
     when ``rows`` has one entry per neighbour). ``words`` and
     ``vals``: this rank's window as int64 and float64; ``at[i]``: where neighbour
     i's slot of this parity starts. The kept copies' state (``kpar``, ``kseq``,
-    ``khead``, ``cur``, ``spare``, the rows of ``table``, ``norms``) is the
-    mailbox's, updated in place as its Python read does. ``out``: the outbox, whose
-    rows (from column ``off``) the norms pair with the copies (no rows: no norms).
-    ``recheck=False`` skips the second load of ``begin`` (the mutation control
-    only). Scratch: ``work`` (deg,), ``fresh`` (deg, 7: i, e and the header words
-    layer .. cols), ``pend`` (deg,). Fills
+    ``khead``, ``cur``, ``spare``, the rows of ``table``) is the mailbox's, updated
+    in place as its Python read does. ``recheck=False`` skips the second load of
+    ``begin`` (the mutation control only). Scratch: ``work`` (deg,), ``fresh``
+    (deg, 7: i, e and the header words layer .. cols). Fills
     ``versions`` and ``rows`` as ``read_rows`` returns them and adds the rejected
     copies and the fallbacks to ``stats[0]`` and ``stats[1]``. Returns how many
     neighbours need the Python check (a copy of ``layer`` whose header does not
@@ -109,7 +107,6 @@ def _read_rows(words, vals, at, parity, todo, layer, size, attempts, recheck, kp
     """
     deg = at.size
     max_elems = table.shape[1]
-    with_norms = out.shape[0] == deg
     m = todo.size
     for t in range(m):
         work[t] = todo[t]
@@ -140,22 +137,10 @@ def _read_rows(words, vals, at, parity, todo, layer, size, attempts, recheck, kp
             for w in range(_HEAD):
                 fresh[nc, 2 + w] = words[o + _LAYER + w]
             nelems = fresh[nc, 4]
-            pend[nc] = -1.0
             nc += 1
             if nelems < 0 or nelems > max_elems:
                 continue  # torn or bad: the recheck or the caller rejects it
-            src, dst = o + _WORDS, table[spare[i]]
-            if with_norms and nelems > 0:
-                z = out[i]
-                s = 0.0
-                for j in range(nelems):
-                    v = vals[src + j]
-                    dst[j] = v
-                    x = z[off + j] + v
-                    s += x * x
-                pend[nc - 1] = s
-            else:
-                _memcpy(dst, 0, vals, src, nelems)
+            _memcpy(table[spare[i]], 0, vals, o + _WORDS, nelems)
         _fence()  # my copies' loads before the second load of begin
         for t in range(nc):
             i, e = fresh[t, 0], fresh[t, 1]
@@ -169,7 +154,6 @@ def _read_rows(words, vals, at, parity, todo, layer, size, attempts, recheck, kp
                 khead[i, w] = fresh[t, 2 + w]
             spare[i] = 2 * i + cur[i]  # the old kept row takes the next copy
             cur[i] = 1 - cur[i]
-            norms[i] = pend[t]
         stats[0] += m
         if m == 0:
             break
@@ -182,7 +166,6 @@ def _read_rows(words, vals, at, parity, todo, layer, size, attempts, recheck, kp
         if mine and khead[i, 2] == size and khead[i, 3] * khead[i, 4] == size:
             versions[i], rows[i] = khead[i, 1], 2 * i + cur[i]
             continue
-        norms[i] = -1.0  # the row of zeros, not the copy a norm was computed with
         versions[i], rows[i] = 0, nothing
         odd += mine
     return odd
@@ -216,8 +199,8 @@ if numba is not None:
         read_rows = numba.njit(
             numba.intp(_i1, _f1, numba.intp[::1], _n, numba.intp[::1], _n, _n, _n, _b, _i1,
                        _i1, _i2, _i1,
-                       numba.intp[::1], _f2, _f2, _n, _f1, _i1, numba.intp[::1],
-                       numba.intp[::1], _i2, _f1, _i1),
+                       numba.intp[::1], _f2, _i1, numba.intp[::1],
+                       numba.intp[::1], _i2, _i1),
             **_opts)(_read_rows)
         store = numba.njit(
             numba.void(_i1, _f1, numba.intp[::1], _i1, numba.int64[:, :], _f2a, _n, _n),

@@ -355,11 +355,6 @@ class ZMailbox:
         # i's kept copy, and where the data of each in-slot start, per parity.
         self._spare = np.array([2 * i + 1 for i in range(deg)], dtype=np.intp)
         self._at = [np.array(at, dtype=np.intp) for at in self._slot_at]
-        self._data_at = [at + HEADER_WORDS for at in self._at]
-        self._norm_buf = np.empty(deg)
-        # ||outbox Z_i + kept copy i||^2 where the copy computed it (-1: not known); see norms.
-        self._norms = np.full(deg, -1.0)
-        self._copy_norms = None  # the compiled copy (kernels.copy_norms), set by outbox()
         self._all = list(range(deg))
         # The compiled seqlock (direct stores only: its fences stand for Win_sync on plain
         # shared memory), its scratch and its counts (torn_retries, fallbacks).
@@ -371,8 +366,6 @@ class ZMailbox:
         self._seqlock = seqlock if use and self._node_f64 is not None else None
         self._work = np.empty(deg, dtype=np.intp)
         self._fresh = np.empty((deg, HEADER_WORDS), dtype=np.int64)
-        self._pend = np.empty(deg)
-        self._no_out = np.zeros((0, 1))
         self._no_rows = np.empty(0, dtype=np.intp)
         self._counts = np.zeros(2, dtype=np.int64)
         self.puts = 0
@@ -434,21 +427,7 @@ class ZMailbox:
         if self._out is None:
             self._out = np.zeros((len(self.neighbors), h + self.max_elems))
             self._out_i64 = self._out[:, :h].view(np.int64)
-            from .engines import kernels
-
-            self._copy_norms = kernels.copy_norms if kernels.AVAILABLE else None
         return self._out, h
-
-    @property
-    def norms(self) -> np.ndarray:
-        """Per neighbour ``i``, ``||outbox Z_i + Z_{n_i,me}||^2`` of the outbox's values and
-        the copy :meth:`read_rows` returns, or -1 where not known.
-
-        With the compiled kernels, the seqlock's copy of a fresh slot computes it on
-        the way (the edge form's first pass, :mod:`dssfn_mpi.engines.kernels`);
-        every write (which changes the outbox) makes it unknown again.
-        """
-        return self._norms
 
     def _out_rows(self, size: int) -> list[np.ndarray]:
         """Per neighbour, the outbox's header and ``size`` values as one array (cached)."""
@@ -493,7 +472,6 @@ class ZMailbox:
             raise ValueError(f"Z has {size} elements, mailbox holds {self.max_elems}")
         if layer < 0:
             raise ValueError(f"layer must be >= 0, got {layer}")
-        self._norms[:] = -1.0  # Z changes: the read's norms are stale
         if not targets:
             return
         parity = layer % 2
@@ -647,8 +625,8 @@ class ZMailbox:
                     retry.append(i)
                     continue
                 copied.append((off, e, i, mv[off + _S_LAYER : off + HEADER_WORDS].tolist()))
-            norms = self._copy(copied, parity)
-            for k, ((_, e, i, head), ok) in enumerate(zip(copied, self._recheck(copied))):
+            self._copy(copied)
+            for (_, e, i, head), ok in zip(copied, self._recheck(copied)):
                 if not ok:  # the copy overlapped a write: discard it
                     retry.append(i)
                     continue
@@ -657,7 +635,6 @@ class ZMailbox:
                 self._k_head[i] = head
                 self._spare[i] = 2 * i + self._kc[i]  # the old kept row takes the next copy
                 self._kc[i] = 1 - self._kc[i]
-                self._norms[i] = -1.0 if norms is None else norms[k]
             self._counts[0] += len(retry)
             todo = retry
             if not todo:
@@ -674,36 +651,18 @@ class ZMailbox:
         return self._seqlock.read_rows(
             self._i64, self._f64, self._at[parity], parity, todo, layer, size, _ATTEMPTS,
             self._second_check, self._k_parity, self._k_seq, self._k_head, self._cur,
-            self._spare, self._table, self._no_out if self._out is None else self._out,
-            HEADER_WORDS - 2, self._norms, versions, rows, self._work, self._fresh,
-            self._pend, self._counts)
+            self._spare, self._table, versions, rows, self._work, self._fresh, self._counts)
 
-    def _copy(self, copied: list[tuple[int, int, int, list[int]]],
-              parity: int) -> np.ndarray | None:
+    def _copy(self, copied: list[tuple[int, int, int, list[int]]]) -> None:
         """Copy each slot of ``copied`` (offset, e, i, header) into the row of in-neighbour
-        ``i`` that is not its kept copy; valid only if the recheck accepts it.
-
-        Returns the norms (:attr:`norms`) computed on the way when every slot holds
-        as many values as the outbox pairs them with (the compiled copy), else None.
-        """
+        ``i`` that is not its kept copy; valid only if the recheck accepts it."""
         f64, table = self._f64, self._table
         assert f64 is not None
-        sizes = {c[3][2] for c in copied}
-        if self._copy_norms is not None and len(sizes) == 1:
-            (nelems,) = sizes
-            if 0 < nelems <= self.max_elems:
-                assert self._out is not None
-                which = np.array([c[2] for c in copied], dtype=np.intp)
-                norms = self._norm_buf[: len(copied)]
-                self._copy_norms(f64, self._data_at[parity][which], nelems, table,
-                                 self._spare[which], self._out, HEADER_WORDS - 2, which, norms)
-                return norms
         for off, _, i, head in copied:
             nelems = head[2]
             if 0 <= nelems <= self.max_elems:  # header and data are write e if valid
                 table[self._spare[i], :nelems] = \
                     f64[off + HEADER_WORDS : off + HEADER_WORDS + nelems]
-        return None
 
     def _kept_for(self, layer: int, i: int) -> tuple[int, np.ndarray | None, tuple[int, int]]:
         """``(version, data, shape)`` of the kept copy of in-neighbour ``i`` for ``layer``.
@@ -827,7 +786,6 @@ class ZMailbox:
                     and head[3] * head[4] == size:
                 found[i], rows[i] = head[1], 2 * i + self._kc[i]
                 continue
-            self._norms[i] = -1.0  # the row of zeros, not the copy a norm was computed with
             version, data, _ = self._kept_for(layer, i)
             if data is not None:
                 raise ValueError(f"rank {self.neighbors[i]} wrote {data.size} values for layer "

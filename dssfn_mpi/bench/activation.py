@@ -36,7 +36,7 @@ The floor is what no implementation can avoid, in two parts:
   protocol, no arithmetic (the data floor).
 
 Beside the floor, ``edge`` times the edge form's update alone (``rhs_rows`` and
-``dual_rows`` of a second :class:`EdgeStep`, norms included) on the rows the data
+``dual_rows`` of a second :class:`EdgeStep`) on the rows the data
 floor has just copied in: the arithmetic on ``d`` blocks that the algorithm
 needs and the floor leaves out. The table gives ``total / floor`` (the figure of
 merit) and ``total / (floor + edge)``.
@@ -160,7 +160,7 @@ def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
     Zr: list[Any] = [None, None]
     private = np.empty((degree, size))  # the hub's own memory for the data floor
     # The edge form's arithmetic alone: the same update on a Z of its own, with the rows the
-    # data floor has just copied in as the neighbours' values (no read, no norms from it).
+    # data floor has just copied in as the neighbours' values (no read).
     alone = EdgeStep(B2, np.ones(degree), 1.0, 1.0, inv, compiled=compiled)
     alone.Z[...] = step.Z
     every = np.arange(degree, dtype=np.intp)
@@ -174,7 +174,7 @@ def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
         clock(r, 0)
         Zr[:] = mb.read_rows(layer, size, versions)
         clock(r, 1)
-        rhs = step.rhs_rows(*Zr, mb.norms)
+        rhs = step.rhs_rows(*Zr)
         clock(r, 2)
         inv.apply(rhs, out=step.O)
         clock(r, 3)

@@ -147,7 +147,7 @@ class AsyncEngine(Engine):
             staleness.record(versions)
             table, rows = Zr
             if edge is not None:
-                O = edge.step_rows(table, rows, mb.norms)
+                O = edge.step_rows(table, rows)
             else:
                 Zrs = table[rows, : Q * d].reshape(dm, Q, d)
                 O = paper_activation(Z, Zrs, B2, gamma, eta, eps, inv)

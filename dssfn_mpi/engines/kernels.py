@@ -16,11 +16,6 @@ block while it is in cache, and one pass for the final dual update:
 
 ``edge_dual``: ``Z_i += b_i O`` (``b_i = -eta gamma_i``).
 
-``copy_norms``: the mailbox's seqlock copy of each fresh ``Zr_i`` out of its
-window (:meth:`dssfn_mpi.transport.ZMailbox.read_rows`), computing pass 1's
-``s`` on the way; ``edge_rhs`` skips pass 1 for every ``i`` whose
-``norms[i] >= 0``.
-
 These are the numpy path's formulas (:meth:`EdgeStep.rhs`, :meth:`EdgeStep.dual`,
 the reference, tested against each other to 1e-12); only the order of the
 additions differs (the norm's sum is vectorised, products may fuse), so results
@@ -40,7 +35,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["AVAILABLE", "NUMBA_VERSION", "copy_norms", "edge_dual", "edge_rhs"]
+__all__ = ["AVAILABLE", "NUMBA_VERSION", "edge_dual", "edge_rhs"]
 
 try:  # the optional compiled path
     import numba
@@ -54,22 +49,19 @@ NUMBA_VERSION = "" if numba is None else str(numba.__version__)
 
 edge_rhs: Any = None
 edge_dual: Any = None
-copy_norms: Any = None
 
 
-def _edge_rhs(Z, off, N, table, rows, norms, b2, h, sqrt_eps, c, rhs):  # pragma: no cover
+def _edge_rhs(Z, off, N, table, rows, b2, h, sqrt_eps, c, rhs):  # pragma: no cover
     d = Z.shape[0]
     for j in range(N):
         rhs[j] = b2[j]
     for i in range(d):
         z = Z[i, off : off + N]
         zr = table[rows[i], :N]
-        s = norms[i]
-        if s < 0.0:  # not known from the read (copy_norms)
-            s = 0.0
-            for j in range(N):
-                x = z[j] + zr[j]
-                s += x * x
+        s = 0.0
+        for j in range(N):
+            x = z[j] + zr[j]
+            s += x * x
         t = min(1.0, sqrt_eps / max(math.sqrt(s) * h[i], 1e-300))
         a = c * t
         for j in range(N):
@@ -88,20 +80,6 @@ def _edge_dual(Z, off, N, O, b):  # pragma: no cover - compiled
             z[j] += bi * O[j]
 
 
-def _copy_norms(src, at, N, table, rows, Z, off, which, norms):  # pragma: no cover - compiled
-    for k in range(at.size):
-        a = src[at[k] : at[k] + N]
-        copy = table[rows[k], :N]
-        z = Z[which[k], off : off + N]
-        s = 0.0
-        for j in range(N):
-            v = a[j]
-            copy[j] = v
-            x = z[j] + v
-            s += x * x
-        norms[k] = s
-
-
 if numba is not None:
     try:
         # Reassociation lets the norm's sum vectorise; no finite-math assumptions, so a
@@ -111,11 +89,9 @@ if numba is not None:
         _f2, _f1, _i1 = numba.float64[:, ::1], numba.float64[::1], numba.intp[::1]
         _n = numba.intp
         edge_rhs = numba.njit(
-            numba.void(_f2, _n, _n, _f2, _i1, _f1, _f1, _f1, numba.float64, numba.float64, _f1),
+            numba.void(_f2, _n, _n, _f2, _i1, _f1, _f1, numba.float64, numba.float64, _f1),
             **_opts)(_edge_rhs)
         edge_dual = numba.njit(numba.void(_f2, _n, _n, _f1, _f1), **_opts)(_edge_dual)
-        copy_norms = numba.njit(numba.void(_f1, _i1, _n, _f2, _i1, _f2, _n, _i1, _f1),
-                                **_opts)(_copy_norms)
         AVAILABLE = True
     except Exception:  # pragma: no cover - a broken numba install: use numpy
-        edge_rhs = edge_dual = copy_norms = None
+        edge_rhs = edge_dual = None

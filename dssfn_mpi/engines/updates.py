@@ -118,7 +118,7 @@ class EdgeStep:
     (Lam_mn - O_m)``: the formulas of this module, up to rounding.
 
     Two implementations of the same steps: compiled loops
-    (:mod:`dssfn_mpi.engines.kernels`, two passes over each block in all) when
+    (:mod:`dssfn_mpi.engines.kernels`, three passes over each block in all) when
     numba is installed, and in-place BLAS calls, five per neighbour (the
     reference; :meth:`rhs` and :meth:`dual` always run it). Measured with
     ``python -m dssfn_mpi.bench.activation``.
@@ -184,7 +184,6 @@ class EdgeStep:
         # Per neighbour: Z_mn as a flat view and 1 / (2 gamma_n).
         self._edges = [(self._flat[i], 0.5 / g) for i, g in enumerate(gamma.tolist())]
         self._h = 0.5 / gamma
-        self._unknown = np.full(dm, -1.0)  # rhs_rows without norms
         self._b = -eta * gamma
         self._b_list = self._b.tolist()
         self._sqrt_eps = float(np.sqrt(eps))
@@ -228,23 +227,18 @@ class EdgeStep:
         for (z, _), b in zip(self._edges, self._b_list):
             _daxpy(o, z, a=b)
 
-    def rhs_rows(self, table: np.ndarray, rows: np.ndarray,
-                 norms: np.ndarray | None = None) -> np.ndarray:
+    def rhs_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """:meth:`rhs` with ``Zr_n = table[rows[i], :Q d]``, compiled when :attr:`compiled`.
 
         ``table`` is C-contiguous float64 and ``rows`` an intp array, as
-        :meth:`dssfn_mpi.transport.ZMailbox.read_rows` returns them; ``norms[i]``,
-        where it is >= 0, is ``||Z_mn + Zr_nm||^2`` already (the mailbox's
-        :attr:`~dssfn_mpi.transport.ZMailbox.norms`), which the compiled loop then
-        does not compute again.
+        :meth:`dssfn_mpi.transport.ZMailbox.read_rows` returns them.
         """
         if len(rows) != len(self._edges):
             raise ValueError(f"{len(rows)} neighbour values for {len(self._edges)} edges")
         if not self.compiled:
             size = self._b2.size
             return self.rhs([table[r, :size] for r in rows.tolist()])
-        self._kernels.edge_rhs(self._store, self._off, self._b2.size, table, rows,
-                               self._unknown if norms is None else norms, self._b2,
+        self._kernels.edge_rhs(self._store, self._off, self._b2.size, table, rows, self._b2,
                                self._h, self._sqrt_eps, -self._half_eta, self._rhs_flat)
         return self._rhs
 
@@ -258,11 +252,10 @@ class EdgeStep:
         self._kernels.edge_dual(self._store, self._off, self._b2.size, self.O.reshape(-1),
                                 self._b)
 
-    def step_rows(self, table: np.ndarray, rows: np.ndarray,
-                  norms: np.ndarray | None = None) -> np.ndarray:
-        """One activation given the neighbours' ``Z_{n,m}`` as rows (``norms`` as in
+    def step_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """One activation given the neighbours' ``Z_{n,m}`` as rows (as in
         :meth:`rhs_rows`); returns :attr:`O`."""
-        self.inv.apply(self.rhs_rows(table, rows, norms), out=self.O)
+        self.inv.apply(self.rhs_rows(table, rows), out=self.O)
         self.dual_rows(self.O)
         return self.O
 
