@@ -193,7 +193,7 @@ def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
             row[:] = z  # write d Z into the neighbours' memory
         flo(r, 3)
         alone.rhs_rows(private, every)
-        alone.dual_rows(step.O)
+        alone.dual_rows(alone.O)  # its own O: no copy of step.O in the timing
         flo(r, 4)
 
     for r in range(reps):
