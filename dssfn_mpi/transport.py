@@ -351,8 +351,8 @@ class ZMailbox:
         self._kp, self._ks, self._kc = (memoryview(a) for a in
                                         (self._k_parity, self._k_seq, self._cur))
         self._rows = np.empty(deg, dtype=np.intp)
-        # The same as arrays for the compiled copy: the row of _table that is not neighbour
-        # i's kept copy, and where the data of each in-slot start, per parity.
+        # The row of _table that is not neighbour i's kept copy (the next copy goes there),
+        # and, for the compiled read, where each in-slot starts, per parity.
         self._spare = np.array([2 * i + 1 for i in range(deg)], dtype=np.intp)
         self._at = [np.array(at, dtype=np.intp) for at in self._slot_at]
         self._all = list(range(deg))

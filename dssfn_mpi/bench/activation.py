@@ -87,6 +87,8 @@ __all__ = ["ACTIVATION_SCHEMA_VERSION", "PARTS", "format_table", "main", "measur
 ACTIVATION_SCHEMA_VERSION = 3
 #: Timed parts of one repetition, in the order of the datasets' second axis.
 PARTS = ("read", "update", "inverse", "put", "total", "product", "data_in", "data_out", "edge")
+#: The parts that make the floor.
+_FLOOR = ("product", "data_in", "data_out")
 _LAYER = 0
 
 
@@ -142,9 +144,15 @@ class _Shared:
         self.rows[comm.Get_rank()][...] = 0.0
         comm.Barrier()
 
-    def free(self) -> None:
+    def __enter__(self) -> _Shared:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         self.rows = []  # no view of the window may outlive it
-        self.win.Free()
+        # Win.Free is collective: a rank that failed alone would wait in it for ranks that
+        # wait for it, so on an error it is left to the abort (main), as ZMailbox does.
+        if exc_type is None:
+            self.win.Free()
 
 
 def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
@@ -292,9 +300,8 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
     if rank == 0:
         Y = np.random.default_rng(5).standard_normal((n, samples)) / np.sqrt(samples)
         G = Y @ Y.T
-    sh = _Shared(comm, max(degrees), q * n)
     cpu, wall = [], []
-    try:
+    with _Shared(comm, max(degrees), q * n) as sh:
         for d in degrees:
             with ZMailbox(comm, _star(size, d), q * n) as mb:
                 if rank == 0:
@@ -305,12 +312,6 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
                     wall.append(res["wall"])
                 else:
                     _leaf(mb, sh, q, n, reps)
-    except BaseException:
-        # Win.Free is collective: a rank that failed alone would wait in it for ranks that
-        # wait for it (main aborts the job instead).
-        sh.rows = []
-        raise
-    sh.free()
     # The sync engines' iterations on the same stars, against their own floors.
     sync = measure_sync(comm, degrees, q, n, samples, Y, G, reps)
     if rank != 0:
@@ -330,8 +331,7 @@ def _medians(res: dict[str, Any], kind: str) -> tuple[np.ndarray, np.ndarray, np
     """Median seconds per (degree, part) and the median per-repetition ratios of the total
     to the floor (product + data in + data out) and to the floor plus the edge arithmetic."""
     t = res[f"{kind}_seconds"]
-    floor = t[:, PARTS.index("product")] + t[:, PARTS.index("data_in")] \
-        + t[:, PARTS.index("data_out")]
+    floor = sum(t[:, PARTS.index(p)] for p in _FLOOR)
     total = t[:, PARTS.index("total")]
     return (np.median(t, axis=2), np.median(total / floor, axis=1),
             np.median(total / (floor + t[:, PARTS.index("edge")]), axis=1))
@@ -350,7 +350,7 @@ def format_table(res: dict[str, Any], kind: str = "cpu") -> str:
              f"{'edge':>6} {'/(floor+edge)':>14}"]
     for k, d in enumerate(res["degrees"]):
         us = 1e6 * med[k]
-        floor = sum(us[PARTS.index(p)] for p in ("product", "data_in", "data_out"))
+        floor = sum(us[PARTS.index(p)] for p in _FLOOR)
         lines.append(f"{d:>3} {us[0]:>7.1f} {us[1]:>7.1f} {us[2]:>8.1f} {us[3]:>7.1f} "
                      f"{us[4]:>8.1f} {us[5]:>8.1f} {us[6]:>6.1f} {us[7]:>6.1f} {floor:>8.1f} "
                      f"{ratio[k]:>12.3f} {us[8]:>6.1f} {ratio_edge[k]:>14.3f}")
