@@ -53,6 +53,7 @@ __all__ = [
     "LayerProjection",
     "Network",
     "Projection",
+    "Trace",
     "exchange_end",
     "format_projection",
     "jitter_factors",
@@ -60,6 +61,7 @@ __all__ = [
     "parse_jitter",
     "parse_network",
     "project",
+    "read_trace",
     "report_projection",
     "timeline",
 ]
@@ -186,8 +188,8 @@ def jitter_factors(jitter: tuple[str, float], shape: tuple[int, ...], seed: int)
 
 
 @dataclass
-class _Trace:
-    """What the timeline needs from a run log, checked."""
+class Trace:
+    """What the timeline needs from a run log, checked (:func:`read_trace`)."""
 
     mode: str
     layers: list[int]  # run-log layer indices, contiguous
@@ -212,8 +214,17 @@ def _no_trace(run: RunLog) -> UserError:
                      "(--trace-limit 0 or an older version); rerun it")
 
 
-def _read_trace(run: RunLog) -> _Trace:
-    """Check the run log and gather the trace arrays of its traced layers."""
+def read_trace(run: RunLog) -> Trace:
+    """Check a run log and gather the trace arrays of its traced layers.
+
+    The one reader of ``/trace`` for the replay and the simulator's ``trace:``
+    speed model.
+
+    Raises
+    ------
+    UserError
+        Central mode, no trace, a damaged trace or no graph, in one line.
+    """
     source = run.source or "the run log"
     mode = str(run.attrs.get("mode", ""))
     if mode not in MODES:
@@ -244,7 +255,7 @@ def _read_trace(run: RunLog) -> _Trace:
         raise UserError(f"{source} has no /ranks/neighbors; the graph is needed to replay it")
     total = np.asarray(run.layers["total_seconds"], dtype=np.float64)[layers]
     config = run.config
-    return _Trace(
+    return Trace(
         mode=mode,
         layers=layers,
         cpu=cpu[layers],
@@ -337,7 +348,7 @@ def exchange_end(ready: np.ndarray, hops: np.ndarray, rounds: int, seconds: floa
     return np.where(ball, ready[None, :], -np.inf).max(axis=1) + rounds * seconds
 
 
-def _solve_begin(tr: _Trace, i: int, t0: np.ndarray, ends: list[np.ndarray],
+def _solve_begin(tr: Trace, i: int, t0: np.ndarray, ends: list[np.ndarray],
                  net: Network) -> np.ndarray:
     """When each rank's first activation of projected layer ``i`` may start."""
     features, penalty, factor = (tr.phase_cpu[i][:, c] for c in range(3))
@@ -354,7 +365,7 @@ def _solve_begin(tr: _Trace, i: int, t0: np.ndarray, ends: list[np.ndarray],
     return ready + factor
 
 
-def _solve_async(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
+def _solve_async(tr: Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
                  net: Network) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (M, K) of every activation under the bounded-delay rule.
 
@@ -384,7 +395,7 @@ def _solve_async(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
     return start, end
 
 
-def _solve_sync(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
+def _solve_sync(tr: Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
                 net: Network) -> tuple[np.ndarray, np.ndarray]:
     """Every iteration ends on all ranks at the slowest compute plus the allreduce."""
     m, k = cpu.shape
@@ -398,7 +409,7 @@ def _solve_sync(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
     return start, np.broadcast_to(ends, (m, k)).copy()
 
 
-def _solve_graph(tr: _Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
+def _solve_graph(tr: Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
                  net: Network) -> tuple[np.ndarray, np.ndarray]:
     """Compute, then ``mix_rounds`` neighbour rounds, every iteration."""
     message = net.message_seconds(tr.message_bytes[i])
@@ -449,7 +460,7 @@ def timeline(run: RunLog, network: Network, slow: dict[int, float] | None = None
     UserError
         As for :func:`project`.
     """
-    tr = _read_trace(run)
+    tr = read_trace(run)
     if jitter is not None:
         tr.cpu = tr.cpu * jitter_factors(jitter, tr.cpu.shape, seed)
     for rank, factor in (slow or {}).items():
@@ -517,7 +528,7 @@ def project(run: RunLog, network: Network, slow: dict[int, float] | None = None,
         No trace, central mode, a damaged trace, or a ``slow`` rank outside
         the run.
     """
-    tr = _read_trace(run)
+    tr = read_trace(run)
     done, out = 0.0, []
     for i, (layer, start, end) in enumerate(timeline(run, network, slow, jitter, seed)):
         origin, last = float(start[:, 0].min()), float(end[:, -1].max())

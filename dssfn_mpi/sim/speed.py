@@ -111,12 +111,12 @@ class TraceCosts:
         """Read and check a run log's trace (one line for a missing or untraced file)."""
         from pathlib import Path
 
-        from ..replay import _read_trace  # noqa: PLC2701 - the replay's own checks
+        from ..replay import read_trace
         from ..runlog import read_runlog
 
         require(Path(path).is_file(), f"--speed trace:{path}: no such run log")
         run = read_runlog(path)
-        tr = _read_trace(run)
+        tr = read_trace(run)
         require(tr.layers[0] == 0, f"--speed trace:{path}: its trace starts at layer "
                 f"{tr.layers[0]} (a resumed run); use a run traced from layer 0")
         cpu = tr.cpu.copy()
