@@ -409,6 +409,28 @@ def test_penalty_sweep_backs_the_auto_rho():
     assert min(rows[0]["rel_distance"]) > 100 * dist[1]
 
 
+def test_penalty_to_eps_shows_the_gap_a_larger_gamma_closes():
+    # BENCHMARKS.md, "A square-root async gamma, tried": on a ring of 4 (digits' layer 1,
+    # the simulator's engines, activations until every node is within 1e-2 of O*) a gamma
+    # 4x the linear auto needs under half its activations, and 16x comes within 3x of sync's
+    # iterations with its auto rho (measured: 598, 152, 44 against 62).
+    import io
+
+    from dssfn_mpi.bench.penalty import to_eps
+
+    out = io.StringIO()
+    kw = dict(nodes=4, degree=None, topology="ring", tol=1e-2, iters=800, out=out)
+    rows = to_eps("digits", 1, "async", powers=(0, 2, 4), **kw)
+    sync = to_eps("digits", 1, "sync", powers=(0,), **kw)
+    assert [r["layer"] for r in rows] == [0, 1] and out.getvalue().count("\n") == 4
+    auto, x4, x16 = rows[1]["activations"]
+    assert rows[1]["done"] == [True, True, True] and sync[1]["done"] == [True]
+    assert x4 < 0.5 * auto and x16 <= 3 * sync[1]["activations"][0], (rows[1], sync[1])
+    # Layer 0 gets nowhere near in 800 (the input layer): no best is named.
+    assert rows[0]["done"] == [False, False, False] and rows[0]["best"] is None
+    assert "best - | x1:>800 x4:>800 x16:>800" in out.getvalue()
+
+
 # --------------------------------------------------------------------------- projected time
 # Summaries, tables and figures of measured vs projected time on in-memory runs with a
 # made-up trace and the stand-in replay of tests/benchfakes.py (its rules are exact and

@@ -1,10 +1,12 @@
-"""Penalty sweep: how close each ADMM gets to O* in K iterations, per layer and penalty.
+"""Penalty sweep: how close each ADMM gets to O* in K iterations, or how many
+activations it needs to get within a tolerance, per layer and penalty.
 
 A serial study (no MPI), the evidence behind the ``auto`` constants in
 :mod:`dssfn_mpi.solver`::
 
     python -m dssfn_mpi.bench.penalty --dataset digits --layers 20 --engine sync
     python -m dssfn_mpi.bench.penalty --dataset vowel --layers 12 --engine async --degree 8
+    python -m dssfn_mpi.bench.penalty --dataset digits --engine async --degree 2 --to-eps 1e-2
 
 Along the *centralized* path (every layer's features built from the exact O*
 of the layer before), the training set is split uniformly over M nodes and
@@ -22,6 +24,12 @@ iterations per node with penalty ``auto x 2^k``. One line per layer gives
 lam*, the condition number ``cond(G + lam* I)`` of the stacked layer problem,
 the ``auto`` penalty, the best multiplier and every multiplier's max relative
 distance to O*.
+
+With ``--to-eps TOL`` (:func:`to_eps`) each layer is instead solved by the
+simulator's engines (:mod:`dssfn_mpi.sim`: async with its reads of one-message-old
+neighbour values and bounded delay 4, sync with its allreduce, every node at one
+speed), each until every node is within TOL of O* (``--stop eps:TOL``) or at
+``--iters``, and a line gives the mean activations per node of every multiplier.
 """
 
 from __future__ import annotations
@@ -81,20 +89,20 @@ def edge_arock(
     return Os
 
 
-def sweep(
-    dataset: str, layers: int, engine: str, nodes: int = 20, degree: int = 8, iters: int = 200,
-    powers: tuple[int, ...] = (-2, -1, 0, 1, 2, 3), seed: int = 0, out=sys.stdout,
-) -> list[dict]:
-    """Run the sweep; print and return one dict per layer (see the module notes)."""
+def _layers(dataset: str, layers: int, nodes: int, seed: int):
+    """Each layer along the centralized path, split over ``nodes`` uniform shards.
+
+    Yields ``(layer, eps, Ys, Gs, Bs, star, cond, lam_mean, scale)``: the shards'
+    features, Gram matrices and ``T Y^T``, the exact solution, the condition number
+    of the stacked problem and the network means behind the ``auto`` penalty.
+    """
     ds = load_dataset(dataset, seed=seed)
     X, y = ds.X_train, ds.y_train
     Q = int(y.max()) + 1
     n, eps = 2 * Q + 1000, 2.0 * Q
     T = one_hot(y, Q)
     shards = partition(y, nodes, "uniform", seed)
-    graph = make_topology("circular", nodes, degree) if engine == "async" else None
-    mults = [2.0**k for k in powers]
-    rows, Y, O_prev = [], X, None
+    Y, O_prev = X, None
     for layer in range(layers + 1):
         if layer > 0:
             (Y,) = layer_features(O_prev, seed, layer, n, Y)
@@ -109,6 +117,20 @@ def sweep(
         Bs = [t @ a.T for t, a in zip(Ts, Ys)]
         lam_mean = float(np.mean([local_multiplier(a, t, eps) for a, t in zip(Ys, Ts)]))
         scale = float(np.mean([np.trace(g) / min(a.shape) for g, a in zip(Gs, Ys)]))
+        yield layer, eps, Ys, Gs, Bs, star, cond, lam_mean, scale
+        O_prev = star.O
+
+
+def sweep(
+    dataset: str, layers: int, engine: str, nodes: int = 20, degree: int = 8, iters: int = 200,
+    powers: tuple[int, ...] = (-2, -1, 0, 1, 2, 3), seed: int = 0, out=sys.stdout,
+) -> list[dict]:
+    """Run the sweep; print and return one dict per layer (see the module notes)."""
+    graph = make_topology("circular", nodes, degree) if engine == "async" else None
+    mults = [2.0**k for k in powers]
+    rows = []
+    for layer, eps, Ys, Gs, Bs, star, cond, lam_mean, scale in _layers(dataset, layers, nodes,
+                                                                        seed):
         auto = auto_penalty(lam_mean, scale, nodes, consensus=engine == "sync")
         norm = np.linalg.norm(star.O)
         dist = []
@@ -127,7 +149,66 @@ def sweep(
               f"best x{mults[best]:g} {dist[best]:.1e} | "
               + " ".join(f"x{m:g}:{v:.1e}" for m, v in zip(mults, dist)),
               file=out, flush=True)
-        O_prev = star.O
+    return rows
+
+
+def to_eps(
+    dataset: str, layers: int, engine: str, nodes: int = 20, degree: int | None = 8,
+    topology: str = "circular", tol: float = 1e-2, iters: int = 3000,
+    powers: tuple[int, ...] = (-2, -1, 0, 1, 2), seed: int = 0, out=sys.stdout,
+) -> list[dict]:
+    """Activations to ``tol`` per layer and penalty multiplier, in the simulator.
+
+    Prints and returns one dict per layer: ``activations`` is, per multiplier,
+    the mean over nodes of the activations (sync: iterations) the layer took,
+    ``done`` whether every node got within ``tol`` of O* before ``iters``.
+    """
+    from ..engines.stoprule import NodeCheck, parse_stop
+    from ..network import parse_network
+    from ..sim.asyncsim import solve_async
+    from ..sim.speed import SpeedModel
+    from ..sim.syncsim import solve_sync
+
+    graph = make_topology(topology, nodes, degree)
+    nbrs = [graph.neighbors(m) for m in range(nodes)]
+    rule = parse_stop(f"eps:{tol}")
+    speed = SpeedModel.build("const:1e-3", nodes, layers + 1, iters, {}, None, None, seed)
+    net = parse_network("shm")
+    mults = [2.0**k for k in powers]
+    rows = []
+    for layer, eps, Ys, Gs, Bs, star, _, lam_mean, scale in _layers(dataset, layers, nodes, seed):
+        B2s = [2.0 * b for b in Bs]
+        auto = [np.full(graph.degree(m) if engine == "async" else 1,
+                        auto_penalty(lam_mean, scale, nodes, consensus=engine == "sync"))
+                for m in range(nodes)]
+        acts, done = [], []
+        for mult in mults:
+            pens = [mult * a for a in auto]
+            invs = [LocalInverse(Ys[m], float(pens[m].sum()), Gs[m]) for m in range(nodes)]
+            if engine == "async":
+                steps = [EdgeStep(B2s[m], pens[m], 1.0, eps, invs[m]) for m in range(nodes)]
+                checks = [NodeCheck(rule, target=star.O, B2=B2s[m], gamma=pens[m])
+                          for m in range(nodes)]
+                res = solve_async(layer, steps, checks, nbrs, np.zeros(nodes), rule, iters, 4,
+                                  speed, net, Bs[0].nbytes)
+                runs, ok = res.nodes, res.all_done
+            else:
+                checks = [NodeCheck(rule, target=star.O) for _ in range(nodes)]
+                runs, ok = solve_sync(layer, "sync", graph, invs, B2s,
+                                      [float(p[0]) for p in pens], eps, checks, np.zeros(nodes),
+                                      rule, iters, 0, speed, net, Bs[0].nbytes, "mpich", None)
+            acts.append(float(np.mean([r.activations for r in runs])))
+            done.append(bool(ok))
+        # The fewest activations among the multipliers that got there (None: none did).
+        best = (mults[int(np.argmin([a if ok else np.inf for a, ok in zip(acts, done)]))]
+                if any(done) else None)
+        row = {"layer": layer, "lam_star": star.lam, "auto": float(np.mean(np.concatenate(auto))),
+               "multipliers": mults, "activations": acts, "done": done, "best": best}
+        rows.append(row)
+        print(f"l={layer:2d} lam*={star.lam:.3g} auto={row['auto']:.3g} "
+              f"best {'-' if best is None else f'x{best:g}'} | "
+              + " ".join(f"x{m:g}:{'' if ok else '>'}{a:.0f}"
+                         for m, a, ok in zip(mults, acts, done)), file=out, flush=True)
     return rows
 
 
@@ -138,14 +219,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=10)
     parser.add_argument("--engine", choices=("sync", "async"), default="sync")
     parser.add_argument("--nodes", type=int, default=20)
-    parser.add_argument("--degree", type=int, default=8, help="async only")
-    parser.add_argument("--iters", type=int, default=200)
+    parser.add_argument("--degree", type=int, default=None,
+                        help="of the circular graph (default 8; --to-eps: its default)")
+    parser.add_argument("--topology", default="circular", help="--to-eps only")
+    parser.add_argument("--iters", type=int, default=200,
+                        help="K; with --to-eps the cap of each layer")
     parser.add_argument("--powers", default="-2,-1,0,1,2,3",
                         help="penalty = auto x 2^k for these k")
+    parser.add_argument("--to-eps", type=float, default=None, metavar="TOL",
+                        help="count activations to TOL in the simulator instead")
     args = parser.parse_args(argv)
     try:
         powers = tuple(int(k) for k in args.powers.split(","))
-        sweep(args.dataset, args.layers, args.engine, args.nodes, args.degree, args.iters, powers)
+        if args.to_eps is None:
+            sweep(args.dataset, args.layers, args.engine, args.nodes, args.degree or 8,
+                  args.iters, powers)
+        else:
+            to_eps(args.dataset, args.layers, args.engine, args.nodes, args.degree, args.topology,
+                   args.to_eps, args.iters, powers)
     except (UserError, ValueError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2
