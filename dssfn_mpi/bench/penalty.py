@@ -163,46 +163,38 @@ def to_eps(
     the mean over nodes of the activations (sync: iterations) the layer took,
     ``done`` whether every node got within ``tol`` of O* before ``iters``.
     """
-    from ..engines.stoprule import NodeCheck, parse_stop
+    from ..config import TrainConfig
+    from ..engines.stoprule import parse_stop
     from ..network import parse_network
-    from ..sim.asyncsim import solve_async
+    from ..sim.driver import SimOptions, solve_layer
     from ..sim.speed import SpeedModel
-    from ..sim.syncsim import solve_sync
 
     graph = make_topology(topology, nodes, degree)
     nbrs = [graph.neighbors(m) for m in range(nodes)]
-    rule = parse_stop(f"eps:{tol}")
-    speed = SpeedModel.build("const:1e-3", nodes, layers + 1, iters, {}, None, None, seed)
-    net = parse_network("shm")
+    cfg = TrainConfig(dataset=dataset, mode=engine, iters=iters, stop=f"eps:{tol}", seed=seed)
+    rule = parse_stop(cfg.stop)
+    opts = SimOptions(nodes=nodes, network=parse_network("shm"),
+                      speed=SpeedModel.build("const:1e-3", nodes, layers + 1, iters, {}, None,
+                                             None, seed))
     mults = [2.0**k for k in powers]
     rows = []
     for layer, eps, Ys, Gs, Bs, star, _, lam_mean, scale in _layers(dataset, layers, nodes, seed):
         B2s = [2.0 * b for b in Bs]
-        auto = [np.full(graph.degree(m) if engine == "async" else 1,
-                        auto_penalty(lam_mean, scale, nodes, consensus=engine == "sync"))
-                for m in range(nodes)]
+        auto = auto_penalty(lam_mean, scale, nodes, consensus=engine == "sync")
         acts, done = [], []
         for mult in mults:
-            pens = [mult * a for a in auto]
-            invs = [LocalInverse(Ys[m], float(pens[m].sum()), Gs[m]) for m in range(nodes)]
-            if engine == "async":
-                steps = [EdgeStep(B2s[m], pens[m], 1.0, eps, invs[m]) for m in range(nodes)]
-                checks = [NodeCheck(rule, target=star.O, B2=B2s[m], gamma=pens[m])
-                          for m in range(nodes)]
-                res = solve_async(layer, steps, checks, nbrs, np.zeros(nodes), rule, iters, 4,
-                                  speed, net, Bs[0].nbytes)
-                runs, ok = res.nodes, res.all_done
-            else:
-                checks = [NodeCheck(rule, target=star.O) for _ in range(nodes)]
-                runs, ok = solve_sync(layer, "sync", graph, invs, B2s,
-                                      [float(p[0]) for p in pens], eps, checks, np.zeros(nodes),
-                                      rule, iters, 0, speed, net, Bs[0].nbytes, "mpich", None)
+            # The simulator's own layer solve: async one gamma per edge, sync one rho.
+            pens = [np.full(graph.degree(m), mult * auto) if engine == "async" else mult * auto
+                    for m in range(nodes)]
+            invs = [LocalInverse(Ys[m], float(np.sum(pens[m])), Gs[m]) for m in range(nodes)]
+            runs, ok = solve_layer(cfg, opts, layer, invs, B2s, pens, eps, star, rule,
+                                   np.zeros(nodes), 0, None, nbrs, Bs[0].nbytes, graph)
             acts.append(float(np.mean([r.activations for r in runs])))
             done.append(bool(ok))
         # The fewest activations among the multipliers that got there (None: none did).
         best = (mults[int(np.argmin([a if ok else np.inf for a, ok in zip(acts, done)]))]
                 if any(done) else None)
-        row = {"layer": layer, "lam_star": star.lam, "auto": float(np.mean(np.concatenate(auto))),
+        row = {"layer": layer, "lam_star": star.lam, "auto": auto,
                "multipliers": mults, "activations": acts, "done": done, "best": best}
         rows.append(row)
         print(f"l={layer:2d} lam*={star.lam:.3g} auto={row['auto']:.3g} "

@@ -38,7 +38,7 @@ from .schedule import bounded_delay_times, node_runs, replay_reads
 from .speed import SpeedModel
 from .syncsim import hop_matrix, solve_sync
 
-__all__ = ["SIM_MODES", "SimOptions", "SimResult", "simulate"]
+__all__ = ["SIM_MODES", "SimOptions", "SimResult", "simulate", "solve_layer"]
 
 #: The modes simulate runs (central has no decentralized timeline).
 SIM_MODES = ("async", "sync", "sync-graph")
@@ -187,8 +187,8 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
                              opts.allreduce, layer_end, neighbors)
         message_bytes = Q * d * 8
         B2s = [2.0 * p.B for p in probs]
-        runs, all_done = _solve(cfg, opts, layer, probs, invs, B2s, pens, eps, target, rule,
-                                begin, rounds, hops, neighbors, message_bytes, graph)
+        runs, all_done = solve_layer(cfg, opts, layer, invs, B2s, pens, eps, target, rule,
+                                     begin, rounds, hops, neighbors, message_bytes, graph)
         Os = [r.O.copy() for r in runs]
         t_start = t_prev
         for m in range(M):
@@ -247,9 +247,15 @@ def _layer_begin(mode: str, auto: bool, t_prev: np.ndarray, phases: np.ndarray,
     return ready + phases[:, 2]
 
 
-def _solve(cfg: TrainConfig, opts: SimOptions, layer: int, probs, invs, B2s, pens, eps,
-           target, rule, begin, rounds, hops, neighbors, message_bytes,
-           graph) -> tuple[list[NodeRun], bool]:
+def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens, eps,
+                target, rule, begin, rounds, hops, neighbors, message_bytes,
+                graph) -> tuple[list[NodeRun], bool]:
+    """Simulate one layer's solve in ``cfg.mode``: each node's run and whether all were done.
+
+    ``invs``, ``B2s`` and ``pens`` are each node's local inverse, ``2 B_m`` and
+    penalty (async: one gamma per neighbour, in the order of ``neighbors``);
+    ``target`` the layer's exact solution (or None) and ``rule`` its stopping rule.
+    """
     M, net = opts.nodes, opts.network
     O_star = None if target is None else target.O
     if cfg.mode == "async":
