@@ -19,7 +19,7 @@ export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1
 export PRTE_MCA_prte_silence_shared_fs := 1
 
-# The data tests read the public datasets from the team's shared copy beside the
+# The data tests read the public datasets from a shared copy beside the
 # checkout when there is one; a DSSFN_DATA_DIR from the environment wins, and
 # without either the tests that need a file skip (data/README.md).
 ifeq ($(origin DSSFN_DATA_DIR),undefined)

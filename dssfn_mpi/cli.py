@@ -198,7 +198,8 @@ def _add_bench_parser(sub: Any) -> None:
                    "contention: busy-process counts)")
     p.add_argument("--modes", help="comma-separated modes to run (degree/nodes/contention: "
                    "async, sync, sync-graph; table2: central, sync, sync-graph, async; straggler: "
-                   "async, async-unbounded, sync, sync-graph (unslowed only))")
+                   "async, async-leadS (--max-lead S), async-unbounded, sync, "
+                   "sync-graph (unslowed only))")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a preset field, e.g. --set layers=5 --set dataset=satimage "
                    "(repeatable; see BENCHMARKS.md)")
