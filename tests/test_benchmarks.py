@@ -410,7 +410,7 @@ def test_penalty_sweep_backs_the_auto_rho():
 
 
 def test_penalty_to_eps_shows_the_gap_a_larger_gamma_closes():
-    # docs/ALGORITHMS.md, "Where the constants come from": on a ring of 4 (digits' layer 1,
+    # docs/ALGORITHMS.md, "The auto penalty": on a ring of 4 (digits' layer 1,
     # the simulator's engines, activations until every node is within 1e-2 of O*) a gamma
     # 4x the linear auto needs under half its activations, and 16x comes within 3x of sync's
     # iterations with its auto rho (measured: 598, 152, 44 against 62).
