@@ -1,7 +1,8 @@
 """The mailbox's seqlock on a shared window as compiled loops (numba), with real fences.
 
 :class:`dssfn_mpi.transport.ZMailbox` reads and writes its slots with a seqlock
-(the protocol and its proof are in the class notes). With direct stores (every
+(the protocol and its proof are in the class notes; the Python path is
+:mod:`dssfn_mpi.slotreader` and :mod:`dssfn_mpi.slotwriter`). With direct stores (every
 rank on one node, a shared window) both sides touch plain memory, and in Python
 each step is a numpy call or an ``MPI_Win_sync``: about 1 - 2 us of call overhead
 per neighbour and phase, as much as copying a small ``Z``. Here the whole read
@@ -19,7 +20,7 @@ proof uses: the writer's stores reach memory in the order ``begin``, payload,
 ``begin``. Only the direct-store mailbox calls these (the memory is plain shared
 memory on one node); with MPI puts the Python path and ``Win.Sync`` remain.
 
-The numpy/MPI path of :class:`ZMailbox` stays the reference: the stress tests,
+The numpy/MPI path stays the reference: the stress tests,
 the mutation control (``recheck=False``) and the stuck-writer test run against
 both (tests/mpi/test_transport.py).
 """
@@ -27,6 +28,8 @@ both (tests/mpi/test_transport.py).
 from __future__ import annotations
 
 from typing import Any
+
+from .slotlayout import BEGIN, END, HEADER_FIELDS, HEADER_WORDS, LAYER
 
 __all__ = ["AVAILABLE", "read_rows", "store"]
 
@@ -43,9 +46,9 @@ AVAILABLE = False
 read_rows: Any = None
 store: Any = None
 
-# The slot header's words (transport.HEADER_WORDS; repeated here so that this module
-# needs nothing from transport): begin, end, then layer, version, nelems, rows, cols.
-_BEGIN, _END, _LAYER, _HEAD, _WORDS = 0, 1, 2, 5, 7
+# The slot header's words: begin, end, then layer, version, nelems, rows, cols (_HEAD of
+# them), _WORDS in all.
+_BEGIN, _END, _LAYER, _HEAD, _WORDS = BEGIN, END, LAYER, HEADER_FIELDS, HEADER_WORDS
 
 if numba is not None:
 
@@ -92,7 +95,7 @@ def _read_rows(words, vals, at, parity, todo, layer, size, attempts, recheck, kp
                stats):  # pragma: no cover - compiled
     """The seqlock read of the in-slots ``todo`` of ``layer``'s parity, then the rows to use.
 
-    ``ZMailbox._refresh`` and ``ZMailbox.read_rows`` in one loop (the rows only
+    ``SlotReader.refresh`` and ``SlotReader.read_rows`` in one loop (the rows only
     when ``rows`` has one entry per neighbour). ``words`` and
     ``vals``: this rank's window as int64 and float64; ``at[i]``: where neighbour
     i's slot of this parity starts. The kept copies' state (``kpar``, ``kseq``,
@@ -174,7 +177,7 @@ def _read_rows(words, vals, at, parity, todo, layer, size, attempts, recheck, kp
 def _write(words, vals, at, counts, heads, src, off, size):  # pragma: no cover - compiled
     """The seqlock writes of ``src[k, off : off + size]`` into the slots starting at
     ``at[k]`` of the node's memory (``words``/``vals``: int64/float64), with counters
-    ``counts[k]`` and header words ``heads[k]`` (layer .. cols): ``ZMailbox._store``."""
+    ``counts[k]`` and header words ``heads[k]`` (layer .. cols): ``SlotWriter._store``."""
     k = at.size
     for t in range(k):
         _store(words, at[t] + _BEGIN, counts[t])

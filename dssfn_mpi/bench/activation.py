@@ -290,7 +290,7 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
     """
     from ..engines import kernels
     from ..solver import LocalInverse
-    from ..transport import ZMailbox
+    from .mailbox import BenchMailbox
     from .syncstep import measure_sync
 
     q = classes
@@ -303,7 +303,7 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
     cpu, wall = [], []
     with _Shared(comm, max(degrees), q * n) as sh:
         for d in degrees:
-            with ZMailbox(comm, _star(size, d), q * n) as mb:
+            with BenchMailbox(comm, _star(size, d), q * n) as mb:
                 if rank == 0:
                     inv = LocalInverse(Y, float(d), G)  # c = sum_n gamma_mn, gamma = 1
                     inv.apply(np.ones((q, n)))  # warm-up

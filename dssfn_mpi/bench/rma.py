@@ -5,8 +5,9 @@ Run as its own 2-rank job::
     mpirun -n 2 python -m dssfn_mpi.bench.rma --out rma.h5 [--reps 50] [--label osc-sm]
 
 (``dssfn-mpi bench rma`` does this for you, once per one-sided component).
-Everything goes through :class:`dssfn_mpi.transport.ZMailbox` on the 2-node
-graph, as the async engine uses it: rank 1 writes into rank 0's window.
+Everything goes through the async engine's mailbox on the 2-node graph
+(:class:`dssfn_mpi.bench.mailbox.BenchMailbox`: :class:`dssfn_mpi.transport.ZMailbox`
+with one-neighbour writes and reads): rank 1 writes into rank 0's window.
 Sizes: one Z = Q x n doubles with n = 2Q + 1000 for Q in {6, 10, 11, 26, 102}
 (satimage ... caltech101), plus a one-element Z for the latency floor. Measured:
 
@@ -177,13 +178,13 @@ def _contended(comm: Any, mb: Any, Z: np.ndarray, reps: int) -> dict:
 def _size_tables(comm: Any, reps: int, compute_s: float) -> dict[str, dict[str, np.ndarray]]:
     """put, read and contended tables, one row per size of :func:`z_shapes`."""
     from ..topology import make_topology
-    from ..transport import ZMailbox
+    from .mailbox import BenchMailbox
 
     graph = make_topology("ring", 2)  # one edge
     rows: dict[str, dict[str, list]] = {"put": {}, "read": {}, "contended": {}}
     for q, n in z_shapes():
         Z = _z(q, n)
-        with ZMailbox(comm, graph, Z.size) as mb:  # a window sized for this Z, as in a run
+        with BenchMailbox(comm, graph, Z.size) as mb:  # a window sized for this Z, as in a run
             puts = _put_times(comm, mb, Z, reps, compute_s)
             reads = _read_times(comm, mb, Z, reps)
             cont = _contended(comm, mb, Z, reps)
@@ -197,7 +198,7 @@ def _size_tables(comm: Any, reps: int, compute_s: float) -> dict[str, dict[str, 
 def _activation_tables(comm: Any, reps: int) -> dict[str, np.ndarray]:
     """Per-activation mailbox traffic (8 read_all + 8 puts) vs the (Q x n)@(n x n) product."""
     from ..topology import make_topology
-    from ..transport import ZMailbox
+    from .mailbox import BenchMailbox
 
     graph = make_topology("ring", 2)  # one neighbour each: 8 reads/puts stand for 8 neighbours
     other = 1 - comm.Get_rank()
@@ -210,7 +211,7 @@ def _activation_tables(comm: Any, reps: int) -> dict[str, np.ndarray]:
         Zr = np.empty((1, q, n))
         versions = np.zeros(1, dtype=np.int64)
         A, H = rng.random((q, n)), rng.random((n, n))
-        with ZMailbox(comm, graph, q * n) as mb:
+        with BenchMailbox(comm, graph, q * n) as mb:
             for _ in range(3):
                 mb.put(other, Z, _LAYER)
                 mb.read_all(_LAYER, Zr, versions)

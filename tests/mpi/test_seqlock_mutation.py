@@ -32,7 +32,7 @@ pytestmark = [
 
 
 def _no_second_check(self, copied):
-    """``ZMailbox._recheck`` with the mutation: the copies are never re-validated.
+    """``SlotReader._recheck`` with the mutation: the copies are never re-validated.
 
     The real reader re-reads ``begin`` after its copies and discards those
     during which a write started.
@@ -46,12 +46,12 @@ def _no_second_check(self, copied):
 @pytest.mark.parametrize("shape", [(26, 1052), (128, 1024)], ids=["26x1052", "1MiB"])
 def test_stress_test_catches_a_reader_that_skips_the_second_check(monkeypatch, shape, mode,
                                                                   compiled):
-    from dssfn_mpi.transport import ZMailbox
+    from dssfn_mpi.slotreader import SlotReader
 
     # The mutation in both readers: the Python one and the compiled one (dssfn_mpi.seqlock,
     # used with direct stores and numba), which takes the switch as an argument.
-    monkeypatch.setattr(ZMailbox, "_recheck", _no_second_check)
-    monkeypatch.setattr(ZMailbox, "_second_check", False)
+    monkeypatch.setattr(SlotReader, "_recheck", _no_second_check)
+    monkeypatch.setattr(SlotReader, "second_check", False)
     # The settings of test_seqlock_reads_never_tear_under_concurrent_puts, ended
     # at the first torn read. Usually within 0.1 s; but the compiled reader's copy is short
     # (~10 us for 26 x 1052), so where reader and writer share a core (beside a busy process)

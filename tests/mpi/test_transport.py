@@ -1,4 +1,5 @@
-"""ZMailbox, passive puts and the doctor report, under mpirun.
+"""The mailbox (ZMailbox, and BenchMailbox for one neighbour), passive puts and the doctor
+report, under mpirun.
 
 Run: ``mpirun -n 2 python -m pytest --with-mpi -q tests/mpi/test_transport.py``
 (also with -n 3 and -n 5). Every rank runs every test. To avoid leaving ranks
@@ -77,7 +78,8 @@ def _value(writer: int, version: int) -> float:
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("make_graph", [ring, complete], ids=["ring", "complete"])
 def test_round_trip_values_shapes_versions_and_counters(make_graph):
-    from dssfn_mpi.transport import HEADER_WORDS, ZMailbox
+    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.slotlayout import HEADER_WORDS
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
@@ -91,7 +93,7 @@ def test_round_trip_values_shapes_versions_and_counters(make_graph):
         return base + 1000 * m + 10 * n + rep
 
     max_elems = (2 + size) * (3 + size)
-    mb = ZMailbox(comm, graph, max_elems)
+    mb = BenchMailbox(comm, graph, max_elems)
     expected_bytes = 0
     for rep in (0, 1):  # two puts: the reader must see the second, version 2
         for n in graph.neighbors(me):
@@ -142,14 +144,15 @@ def test_put_all_and_read_views_round_trip(make_graph):
     # The engine's pair: put_all writes what d puts would (versions, counters), and
     # read_views returns the same values as read_all, as read-only views, with
     # zeros for an unwritten layer and the kept copy for an unchanged slot.
-    from dssfn_mpi.transport import HEADER_WORDS, ZMailbox
+    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.slotlayout import HEADER_WORDS
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
     graph = make_graph(size)
     deg, shape = graph.degree(me), (3, 4)
     problems: list[str] = []
-    mb = ZMailbox(comm, graph, 12)
+    mb = BenchMailbox(comm, graph, 12)
     for rep in (1, 2):
         Z = np.stack([np.full(shape, 100.0 * me + 10 * n + rep) for n in graph.neighbors(me)])
         mb.put_all(Z, layer=1)
@@ -242,9 +245,9 @@ def _stress(
 ) -> dict:
     """Rank 0 reads while ranks 1.. put full((Q, n), value(writer, version)) into it.
 
-    ``mode`` is the reader's path: ``"read"`` (:meth:`ZMailbox.read` per writer),
-    ``"read_all"`` (one :meth:`ZMailbox.read_all` for all writers),
-    ``"read_views"`` (one :meth:`ZMailbox.read_views`, the engine's; the writers
+    ``mode`` is the reader's path: ``"read"`` (:meth:`BenchMailbox.read` per writer),
+    ``"read_all"`` (one :meth:`BenchMailbox.read_all` for all writers),
+    ``"read_views"`` (one :meth:`BenchMailbox.read_views`, the engine's; the writers
     then use :meth:`ZMailbox.put_all`, the engine's) or ``"raw"``
     (the detector's control: the slot copied from window memory with no
     protocol at all). Every element of a read must equal one value, the value
@@ -263,11 +266,12 @@ def _stress(
     so against a writer that never pauses almost every read falls back and the
     number of fresh reads depends only on scheduling luck (80 in 8 s on a CI run).
     """
-    from dssfn_mpi.transport import _S_VERSION, HEADER_WORDS, ZMailbox
+    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.slotlayout import HEADER_WORDS, VERSION
 
     me, size = comm.Get_rank(), comm.Get_size()
     Q, n = shape
-    mb = ZMailbox(comm, star(size), Q * n, compiled=compiled)
+    mb = BenchMailbox(comm, star(size), Q * n, compiled=compiled)
     tally = {"reads": 0, "fresh": 0, "torn": 0, "backwards": 0, "puts": 0, "seconds": 0.0,
              "torn_retries": 0, "fallbacks": 0, "cpu": 0.0}
     comm.Barrier()
@@ -301,9 +305,9 @@ def _stress(
                     Z, version = views[i], int(versions[i])
                 else:
                     # The detector's control: copy the raw slot with no protocol.
-                    off = mb._slot_offset(mb._in_slot[w], 0)
-                    version = int(mb._i64[off + _S_VERSION])
-                    Z = mb._f64[off + HEADER_WORDS : off + HEADER_WORDS + Q * n].copy()
+                    off = mb.layout.slot_start(mb.layout.index_of(w), 0)
+                    version = int(mb.window.words[off + VERSION])
+                    Z = mb.window.values[off + HEADER_WORDS : off + HEADER_WORDS + Q * n].copy()
                 if version == 0:
                     continue
                 tally["reads"] += 1
@@ -356,8 +360,8 @@ def test_seqlock_reads_never_tear_under_concurrent_puts(shape, mode, compiled):
     # gives the reader a fresh version, each burst overlaps copies with writes.
     assert t["fresh"] >= 100, t
     # ... and the reader did race the writers: it rejected copies of writes in
-    # flight (tens of thousands per second here). Each fallback ends _ATTEMPTS of them.
-    from dssfn_mpi.transport import _ATTEMPTS
+    # flight (tens of thousands per second here). Each fallback ends ATTEMPTS of them.
+    from dssfn_mpi.slotreader import ATTEMPTS as _ATTEMPTS
 
     assert t["torn_retries"] > 0, t
     assert t["torn_retries"] >= _ATTEMPTS * t["fallbacks"], t
@@ -368,7 +372,7 @@ def test_read_all_rejects_torn_copies_and_falls_back_under_concurrent_puts():
     # With 1 MiB puts back to back a read often starts while a write is in flight:
     # the reader must notice (torn_retries), sometimes give up on a neighbour for
     # this activation (fallbacks) and still return only consistent values.
-    from dssfn_mpi.transport import _ATTEMPTS
+    from dssfn_mpi.slotreader import ATTEMPTS as _ATTEMPTS
 
     t = _stress(
         _comm(),
@@ -412,32 +416,34 @@ def test_reader_never_waits_for_a_writer_stuck_mid_write(compiled):
     # Deterministic version of the fallback: A stops between "begin" and "end" of a
     # write (as if descheduled there); B's reads must neither wait nor return the
     # half-written data, but the last consistent value, and count the fallback.
-    from dssfn_mpi.transport import _ATTEMPTS, _S_BEGIN, _S_END, _S_LAYER, HEADER_WORDS, ZMailbox
+    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.slotlayout import BEGIN, END, HEADER_WORDS, LAYER
+    from dssfn_mpi.slotreader import ATTEMPTS as _ATTEMPTS
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
     A, B = 0, 1
     graph = StandInGraph(size, [(A, B)])  # ranks >= 2 are isolated nodes
     problems: list[str] = []
-    mb = ZMailbox(comm, graph, 6, compiled=compiled)
-    win = mb._win
+    mb = BenchMailbox(comm, graph, 6, compiled=compiled)
+    win = mb.window.check_open()
 
     def half_write(layer: int, value: float) -> int:
         """A's write of (2, 3) full of value, stopped before its 'end' counter."""
-        off = mb._slot_offset(mb._out_slot[B], layer % 2)
-        i = np.array([mb._in_slot[B]], dtype=np.intp)
-        seq = int(mb._count_write(i, layer)[0])
-        version = int(mb._versions[layer][i[0]])
-        win.Put(np.array([seq], dtype=np.int64), B, off + _S_BEGIN)
+        off = mb.layout.out_slot_start(mb.layout.index_of(B), layer % 2)
+        i = np.array([mb.layout.index_of(B)], dtype=np.intp)
+        seq = int(mb.writer.count(i, layer)[0])
+        version = int(mb.writer.versions[layer][i[0]])
+        win.Put(np.array([seq], dtype=np.int64), B, off + BEGIN)
         win.Flush(B)
-        win.Put(np.array([layer, version, 6, 2, 3], dtype=np.int64), B, off + _S_LAYER)
+        win.Put(np.array([layer, version, 6, 2, 3], dtype=np.int64), B, off + LAYER)
         win.Put(np.full(6, value), B, off + HEADER_WORDS)
         win.Flush(B)
         return seq
 
     def finish_write(layer: int, seq: int) -> None:
-        off = mb._slot_offset(mb._out_slot[B], layer % 2)
-        win.Put(np.array([seq], dtype=np.int64), B, off + _S_END)
+        off = mb.layout.out_slot_start(mb.layout.index_of(B), layer % 2)
+        win.Put(np.array([seq], dtype=np.int64), B, off + END)
         win.Flush(B)
 
     def expect(layer: int, value: float | None, version: int, what: str) -> None:
@@ -510,7 +516,7 @@ def test_reader_never_waits_for_a_writer_stuck_mid_write(compiled):
 
 @pytest.mark.mpi(min_size=2)
 def test_parity_keeps_final_previous_layer_readable():
-    from dssfn_mpi.transport import ZMailbox
+    from dssfn_mpi.bench.mailbox import BenchMailbox
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
@@ -519,7 +525,7 @@ def test_parity_keeps_final_previous_layer_readable():
     problems: list[str] = []
     z0_old, z0_final = np.full((2, 3), 1.0), np.full((2, 3), 2.0)
     z1, z2 = np.full((4, 5), 3.0), np.full((1, 2), 4.0)
-    mb = ZMailbox(comm, graph, 20)
+    mb = BenchMailbox(comm, graph, 20)
     if me == A:
         mb.put(B, z0_old, 0)
         mb.put(B, z0_final, 0)
@@ -636,13 +642,13 @@ def test_passive_put_with_created_window_is_reported_not_raised():
 
 @pytest.mark.mpi(min_size=2)
 def test_free_is_idempotent_and_copies_outlive_the_window():
-    from dssfn_mpi.transport import ZMailbox
+    from dssfn_mpi.bench.mailbox import BenchMailbox
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
     graph = complete(size)
     problems: list[str] = []
-    with ZMailbox(comm, graph, 6) as mb:
+    with BenchMailbox(comm, graph, 6) as mb:
         for n in graph.neighbors(me):
             mb.put(n, np.full((2, 3), float(me)), 0)
         comm.Barrier()
@@ -666,13 +672,13 @@ def test_free_is_idempotent_and_copies_outlive_the_window():
 
     # An exception inside the block: no collective Free (it could hang when only
     # one rank fails), only the views are dropped; free() still works afterwards.
-    mb2 = ZMailbox(comm, graph, 6)
+    mb2 = BenchMailbox(comm, graph, 6)
     try:
         with mb2:
             raise KeyError("boom")
     except KeyError:
         pass
-    if mb2.closed or mb2._f64 is not None:
+    if mb2.closed or mb2.window.values is not None:
         problems.append("exception path should drop views but not free")
     mb2.free()
     problems = _gather_problems(comm, problems)
@@ -681,8 +687,8 @@ def test_free_is_idempotent_and_copies_outlive_the_window():
 
 @pytest.mark.mpi(min_size=2)
 def test_misuse_is_rejected_consistently():
+    from dssfn_mpi.bench.mailbox import BenchMailbox
     from dssfn_mpi.errors import UserError
-    from dssfn_mpi.transport import ZMailbox
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
@@ -703,9 +709,10 @@ def test_misuse_is_rejected_consistently():
         problems.append(f"expected {exc_type.__name__} ({match!r}), nothing raised")
 
     # Every rank raises before any collective (or all after the same one), so none hangs.
-    expect_raise(UserError, "mpirun -n", lambda: ZMailbox(comm, ring(size + 1), 10))
-    expect_raise(ValueError, "max_elems differs", lambda: ZMailbox(comm, ring(size), 10 + me))
-    mb = ZMailbox(comm, StandInGraph(size, [(0, 1)]), 4)
+    expect_raise(UserError, "mpirun -n", lambda: BenchMailbox(comm, ring(size + 1), 10))
+    expect_raise(ValueError, "max_elems differs",
+                 lambda: BenchMailbox(comm, ring(size), 10 + me))
+    mb = BenchMailbox(comm, StandInGraph(size, [(0, 1)]), 4)
     if me == 0:
         expect_raise(ValueError, "not a neighbour", lambda: mb.put(0, np.zeros((1, 1)), 0))
         expect_raise(ValueError, "holds 4", lambda: mb.put(1, np.zeros((1, 5)), 0))
@@ -738,7 +745,7 @@ _EXIT_SCRIPT = textwrap.dedent(
     """
     import numpy as np
     from mpi4py import MPI
-    from dssfn_mpi.transport import ZMailbox
+    from dssfn_mpi.bench.mailbox import BenchMailbox
 
     class G:
         def __init__(self, n): self.n_nodes = n
@@ -746,7 +753,7 @@ _EXIT_SCRIPT = textwrap.dedent(
         def degree(self, m): return self.n_nodes - 1
 
     comm = MPI.COMM_WORLD
-    mb = ZMailbox(comm, G(comm.size), 26 * 1052)
+    mb = BenchMailbox(comm, G(comm.size), 26 * 1052)
     for n in mb.neighbors:
         mb.put(n, np.ones((26, 1052)), 0)
     comm.Barrier()
@@ -754,7 +761,7 @@ _EXIT_SCRIPT = textwrap.dedent(
     mb.free()
     mb.free()
     try:  # exception path: views dropped, window left for finalize
-        with ZMailbox(comm, G(comm.size), 8):
+        with BenchMailbox(comm, G(comm.size), 8):
             raise KeyError("boom")
     except KeyError:
         pass
