@@ -37,6 +37,7 @@ from ..errors import RankError
 from ..solver import LocalInverse, auto_penalty
 from ..trace import LayerTrace
 from ..transport import NeighborTimeout, ZMailbox
+from ..waiting import WaitPolicy
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
 from .stoprule import NodeCheck, parse_stop
 from .updates import EdgeStep, paper_activation
@@ -58,7 +59,6 @@ class AsyncEngine(Engine):
         self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
         self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width)
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
-        self._polled = (0.0, 0.0)  # perf_counter, thread_time at the start of the last poll
         assert ctx.wait_policy is not None
         self.waits = ctx.wait_policy  # every wait of this engine goes through it
         # Neighbour-only exchange of the two numbers behind the auto penalty.
@@ -94,25 +94,46 @@ class AsyncEngine(Engine):
 
     def solve(self, prob: LayerProblem,
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
-        cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
-        wait, slept0 = 0.0, self.waits.slept
-        t0, c0 = time.perf_counter(), time.thread_time()
-        if layer - 2 >= self.ctx.first_layer:
-            # Parity slots: nobody may write layer l before its neighbours left l-2.
-            try:
-                wait = mb.wait_neighbors_done(layer - 2, cfg.timeout, self.waits)
-            except NeighborTimeout as exc:
-                raise RankError(self.ctx.rank, f"layer {layer}: {exc}") from None
-        t1, c1 = time.perf_counter(), time.thread_time()
-        eta, eps = cfg.eta, prob.eps
-        dm = len(self.neighbors)
-        gamma = np.broadcast_to(np.asarray(prob.penalty, dtype=float), (dm,))
+        layer, record = prob.layer, _LayerRecord(self.mailbox, self.waits, trace)
+        # Parity slots: nobody may write layer l before its neighbours left l-2.
+        first_use = layer - 2 < self.ctx.first_layer
+        record.parity_waited(0.0 if first_use else self._wait_neighbors_done(layer - 2, layer))
+        gamma = np.broadcast_to(np.asarray(prob.penalty, dtype=float), (len(self.neighbors),))
         inv = LocalInverse(prob.Y, float(gamma.sum()), prob.G)
-        t2 = time.perf_counter()
-        if trace is not None:
-            trace.phase("parity_wait", t0, t1, c1 - c0)
-            trace.phase("factor", t1, t2, time.thread_time() - c1)
+        record.factored()
+        O, passed_O, done = self._activations(prob, gamma, inv, record)
+        if not np.all(np.isfinite(O)):
+            raise RankError(
+                self.ctx.rank,
+                f"layer {layer}: the async ADMM diverged (gamma={gamma.mean():g}, "
+                f"eta={self.ctx.cfg.eta:g}); try a gamma closer to the layer's multiplier or a "
+                "smaller --eta",
+            )
+        # The layer ended when every rank's test had passed; a rank may have activated again
+        # since and moved a little: it returns the iterate its test accepted.
+        O = passed_O if self._ended else O.copy()  # the edge step's O is one of its buffers
+        record.close_trace(done, O)
+        self.mailbox.finish_layer(layer)
+        return O, record.stats(done, self.rule.reason(self._ended))
 
+    def _wait_neighbors_done(self, done: int, layer: int) -> float:
+        """Wait (sleeping) until every neighbour has finished layer ``done``; seconds waited."""
+        try:
+            return self.mailbox.wait_neighbors_done(done, self.ctx.cfg.timeout, self.waits)
+        except NeighborTimeout as exc:
+            raise RankError(self.ctx.rank, f"layer {layer}: {exc}") from None
+
+    def _activations(self, prob: LayerProblem, gamma: np.ndarray, inv: LocalInverse,
+                     record: _LayerRecord) -> tuple[np.ndarray, np.ndarray, int]:
+        """This rank's activations of the layer: its last ``O_m``, the last that passed
+        its own test (zeros if none did) and how many activations ran.
+
+        Each activation reads the neighbours' latest Z (waiting, bounded delay),
+        updates ``O_m`` and ``Z_{m,n}`` and puts every ``Z_{m,n}``; under
+        ``--stop eps`` or ``local`` it then votes and leaves when the layer is over.
+        """
+        cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
+        eta, eps, dm = cfg.eta, prob.eps, len(self.neighbors)
         Q, d = prob.B.shape
         B2 = 2.0 * prob.B
         # The edge form works on buffers allocated once per layer: Z lives in the mailbox's
@@ -121,20 +142,17 @@ class AsyncEngine(Engine):
                 if cfg.update == "edge" else None)
         Z = np.zeros((dm, Q, d)) if edge is None else edge.Z
         Zr: list[np.ndarray] = [np.empty(0), np.empty(0)]  # the mailbox's rows (_caught_up)
-        staleness = _Staleness(dm)
-        puts0, bytes0, torn0, fallbacks0 = mb.puts, mb.bytes_sent, mb.torn_retries, mb.fallbacks
         O = np.zeros((Q, d))
         versions = np.zeros(dm, dtype=np.int64)
-        lead_wait = 0.0
         check = (None if self.board is None else
                  NodeCheck(self.rule, prob.target_O, B2=B2, gamma=gamma, eta=eta))
         self._ended, done = False, 0
         passed_O = np.zeros((Q, d))  # the last O_m that passed this rank's own test
         for k in range(cfg.iters):
             # Short sleeps (<= 2 ms): a neighbour's next put is usually well under 1 ms away.
-            poll = partial(self._caught_up, layer, k, Zr, versions, (Q, d))
+            poll = partial(self._caught_up, layer, k, Zr, versions, (Q, d), record)
             ready, waited = self.waits.wait(poll, cfg.timeout, max_delay=2e-3)
-            lead_wait += waited
+            record.lead_waited(waited)
             if not ready:  # one wait this long: a neighbour is gone
                 raise RankError(
                     self.ctx.rank,
@@ -144,7 +162,7 @@ class AsyncEngine(Engine):
             if self._ended:  # the layer ended while this rank waited for a neighbour
                 break
             started = time.perf_counter()
-            staleness.record(versions)
+            record.read(versions)
             table, rows = Zr
             if edge is not None:
                 O = edge.step_rows(table, rows)
@@ -153,52 +171,20 @@ class AsyncEngine(Engine):
                 O = paper_activation(Z, Zrs, B2, gamma, eta, eps, inv)
             # A slow node computes slowly, then sends (as in the sync engines).
             self.throttle.after(started)
-            put_start, put_cpu = time.perf_counter(), time.thread_time()
+            record.putting()
             mb.put_all(Z, layer)
-            if trace is not None:  # from the successful poll's read to the last put, without
-                # the puts' CPU (MPI spins in their flushes while the link carries Z), as the
-                # sync engines leave out their collective's: the replay costs the puts itself.
-                polled, polled_cpu = self._polled
-                trace.record_activation(k, O, polled, polled_cpu + time.thread_time() - put_cpu,
-                                        versions=versions, comm=put_start)
+            record.activation(k, O, versions)
             done = k + 1
             if check is not None:  # after the puts, so neighbours need not wait for it
                 assert self.board is not None
-                rhs = None if edge is None else edge.rhs_buffer
-                passed = check.async_done(O, rhs)
+                passed = check.async_done(O, None if edge is None else edge.rhs_buffer)
                 if passed:  # what the rank returns if the layer ends before it passes again
                     passed_O[...] = O
                 self.board.vote(layer, passed)
                 if self.board.ended(layer):
                     self._ended = True
                     break
-        if not np.all(np.isfinite(O)):
-            raise RankError(
-                self.ctx.rank,
-                f"layer {layer}: the async ADMM diverged (gamma={gamma.mean():g}, eta={eta:g}); "
-                "try a gamma closer to the layer's multiplier or a smaller --eta",
-            )
-        # The layer ended when every rank's test had passed; a rank may have activated again
-        # since and moved a little: it returns the iterate its test accepted.
-        O = passed_O if self._ended else O.copy()  # the edge step's O is one of its buffers
-        if trace is not None:
-            trace.close(done, O)
-        mb.finish_layer(layer)
-        t3 = time.perf_counter()
-        return O, SolveStats(
-            wait_seconds=wait + lead_wait,
-            factor_seconds=t2 - t1,
-            solve_seconds=t3 - t2,
-            activations=done,
-            stop_reason=self.rule.reason(self._ended),
-            puts=mb.puts - puts0,
-            bytes_sent=mb.bytes_sent - bytes0,
-            staleness_mean=staleness.mean,
-            staleness_max=staleness.max,
-            torn_retries=mb.torn_retries - torn0,
-            fallbacks=mb.fallbacks - fallbacks0,
-            waits_slept=self.waits.slept - slept0,
-        )
+        return O, passed_O, done
 
     def close(self) -> None:
         self.dcomm.Free()
@@ -207,14 +193,14 @@ class AsyncEngine(Engine):
             self.board.free()
 
     def _caught_up(self, layer: int, k: int, Zr: list[np.ndarray], versions: np.ndarray,
-                   shape: tuple[int, int]) -> bool:
+                   shape: tuple[int, int], record: _LayerRecord) -> bool:
         """Read the neighbours' latest Z (``Zr[:] = table, rows``); True once ``k`` may run.
 
         Bounded delay (ARock's assumption): at most ``max_lead`` activations ahead
         of the slowest neighbour. A neighbour that has not written yet reads as 0.
         Only this rank's own window is read.
         """
-        self._polled = time.perf_counter(), time.thread_time()  # this poll's start
+        record.polled()  # this poll's start
         Zr[:] = self.mailbox.read_rows(layer, shape[0] * shape[1], versions)
         lead = self.ctx.cfg.max_lead
         if lead is None or k <= versions.min() + lead:
@@ -245,3 +231,94 @@ class _Staleness:
     def mean(self) -> float:
         """Mean versions skipped per neighbour read."""
         return self.skipped / max(self.reads, 1)
+
+
+class _LayerRecord:
+    """The timing, counters and trace of one layer's solve, kept beside the algorithm.
+
+    Times: from the start of the solve to the end of the parity wait, to the
+    end of the local factorisation, to the end of the layer (after
+    ``finish_layer``). Counters: the mailbox's and the wait policy's, as
+    differences over the layer. Per activation (with a trace): from the start
+    of the successful poll's read to the last put, with its thread CPU but
+    without the puts' (MPI spins in their flushes while the link carries Z), as
+    the sync engines leave out their collective's: the replay costs the puts
+    itself.
+    """
+
+    def __init__(self, mailbox: ZMailbox, waits: WaitPolicy,
+                 trace: LayerTrace | None) -> None:
+        self.mailbox, self.waits, self.trace = mailbox, waits, trace
+        self.slept0 = waits.slept
+        self.start, self.start_cpu = time.perf_counter(), time.thread_time()
+        self.counts0 = self._counts()
+        self.staleness = _Staleness(len(mailbox.neighbors))
+        self.parity_wait = self.lead_wait = 0.0
+        self.waited_at = self.waited_cpu = self.factored_at = 0.0
+        self.poll_at = self.poll_cpu = 0.0  # the start of the last poll
+        self.put_at = self.put_cpu = 0.0  # the start of the last activation's puts
+
+    def _counts(self) -> tuple[int, int, int, int]:
+        mb = self.mailbox
+        return mb.puts, mb.bytes_sent, mb.torn_retries, mb.fallbacks
+
+    def parity_waited(self, seconds: float) -> None:
+        """The wait for the neighbours to leave layer l-2 is over; it took ``seconds``."""
+        self.parity_wait = seconds
+        self.waited_at, self.waited_cpu = time.perf_counter(), time.thread_time()
+
+    def factored(self) -> None:
+        """The local inverse is ready."""
+        self.factored_at = time.perf_counter()
+        if self.trace is not None:
+            self.trace.phase("parity_wait", self.start, self.waited_at,
+                             self.waited_cpu - self.start_cpu)
+            self.trace.phase("factor", self.waited_at, self.factored_at,
+                             time.thread_time() - self.waited_cpu)
+
+    def polled(self) -> None:
+        """A poll of the neighbours' Z starts."""
+        self.poll_at, self.poll_cpu = time.perf_counter(), time.thread_time()
+
+    def lead_waited(self, seconds: float) -> None:
+        """An activation waited ``seconds`` for its neighbours (bounded delay)."""
+        self.lead_wait += seconds
+
+    def read(self, versions: np.ndarray) -> None:
+        """An activation runs on the neighbours' Z of ``versions``."""
+        self.staleness.record(versions)
+
+    def putting(self) -> None:
+        """The activation's puts start."""
+        self.put_at, self.put_cpu = time.perf_counter(), time.thread_time()
+
+    def activation(self, k: int, O: np.ndarray, versions: np.ndarray) -> None:
+        """Activation ``k`` is over (its puts complete)."""
+        if self.trace is not None:
+            self.trace.record_activation(
+                k, O, self.poll_at, self.poll_cpu + time.thread_time() - self.put_cpu,
+                versions=versions, comm=self.put_at)
+
+    def close_trace(self, done: int, O: np.ndarray) -> None:
+        """The layer's last iterate ``O`` after ``done`` activations."""
+        if self.trace is not None:
+            self.trace.close(done, O)
+
+    def stats(self, done: int, stop_reason: int) -> SolveStats:
+        """The layer's :class:`SolveStats`, its end now."""
+        end = time.perf_counter()
+        puts, sent, torn, fallbacks = (a - b for a, b in zip(self._counts(), self.counts0))
+        return SolveStats(
+            wait_seconds=self.parity_wait + self.lead_wait,
+            factor_seconds=self.factored_at - self.waited_at,
+            solve_seconds=end - self.factored_at,
+            activations=done,
+            stop_reason=stop_reason,
+            puts=puts,
+            bytes_sent=sent,
+            staleness_mean=self.staleness.mean,
+            staleness_max=self.staleness.max,
+            torn_retries=torn,
+            fallbacks=fallbacks,
+            waits_slept=self.waits.slept - self.slept0,
+        )
