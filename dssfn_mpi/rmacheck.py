@@ -32,7 +32,7 @@ def passive_put_check(
     Rank 0 sleeps in ``time.sleep`` for ``sleep`` seconds, making no MPI call,
     while rank ``origin`` does ``Put`` (``nbytes``) + ``Flush`` into rank 0's window
     inside a ``Lock_all(MODE_NOCHECK)`` epoch, as
-    :meth:`dssfn_mpi.transport.ZMailbox.put` does, and times it — IMB-RMA's
+    :meth:`dssfn_mpi.transport.ZMailbox.put_all` does, and times it — IMB-RMA's
     "truly passive put". Other ranks only take part in the collectives.
 
     Parameters

@@ -12,7 +12,9 @@ eps, the one door to :mod:`dssfn_mpi.replay`), ``table2`` (the paper
 comparison), ``tables`` (Markdown summaries), ``jitter`` (noisy and
 slow-node clusters projected from one configuration), ``collect`` (Slurm
 array results into one sweep), ``rma`` (the mailbox micro-benchmark, an MPI
-program), ``rma_bench`` (its launcher), ``plot`` with ``timeplots`` (the
+program), ``rma_jobs`` (runs it as 2-rank jobs, one per one-sided component, and
+merges their files), ``mailbox`` (the mailbox with the one-neighbour writes and
+reads that ``rma`` and ``activation`` time), ``plot`` with ``timeplots`` (the
 measured-vs-projected figures) and ``figstyle`` (what figures share), ``busy``
 (the CPU hogs of ``bench contention`` and the signal handling that always
 stops them), ``penalty`` (the serial ADMM penalty study behind the

@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     p = resolve_preset(args)
     out = prepare_output(args.out, args.overwrite, args.dry_run)
     if args.name == "rma":
-        from .rma_bench import run_rma_bench
+        from .rma_jobs import run_rma_bench
 
         return run_rma_bench(p, out, args.launcher, args.dry_run)
     data_dir = getattr(args, "data_dir", None)

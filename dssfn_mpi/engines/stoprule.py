@@ -19,9 +19,9 @@ Three rules (the names are the interface scripts rely on):
 
 Under ``eps`` and ``local`` K is a cap, so nothing runs forever; a layer that
 reaches it ends with the reason ``cap``. A node's own test (:class:`NodeCheck`)
-is local arithmetic; the "all done" signal is the engine's: a counter in one
-rank's RMA window for async (:class:`dssfn_mpi.transport.DoneCounter`), a
-value carried in the collective the sync engines run anyway.
+is local arithmetic; the "all done" signal is the engine's: a board of done
+flags in one rank's RMA window for async (:class:`dssfn_mpi.doneboard.DoneBoard`),
+a value carried in the collective the sync engines run anyway.
 """
 
 from __future__ import annotations
