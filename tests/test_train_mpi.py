@@ -56,7 +56,7 @@ def test_async_edge_update_reaches_exact_solution(tmp_path):
     assert np.all(log.layers["puts"] == 2000)
     # The constraint is active beyond layer 0: this is the case eq. (7) gets wrong.
     assert np.all(log.layers["lambda_star"][1:] > 0)
-    # The mailbox's seqlock counters are logged; a fallback follows _ATTEMPTS torn copies.
+    # The mailbox's seqlock counters are logged; a fallback follows ATTEMPTS torn copies.
     torn, fallbacks = log.layers["torn_retries"], log.layers["fallbacks"]
     assert np.all(torn >= 0) and np.all(fallbacks >= 0) and np.all(torn >= fallbacks)
     assert np.all(log.layers["mix_rounds"] == -1)
