@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .datasets import Dataset
-from .model import accuracy, layer_features, one_hot
+from .model import accuracy, default_eps, layer_features, one_hot
 from .solver import AUTHORS_ADMM_ITERS, admm_solve, exact_solve_data, objective
 
 __all__ = ["CENTRAL_SOLVERS", "CentralResult", "mu_at", "solve_layer", "train_central"]
@@ -135,7 +135,7 @@ def train_central(
     if solver not in CENTRAL_SOLVERS:
         raise ValueError(f"unknown solver {solver!r}")
     Q = ds.n_classes
-    eps = 2.0 * Q if eps is None else float(eps)
+    eps = default_eps(Q) if eps is None else float(eps)
     T = one_hot(ds.y_train, Q)
     tt = float(np.vdot(T, T))
     Y, Yt = ds.X_train, ds.X_test

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError, require
+from .model import default_eps, default_width
 from .options import add_arguments, from_args, from_mapping, option, wrong_type
+from .stoprule import StopRule, parse_stop
 from .waiting import POLICIES
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "parse_slow",
 ]
 
+#: The methods ``--mode`` names; the first is the default.
 MODES = ("async", "sync", "sync-graph", "central")
 UPDATES = ("edge", "paper")
 
@@ -149,7 +152,7 @@ def _max_lead(value: int, source: str | None) -> int | None:
 
 def _stop(value: Any, source: str | None) -> str:
     """``iters``, ``eps:E`` or ``local:TOL``, kept in its canonical spelling."""
-    from .engines.stoprule import parse_stop
+    from .stoprule import parse_stop
 
     if not isinstance(value, str):
         raise wrong_type(source or "--stop", "stop", value, 'expected a string like "eps:1e-2"')
@@ -179,7 +182,7 @@ class TrainConfig:
                                   "$DSSFN_DATA_DIR, else ~/.local/share/dssfn-mpi; "
                                   "data/README.md)")
     partition: str = option("data", "uniform (default), stratified, dirichlet:ALPHA", "uniform")
-    mode: str = option("method", "async (default), sync, sync-graph, central", "async")
+    mode: str = option("method", f"{MODES[0]} (default), {', '.join(MODES[1:])}", MODES[0])
     update: str = option("method", "async update form: edge (exact, default) or paper (eq. 7)",
                          "edge")
     topology: str = option("method", "circular (default), ring, complete, random-regular, file",
@@ -250,6 +253,31 @@ class TrainConfig:
         parse=_fail_at, metavar="RANK:LAYER[:kill]")
     # Config files only: keyword arguments of the dataset loader.
     dataset_options: dict[str, Any] = option("data", None, default_factory=dict, parse=_table)
+
+    @property
+    def stop_rule(self) -> StopRule:
+        """``stop`` as a rule: the one place the ``--stop`` string is read."""
+        return parse_stop(self.stop)
+
+    def width_and_bound(self, n_classes: int) -> tuple[int, float]:
+        """The layer width n and the norm bound eps of a run on ``n_classes`` (Q) classes.
+
+        The settings, or where unset the data-dependent defaults of
+        :func:`dssfn_mpi.model.default_width` and :func:`dssfn_mpi.model.default_eps`.
+
+        Raises
+        ------
+        UserError
+            n does not exceed 2Q.
+        """
+        Q = n_classes
+        hidden = self.hidden if self.hidden is not None else default_width(Q)
+        require(
+            hidden > 2 * Q,
+            f"--hidden {hidden} must exceed 2Q = {2 * Q} (Q = {Q} classes): "
+            f"the weight is [V_Q O; R] with n - 2Q random rows",
+        )
+        return hidden, (self.eps if self.eps is not None else default_eps(Q))
 
     def penalty_at(self, layer: int) -> float | None:
         """The ADMM penalty of ``layer`` for this mode (gamma for async, rho for
@@ -342,7 +370,7 @@ class TrainConfig:
                 rank < world_size,
                 f"--slow {rank}:...: there are only {world_size} ranks (0..{world_size - 1})",
             )
-        if self.stop.startswith("local") and self.mode == "async":
+        if self.stop_rule.kind == "local" and self.mode == "async":
             require(self.update == "edge", "--stop local reads the edge form's variables: "
                     "use it with --update edge (the default)")
         if self.topology == "file":

@@ -12,6 +12,8 @@ import numpy as np
 
 __all__ = [
     "accuracy",
+    "default_eps",
+    "default_width",
     "forward",
     "hidden_rows",
     "layer_features",
@@ -20,6 +22,17 @@ __all__ = [
     "predict",
     "random_matrix",
 ]
+
+
+def default_width(n_classes: int) -> int:
+    """The paper's layer width ``n = 2Q + 1000`` for ``Q = n_classes`` (``--hidden``'s default)."""
+    return 2 * n_classes + 1000
+
+
+def default_eps(n_classes: int) -> float:
+    """The paper's norm bound ``eps = 2Q`` on ``||O_l||_F^2`` for ``Q = n_classes`` (the
+    default)."""
+    return 2.0 * n_classes
 
 
 def random_matrix(seed: int, layer: int, rows: int, cols: int) -> np.ndarray:

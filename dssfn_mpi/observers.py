@@ -34,12 +34,12 @@ import numpy as np
 
 from . import checkpoint
 from .engines import LayerProblem
-from .engines.stoprule import REASONS
 from .equivalence import measure_equivalence
 from .fmt import number as _fmt
 from .model import accuracy, layer_features
 from .runstate import ROW_FIELDS, RunState
 from .solver import objective
+from .stoprule import REASONS
 from .trace import PHASES, LayerTrace, TraceTables, trace_plan
 
 __all__ = [
@@ -246,7 +246,7 @@ class Progress(Observer):
     def _ending(self, rows: list[dict]) -> str:
         """How the layer ended under --stop eps / local (nothing to say for a fixed count)."""
         cfg = self.state.cfg
-        if cfg.stop == "iters" or cfg.mode == "central":
+        if cfg.stop_rule.fixed or cfg.mode == "central":
             return ""
         acts = [int(r["activations"]) for r in rows]
         span = f"{min(acts)}" if min(acts) == max(acts) else f"{min(acts)}-{max(acts)}"

@@ -185,12 +185,7 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
     _check_outputs(cfg, comm, resume)
     meta, (X, y), (Xt, yt) = _load_shards(cfg, comm)
     Q = meta["n_classes"]
-    hidden = cfg.hidden if cfg.hidden is not None else 2 * Q + 1000
-    require(
-        hidden > 2 * Q,
-        f"--hidden {hidden} must exceed 2Q = {2 * Q} (Q = {Q} classes): "
-        f"the weight is [V_Q O; R] with n - 2Q random rows",
-    )
+    hidden, eps = cfg.width_and_bound(Q)
     Os, stats, checks = _restore(cfg, comm, resume)
     # The features of the last completed layer, from the one forward pass.
     Y, Yt = X, Xt
@@ -199,7 +194,6 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
             Y, Yt = layer_features(Os[layer - 1], cfg.seed, layer, hidden, Y, Yt)
         else:
             (Y,) = layer_features(Os[layer - 1], cfg.seed, layer, hidden, Y)
-    eps = cfg.eps if cfg.eps is not None else 2.0 * Q
     attrs = _attrs(cfg, comm, graph, meta, hidden, eps, command_line)
     policy = make_policy(cfg.wait, comm)
     if comm.Get_rank() == 0:

@@ -168,6 +168,7 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
     """
     from .checkpoint import checkpoint_dir, load_config, load_hosts
     from .errors import UserError
+    from .model import default_eps, default_width
     from .runlog import utc_now, write_runlog
     from .runstate import make_graph, run_attributes
 
@@ -192,8 +193,8 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
     q = per_rank[0][2]
     settings = _settings(cfg)
     graph = make_graph(settings, size)
-    hidden = settings.hidden or (2 * q + 1000 if q else -1)
-    eps = settings.eps if settings.eps is not None else float(2 * q)
+    hidden = settings.hidden or (default_width(q) if q else -1)
+    eps = settings.eps if settings.eps is not None else default_eps(q)
     attrs = {**run_attributes(settings, graph, settings.dataset, q, hidden, eps, command_line),
              "complete": False, "layers_done": done, "end_time": utc_now(),
              "stopped_by": stopped_by}

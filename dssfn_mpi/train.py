@@ -28,7 +28,6 @@ import numpy as np
 
 from .config import TrainConfig
 from .engines import Engine, LayerProblem, make_engine
-from .engines.stoprule import parse_stop
 from .equivalence import exact_target
 from .errors import InjectedFailure
 from .model import layer_features
@@ -110,7 +109,7 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
     cfg, T, eps = state.cfg, state.T, state.eps
     Y, O = state.Y, (state.Os[-1] if state.Os else None)
     plan, degree = trace_plan(cfg, state.graph), state.graph.degree(state.rank)
-    aim = cfg.mode != "central" and parse_stop(cfg.stop).needs_target
+    aim = cfg.mode != "central" and cfg.stop_rule.needs_target
     for layer in range(state.first, state.n_layers):
         _inject_failure(cfg, state.rank, layer)
         trace = plan.layer_trace(degree, origin)

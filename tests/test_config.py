@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dssfn_mpi.config import (
+    MODES,
     PAPER_TABLE3,
     TrainConfig,
     apply_preset,
@@ -18,6 +19,7 @@ from dssfn_mpi.config import (
     parse_slow,
 )
 from dssfn_mpi.errors import UserError
+from dssfn_mpi.stoprule import StopRule
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -76,6 +78,27 @@ def test_paper_preset_fills_only_what_was_not_given():
 def test_validation(kwargs, fragment):
     with pytest.raises(UserError, match=fragment):
         TrainConfig(**kwargs).validate(world_size=4)
+
+
+def test_stop_rule_is_the_parsed_stop_setting():
+    cfg = TrainConfig(**config_from_mapping({"stop": "EPS:1e-2"}, "test"))
+    assert cfg.stop == "eps:0.01" and cfg.stop_rule == StopRule("eps", 1e-2)
+    assert TrainConfig().stop_rule.fixed
+    with pytest.raises(UserError, match="^--stop 'bogus': choose iters"):
+        TrainConfig(stop="bogus").validate(world_size=4)
+
+
+def test_width_and_bound_default_to_the_papers_from_the_classes():
+    assert TrainConfig().width_and_bound(10) == (2 * 10 + 1000, 2.0 * 10)
+    assert TrainConfig(hidden=50, eps=3.0).width_and_bound(10) == (50, 3.0)
+    with pytest.raises(UserError, match=r"^--hidden 20 must exceed 2Q = 20 \(Q = 10 classes\)"):
+        TrainConfig(hidden=20).width_and_bound(10)
+
+
+def test_mode_help_names_every_mode_and_the_default():
+    text = TrainConfig.__dataclass_fields__["mode"].metadata["option"].help
+    assert text.startswith(f"{MODES[0]} (default)") and TrainConfig().mode == MODES[0]
+    assert all(mode in text for mode in MODES)
 
 
 def test_config_mapping_round_trip_and_errors():

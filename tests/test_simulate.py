@@ -19,12 +19,12 @@ import pytest
 from mpitools import run_cli
 
 from dssfn_mpi.cli import main
-from dssfn_mpi.engines.stoprule import reason_code
 from dssfn_mpi.modelio import load_model
 from dssfn_mpi.replay import load_run, parse_network, project
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.sim.schedule import bounded_delay_times
 from dssfn_mpi.sim.speed import parse_classes
+from dssfn_mpi.stoprule import reason_code
 
 SMALL = ["--dataset", "digits", "--hidden", "100", "--layers", "2", "--iters", "30",
          "--degree", "2"]

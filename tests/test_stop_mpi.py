@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
-from dssfn_mpi.engines.stoprule import reason_code
 from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.stoprule import reason_code
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from dssfn_mpi.engines import kernels
-from dssfn_mpi.engines.stoprule import REASONS, NodeCheck, StopRule, parse_stop, reason_code
 from dssfn_mpi.engines.updates import EdgeStep
 from dssfn_mpi.errors import UserError
 from dssfn_mpi.solver import LocalInverse
+from dssfn_mpi.stoprule import REASONS, NodeCheck, StopRule, parse_stop, reason_code
 
 
 @pytest.mark.parametrize("text, kind, tol", [("iters", "iters", None), ("eps:1e-2", "eps", 1e-2),

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engines.stoprule import reason_code
 from ..errors import UserError
 from ..runlog import RunLog, read_runlog, read_sweep
+from ..stoprule import reason_code
 
 __all__ = ["live_points", "main", "simulated_points"]
 

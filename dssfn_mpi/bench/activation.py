@@ -77,6 +77,8 @@ from typing import Any
 
 import numpy as np
 
+from ..model import default_width
+
 __all__ = ["ACTIVATION_SCHEMA_VERSION", "PARTS", "format_table", "main", "measure",
            "write_activation"]
 
@@ -294,7 +296,7 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
     from .syncstep import measure_sync
 
     q = classes
-    n = 2 * classes + 1000 if width is None else width
+    n = default_width(classes) if width is None else width
     rank, size = comm.Get_rank(), comm.Get_size()
     inv = Y = G = None
     if rank == 0:

@@ -42,7 +42,7 @@ import numpy as np
 from ..datasets import load_dataset
 from ..engines.updates import EdgeStep, consensus_dual, consensus_primal
 from ..errors import UserError
-from ..model import layer_features, one_hot
+from ..model import default_eps, default_width, layer_features, one_hot
 from ..partition import partition
 from ..solver import LocalInverse, auto_penalty, exact_solve, local_multiplier
 from ..topology import Graph, make_topology
@@ -99,7 +99,7 @@ def _layers(dataset: str, layers: int, nodes: int, seed: int):
     ds = load_dataset(dataset, seed=seed)
     X, y = ds.X_train, ds.y_train
     Q = int(y.max()) + 1
-    n, eps = 2 * Q + 1000, 2.0 * Q
+    n, eps = default_width(Q), default_eps(Q)
     T = one_hot(y, Q)
     shards = partition(y, nodes, "uniform", seed)
     Y, O_prev = X, None
@@ -164,7 +164,6 @@ def to_eps(
     ``done`` whether every node got within ``tol`` of O* before ``iters``.
     """
     from ..config import TrainConfig
-    from ..engines.stoprule import parse_stop
     from ..network import parse_network
     from ..sim.driver import SimOptions, solve_layer
     from ..sim.speed import SpeedModel
@@ -172,7 +171,7 @@ def to_eps(
     graph = make_topology(topology, nodes, degree)
     nbrs = [graph.neighbors(m) for m in range(nodes)]
     cfg = TrainConfig(dataset=dataset, mode=engine, iters=iters, stop=f"eps:{tol}", seed=seed)
-    rule = parse_stop(cfg.stop)
+    rule = cfg.stop_rule
     opts = SimOptions(nodes=nodes, network=parse_network("shm"),
                       speed=SpeedModel.build("const:1e-3", nodes, layers + 1, iters, {}, None,
                                              None, seed))

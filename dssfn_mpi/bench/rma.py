@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from ..model import default_width
+
 __all__ = ["Q_VALUES", "READS", "RMA_SCHEMA_VERSION", "SCENARIOS", "main", "measure",
            "write_rma", "z_shapes"]
 
@@ -75,7 +77,7 @@ READS = {
 
 def z_shapes() -> list[tuple[int, int]]:
     """(Q, n) of each measured size: the one-double floor (0, 1), then Q x (2Q + 1000)."""
-    return [(0, 1)] + [(q, 2 * q + 1000) for q in Q_VALUES]
+    return [(0, 1)] + [(q, default_width(q)) for q in Q_VALUES]
 
 
 def _z(q: int, n: int) -> np.ndarray:
@@ -206,7 +208,7 @@ def _activation_tables(comm: Any, reps: int) -> dict[str, np.ndarray]:
     overhead = np.full((len(Q_VALUES), reps), np.nan)
     compute = np.full((len(Q_VALUES), reps), np.nan)
     for i, q in enumerate(Q_VALUES):
-        n = 2 * q + 1000
+        n = default_width(q)
         Z = rng.random((q, n))
         Zr = np.empty((1, q, n))
         versions = np.zeros(1, dtype=np.int64)

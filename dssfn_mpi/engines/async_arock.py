@@ -35,11 +35,11 @@ import numpy as np
 from ..doneboard import DoneBoard
 from ..errors import RankError
 from ..solver import LocalInverse, auto_penalty
+from ..stoprule import NodeCheck
 from ..trace import LayerTrace
 from ..transport import NeighborTimeout, ZMailbox
 from ..waiting import WaitPolicy
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
-from .stoprule import NodeCheck, parse_stop
 from .updates import EdgeStep, paper_activation
 
 
@@ -66,7 +66,7 @@ class AsyncEngine(Engine):
             self.neighbors, self.neighbors, reorder=False
         )
         # --stop eps / local: when every rank is done (no board for a fixed count).
-        self.rule = parse_stop(ctx.cfg.stop)
+        self.rule = ctx.cfg.stop_rule
         self.board = None if self.rule.fixed else DoneBoard(ctx.comm, ctx.cfg.layers + 1)
         self._ended = False  # the board said the current layer is over
 

@@ -5,7 +5,7 @@
 section 5). This is what an MPI user would write; it hides the graph.
 
 Under ``--stop eps`` / ``local`` each rank's own test of iteration k's ``Zbar``
-(:class:`~dssfn_mpi.engines.stoprule.NodeCheck`) rides as one more number in
+(:class:`~dssfn_mpi.stoprule.NodeCheck`) rides as one more number in
 the collective of the iterations that follow; once the collective says every
 rank passed, every rank ends the layer in the same iteration and returns the
 ``Zbar`` that was tested (:meth:`SyncAllreduceEngine.vote_delay` iterations old).
@@ -19,9 +19,9 @@ from collections import deque
 import numpy as np
 
 from ..solver import LocalInverse, auto_penalty
+from ..stoprule import NodeCheck
 from ..trace import LayerTrace
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle, await_request
-from .stoprule import NodeCheck, parse_stop
 from .updates import consensus_dual, consensus_primal
 
 
@@ -34,7 +34,7 @@ class SyncAllreduceEngine(Engine):
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
-        self.rule = parse_stop(ctx.cfg.stop)
+        self.rule = ctx.cfg.stop_rule
 
     def vote_delay(self) -> int:
         """Iterations from a rank's test to every rank knowing all results: 1 (one allreduce)."""

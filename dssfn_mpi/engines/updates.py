@@ -196,7 +196,7 @@ class EdgeStep:
     def rhs_buffer(self) -> np.ndarray:
         """The last activation's right-hand side ``2 B_m + sum_n (Z_mn + 2 gamma_mn Lam_mn)``
         (with the ``Z_mn`` from before it): what ``--stop local`` reads
-        (:class:`dssfn_mpi.engines.stoprule.NodeCheck`). Overwritten by the next activation."""
+        (:class:`dssfn_mpi.stoprule.NodeCheck`). Overwritten by the next activation."""
         return self._rhs
 
     def rhs(self, Zr: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:

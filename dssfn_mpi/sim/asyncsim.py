@@ -15,7 +15,7 @@ one activation that started before t and has not ended: its outbox is double
 buffered (the delivered ``Z`` and the one in flight with its arrival time).
 
 Under ``--stop eps:E`` / ``local:TOL`` each activation ends with the node's
-:class:`~dssfn_mpi.engines.stoprule.NodeCheck`; the first moment at which every
+:class:`~dssfn_mpi.stoprule.NodeCheck`; the first moment at which every
 node's latest check says done, the layer ends for all: the signal arrives one
 small-message latency (alpha) later, and no activation starts after that.
 ``--iters`` K caps the activations (reason ``cap``).
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..engines.stoprule import NodeCheck, StopRule
 from ..engines.updates import EdgeStep
 from ..network import Network
+from ..stoprule import NodeCheck, StopRule
 
 __all__ = ["AsyncResult", "NodeRun", "solve_async", "staleness"]
 

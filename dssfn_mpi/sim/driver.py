@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 
 from ..config import TrainConfig
-from ..engines.stoprule import NodeCheck, parse_stop
 from ..engines.sync_graph import MIX_TOLERANCE
 from ..engines.updates import EdgeStep
 from ..equivalence import check_fields
@@ -32,6 +31,7 @@ from ..model import accuracy, layer_features
 from ..network import Network, allreduce_seconds
 from ..replay import exchange_end
 from ..solver import LocalInverse, exact_solve
+from ..stoprule import REASONS, NodeCheck
 from .asyncsim import NodeRun, solve_async, staleness
 from .nodes import layer_problems, load_shards, penalties
 from .schedule import bounded_delay_times, node_runs, replay_reads
@@ -132,10 +132,8 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     wall0, start_time = time.perf_counter(), datetime.now(timezone.utc).isoformat()
     shards = load_shards(cfg, M)
     Q = shards.n_classes
-    hidden = cfg.hidden if cfg.hidden is not None else 2 * Q + 1000
-    require(hidden > 2 * Q, f"--hidden {hidden} must exceed 2Q = {2 * Q} (Q = {Q} classes)")
-    eps = cfg.eps if cfg.eps is not None else 2.0 * Q
-    rule = parse_stop(cfg.stop)
+    hidden, eps = cfg.width_and_bound(Q)
+    rule = cfg.stop_rule
     rounds = (cfg.mix_rounds or graph.mixing_rounds(MIX_TOLERANCE)
               if cfg.mode == "sync-graph" else 0)
     neighbors = [tuple(graph.neighbors(m)) for m in range(M)]
@@ -361,8 +359,6 @@ def _save_model(cfg: TrainConfig, shards, hidden: int, M: int,
 
 def _progress(cfg: TrainConfig, layer: int, runs: list[NodeRun], checks_rows, reason: int,
               layer_end: list[np.ndarray]) -> None:
-    from ..engines.stoprule import REASONS
-
     done = float(layer_end[-1].max()) - (float(layer_end[-2].max()) if len(layer_end) > 1
                                          else 0.0)
     acts = np.mean([r.activations for r in runs])
@@ -395,6 +391,6 @@ def load_schedule(path: str) -> tuple[TrainConfig, int, np.ndarray]:
     if versions is None:
         raise UserError(f"--schedule {path}: no /trace/versions (written with --trace-limit 0 "
                         "or an older version); rerun it")
-    require(parse_stop(cfg.stop).fixed, f"--schedule {path}: only --stop iters runs can be "
+    require(cfg.stop_rule.fixed, f"--schedule {path}: only --stop iters runs can be "
             "re-executed (their activation count is fixed)")
     return cfg, run.nodes, np.asarray(versions, dtype=np.int64)

@@ -11,7 +11,7 @@ in sync-graph, round r ends on a node one message after the latest round r-1
 end among it and its neighbours.
 
 Under ``--stop eps:E`` / ``local:TOL`` each node's flag of iteration k
-(:meth:`~dssfn_mpi.engines.stoprule.NodeCheck.sync_done`) rides in iteration
+(:meth:`~dssfn_mpi.stoprule.NodeCheck.sync_done`) rides in iteration
 k+1's collective; when every flag is set the layer ends after that collective
 with ``Zbar_k``. Sync-graph spreads the flags by a minimum over the same
 mixing rounds; the simulation takes the decision as global (exact once the
@@ -25,11 +25,11 @@ import time
 
 import numpy as np
 
-from ..engines.stoprule import NodeCheck, StopRule
 from ..engines.updates import consensus_dual, consensus_primal
 from ..network import Network, allreduce_seconds
 from ..replay import exchange_end
 from ..solver import LocalInverse
+from ..stoprule import NodeCheck, StopRule
 from .asyncsim import NodeRun
 from .nodes import mix
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UserError
+from .errors import UserError
 
 __all__ = ["KINDS", "REASONS", "NodeCheck", "StopRule", "parse_stop", "reason_code"]
 
