@@ -25,10 +25,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from slurmjobs import REPO, SLURM, TINY, job_env, job_info, run_cli, sbatch, wait_for
 
-REPO = Path(__file__).resolve().parents[2]
-SLURM = REPO / "slurm"
-TINY = "--hidden 60"
 PREFIX = os.environ.get("TESTCLUSTER_PREFIX", "")
 RUNS = Path(os.environ.get("DSSFN_CLUSTER_RUNS", REPO / "runs" / "cluster-test"))
 TIMEOUT = 20  # --timeout of the lost-host runs [s]
@@ -40,44 +38,6 @@ pytestmark = [
                        reason="needs the emulated cluster: make cluster-test"),
     pytest.mark.timeout(1500),
 ]
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SBATCH_", "SLURM_JOB"))}
-    env.setdefault("DSSFN_VENV", sys.prefix)  # the venv running these tests
-    env["PYTHONPATH"] = str(REPO)  # this checkout's package, in the jobs too
-    env.update(extra)
-    return env
-
-
-def _sbatch(cwd: Path, options: list[str], script: str | None = None, **env: str) -> str:
-    cmd = ["sbatch", "--parsable", *options] + ([str(SLURM / script)] if script else [])
-    res = subprocess.run(cmd, cwd=cwd, env=_env(**env), capture_output=True, text=True,
-                         timeout=60)
-    assert res.returncode == 0, res.stderr
-    return res.stdout.strip().split(";")[0]
-
-
-def _job(job_id: str) -> dict[str, str]:
-    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True,
-                         text=True, timeout=60).stdout
-    return dict(re.findall(r"(\w+)=(\S*)", out))
-
-
-def _wait(job_ids: list[str], limit: float = 900) -> None:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < limit:
-        left = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(job_ids)],
-                              capture_output=True, text=True, timeout=60).stdout.split()
-        if not left:
-            return
-        time.sleep(2)
-    pytest.fail(f"jobs still queued or running after {limit:g} s: {job_ids}")
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dssfn_mpi", *args], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=600)
 
 
 def _out(cwd: Path, name: str) -> str:
@@ -109,11 +69,11 @@ def test_async_puts_cross_the_network_between_hosts():
     sub.mkdir(parents=True, exist_ok=True)
     before = _switch_bytes()
     # Alone on the cluster, one rank per node: every put goes to the other host.
-    job = _sbatch(sub, ["-N", "2", "-n", "2", "--time=10"], "single.sbatch", MODE="async",
+    job = sbatch(sub, ["-N", "2", "-n", "2", "--time=10"], "single.sbatch", MODE="async",
                   DATASET="digits", DEGREE="1", LAYERS="1", ITERS="400", EXTRA_ARGS=TINY)
-    _wait([job])
+    wait_for([job], 900)
     sent = _switch_bytes() - before
-    info = _job(job)
+    info = job_info(job)
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", info
     run = read_runlog(sub / "results" / f"single-{job}.h5")
     assert run.complete and len(set(run.hostnames)) == 2
@@ -140,22 +100,22 @@ def jobs() -> dict:
     # templates must drop it themselves once a job spans nodes.
     osc = {"OMPI_MCA_osc": "sm"}
     ids = {
-        "single2": _sbatch(sub, ["-N", "2", "-n", "4"], "single.sbatch", MODE="async",
+        "single2": sbatch(sub, ["-N", "2", "-n", "4"], "single.sbatch", MODE="async",
                            DATASET="digits", DEGREE="2", LAYERS="2", ITERS="20",
                            EXTRA_ARGS=TINY, **osc),
-        "single4": _sbatch(sub, ["-N", "4", "-n", "4", *share], "single.sbatch", MODE="sync",
+        "single4": sbatch(sub, ["-N", "4", "-n", "4", *share], "single.sbatch", MODE="sync",
                            DATASET="digits", DEGREE="2", LAYERS="1", ITERS="20",
                            EXTRA_ARGS=TINY, **osc),
-        "degree": _sbatch(sub, ["--array=0-1", "-N", "2", "-n", "4", *share],
+        "degree": sbatch(sub, ["--array=0-1", "-N", "2", "-n", "4", *share],
                           "degree_array.sbatch", DEGREES="2 3", MODES="async sync",
                           DATASET="digits", LAYERS="1", ITERS="10", EXTRA_ARGS=TINY, **osc),
-        "table2": _sbatch(sub, ["-N", "2", "-n", "4", *share], "table2.sbatch",
+        "table2": sbatch(sub, ["-N", "2", "-n", "4", *share], "table2.sbatch",
                           PRESET="quick", DATASETS="digits", SEEDS="1",
                           BENCH_ARGS="--set layers=1 --set iters=10 --set hidden=60", **osc),
     }
     res = subprocess.run(["bash", str(SLURM / "nodes_submit.sh"), "--parsable", "-N", "2",
                           *share], cwd=sub, capture_output=True, text=True, timeout=120,
-                         env=_env(NODE_COUNTS="2 4", MODES="async sync-graph",
+                         env=job_env(NODE_COUNTS="2 4", MODES="async sync-graph",
                                   DATASET="digits", LAYERS="1", ITERS="10", EXTRA_ARGS=TINY,
                                   **osc))
     assert res.returncode == 0, res.stderr
@@ -164,9 +124,9 @@ def jobs() -> dict:
     # The uninterrupted runs the lost-host tests compare with, meanwhile.
     lost = RUNS / "lost-host"
     lost.mkdir(parents=True, exist_ok=True)
-    refs = {mode: _sbatch(lost, ["-N", "2", "-n", "4", *share], "single.sbatch", MODE=mode,
+    refs = {mode: sbatch(lost, ["-N", "2", "-n", "4", *share], "single.sbatch", MODE=mode,
                           ITERS=iters, **LOST) for mode, iters in ITERS.items()}
-    _wait([*ids.values(), *nodes, *refs.values()])
+    wait_for([*ids.values(), *nodes, *refs.values()], 900)
     return {"dir": sub, "ids": ids, "nodes": nodes,
             "refs": {mode: lost / "results" / f"single-{job}.h5" for mode, job in refs.items()}}
 
@@ -186,7 +146,7 @@ def test_single_on_two_and_four_nodes(jobs):
 
     for name, n_hosts in (("single2", 2), ("single4", 4)):
         job = jobs["ids"][name]
-        info = _job(job)
+        info = job_info(job)
         assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", info
         assert info["NumNodes"] == str(n_hosts)
         run = read_runlog(jobs["dir"] / "results" / f"single-{job}.h5")
@@ -205,13 +165,13 @@ def _collect_and_plot(cwd: Path, logs: list[Path], kind: str, groups: set[str]) 
     from dssfn_mpi.runlog import read_sweep
 
     sweep = cwd / f"{kind}.h5"
-    res = _cli("bench", "collect", *map(str, logs), "--kind", kind, "--out", str(sweep),
+    res = run_cli("bench", "collect", *map(str, logs), "--kind", kind, "--out", str(sweep),
                "--overwrite", cwd=cwd)
     assert res.returncode == 0, res.stderr
     runs = read_sweep(sweep)
     assert set(runs) == groups
     assert all(r.attrs["bench_status"] == "ok" for r in runs.values())
-    res = _cli("plot", str(sweep), "--out", str(cwd / f"fig-{kind}"), cwd=cwd)
+    res = run_cli("plot", str(sweep), "--out", str(cwd / f"fig-{kind}"), cwd=cwd)
     assert res.returncode == 0, res.stderr
     assert list((cwd / f"fig-{kind}").glob("*.png"))
 
@@ -226,7 +186,7 @@ def test_degree_array_across_nodes_collects_and_plots(jobs):
         run = read_runlog(p)
         assert run.complete and run.nodes == 4 and len(set(run.hostnames)) == 2
     for i in (0, 1):
-        assert _job(f"{job}_{i}")["JobState"] == "COMPLETED"
+        assert job_info(f"{job}_{i}")["JobState"] == "COMPLETED"
         _crossing_doctor(_out(jobs["dir"], f"dssfn-degree-{job}_{i}.out"))
     _collect_and_plot(jobs["dir"], logs, "degree", {"async-d02", "async-d03", "sync-d02",
                                                     "sync-d03"})
@@ -237,7 +197,7 @@ def test_nodes_sweep_across_nodes_collects_and_plots(jobs):
 
     res_dir, logs = jobs["dir"] / "results", []
     for job, M in zip(jobs["nodes"], (2, 4)):
-        assert _job(job)["JobState"] == "COMPLETED"
+        assert job_info(job)["JobState"] == "COMPLETED"
         for mode in ("async", "sync-graph"):
             path = res_dir / f"nodes-{job}-M{M}-{mode}.h5"
             run = read_runlog(path)
@@ -251,13 +211,13 @@ def test_table2_across_nodes_sweeps_and_plots(jobs):
     from dssfn_mpi.runlog import read_sweep
 
     job = jobs["ids"]["table2"]
-    assert _job(job)["JobState"] == "COMPLETED"
+    assert job_info(job)["JobState"] == "COMPLETED"
     runs = read_sweep(jobs["dir"] / "results" / f"table2-{job}.h5")
     assert {"sync", "async"} <= {r.attrs["bench_mode"] for r in runs.values()}
     assert all(r.attrs["bench_status"] == "ok" for r in runs.values())
     spread = [r for r in runs.values() if r.nodes == 4]
     assert spread and all(len(set(r.hostnames)) == 2 for r in spread)
-    res = _cli("plot", str(jobs["dir"] / "results" / f"table2-{job}.h5"), "--out",
+    res = run_cli("plot", str(jobs["dir"] / "results" / f"table2-{job}.h5"), "--out",
                str(jobs["dir"] / "fig-table2"), cwd=jobs["dir"])
     assert res.returncode == 0, res.stderr
 
@@ -286,7 +246,7 @@ def _resume(sub: Path, out: Path) -> str:
     cmd = (f"unset OMPI_MCA_osc; export OMPI_MCA_btl_tcp_progress_thread=1; "
            f"srun --mpi=pmix --cpus-per-task=1 {sys.executable} -m dssfn_mpi train "
            f"--resume {out} --quiet")
-    return _sbatch(sub, ["-N", "2", "-n", "4", "--time=10", "--wrap", cmd])
+    return sbatch(sub, ["-N", "2", "-n", "4", "--time=10", "--wrap", cmd])
 
 
 @pytest.mark.parametrize("how,mode", [("link", "async"), ("kill", "sync")])
@@ -297,7 +257,7 @@ def test_lost_host_during_a_layer(jobs, how, mode):
     sub = RUNS / "lost-host"
     ref = read_runlog(jobs["refs"][mode])
     assert ref.complete and len(set(ref.hostnames)) == 2
-    job = _sbatch(sub, ["-N", "2", "-n", "4", "--time=10"], "single.sbatch", MODE=mode,
+    job = sbatch(sub, ["-N", "2", "-n", "4", "--time=10"], "single.sbatch", MODE=mode,
                   ITERS=ITERS[mode], **LOST)
     out = sub / "results" / f"single-{job}.h5"
     # During layer 1: the run log of layer 0 is on disk (the last thing done between two
@@ -305,11 +265,11 @@ def test_lost_host_during_a_layer(jobs, how, mode):
     t0 = time.monotonic()
     while not (out.is_file() and read_runlog(out).layers_done >= 1):
         assert time.monotonic() - t0 < 300, "layer 0 never finished"
-        assert _job(job)["JobState"] in ("PENDING", "RUNNING"), _job(job)
+        assert job_info(job)["JobState"] in ("PENDING", "RUNNING"), job_info(job)
         time.sleep(0.2)
     time.sleep(1.0)
     # The node to lose: the job's other node than the one running its batch script.
-    hosts, batch = load_hosts(out), _job(job)["BatchHost"]
+    hosts, batch = load_hosts(out), job_info(job)["BatchHost"]
     lost = next(h for h in hosts if h != batch)
     lost_ranks = [r for r, h in enumerate(hosts) if h == lost]
     if how == "link":
@@ -323,8 +283,8 @@ def test_lost_host_during_a_layer(jobs, how, mode):
         assert time.monotonic() - fault < TIMEOUT + 30, "ranks still running"
         time.sleep(0.5)
     ended = time.monotonic() - fault
-    _wait([job], limit=300)
-    info = _job(job)
+    wait_for([job], 300)
+    info = job_info(job)
     assert info["JobState"] in ("FAILED", "NODE_FAIL") and info["ExitCode"] != "0:0", info
     text = _out(sub, f"dssfn-single-{job}.out")
     lines = [ln for ln in text.splitlines() if "on lost host(s)" in ln]
@@ -344,8 +304,8 @@ def test_lost_host_during_a_layer(jobs, how, mode):
     subprocess.run([str(SLURM / "testcluster.sh"), "revive",
                     str(Path(os.environ["SLURM_CONF"]).parent), lost], check=True, timeout=200)
     rid = _resume(sub, out)
-    _wait([rid], limit=300)
-    assert _job(rid)["JobState"] == "COMPLETED", _job(rid)
+    wait_for([rid], 300)
+    assert job_info(rid)["JobState"] == "COMPLETED", job_info(rid)
     done = read_runlog(out)
     assert done.complete and done.layers_done == ref.layers_done
     assert done.attrs["resumed_at_layer"] == run.layers_done

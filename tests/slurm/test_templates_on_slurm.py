@@ -17,58 +17,17 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
+from slurmjobs import SLURM, TINY, job_env, job_info, run_cli, sbatch, wait_for
 
-REPO = Path(__file__).resolve().parents[2]
-SLURM = REPO / "slurm"
-TINY = "--hidden 60"
 pytestmark = [
     pytest.mark.skipif(os.environ.get("DSSFN_SLURM_TEST") != "1" or not os.environ.get(
         "SLURM_CONF") or shutil.which("sbatch") is None,
         reason="needs the test cluster: make slurm-test (slurm/testcluster.sh)"),
     pytest.mark.timeout(1500),
 ]
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SBATCH_", "SLURM_JOB"))}
-    env.setdefault("DSSFN_VENV", sys.prefix)  # the venv running these tests
-    env["PYTHONPATH"] = str(REPO)  # this checkout's package, in the jobs too
-    env.update(extra)
-    return env
-
-
-def _sbatch(cwd: Path, script: str, options: list[str], **env: str) -> str:
-    res = subprocess.run(["sbatch", "--parsable", *options, str(SLURM / script)], cwd=cwd,
-                         env=_env(**env), capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0, res.stderr
-    return res.stdout.strip().split(";")[0]
-
-
-def _job(job_id: str) -> dict[str, str]:
-    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True,
-                         text=True, timeout=60).stdout
-    return dict(re.findall(r"(\w+)=(\S*)", out))
-
-
-def _wait(job_ids: list[str], limit: float = 1200) -> None:
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < limit:
-        left = subprocess.run(["squeue", "-h", "-o", "%i", "-j", ",".join(job_ids)],
-                              capture_output=True, text=True, timeout=60).stdout.split()
-        if not left:
-            return
-        time.sleep(3)
-    pytest.fail(f"jobs still queued or running after {limit:g} s: {job_ids}")
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "dssfn_mpi", *args], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -78,30 +37,30 @@ def jobs(tmp_path_factory) -> dict:
     share = ["--oversubscribe", "--time=10"]
     ids = {
         # single.sbatch as is (exclusive, one task per core), partition from SBATCH_PARTITION.
-        "single": _sbatch(sub, "single.sbatch", ["-n", "4"], MODE="async", DATASET="digits",
+        "single": sbatch(sub, ["-n", "4"], "single.sbatch", MODE="async", DATASET="digits",
                           DEGREE="2", LAYERS="2", ITERS="20", EXTRA_ARGS=TINY,
                           SBATCH_PARTITION="debug"),
-        "degree": _sbatch(sub, "degree_array.sbatch", ["--array=0-1", "-n", "4", *share],
+        "degree": sbatch(sub, ["--array=0-1", "-n", "4", *share], "degree_array.sbatch",
                           DEGREES="2 3", MODES="async sync", DATASET="digits", LAYERS="1",
                           ITERS="10", EXTRA_ARGS=TINY),
-        "table2": _sbatch(sub, "table2.sbatch", ["-n", "4", *share], PRESET="quick",
+        "table2": sbatch(sub, ["-n", "4", *share], "table2.sbatch", PRESET="quick",
                           DATASETS="digits", SEEDS="1",
                           BENCH_ARGS="--set layers=1 --set iters=10 --set hidden=60"),
         # Runs into its time limit: --signal makes dssfn-mpi stop with an incomplete log.
-        "timeout": _sbatch(sub, "single.sbatch", ["-n", "4", "--oversubscribe", "--time=2",
-                                                  "--signal=USR1@20"],
+        "timeout": sbatch(sub, ["-n", "4", "--oversubscribe", "--time=2",
+                                                  "--signal=USR1@20"], "single.sbatch",
                            MODE="async", DATASET="digits", DEGREE="2", LAYERS="2000",
                            ITERS="400", EXTRA_ARGS=f"{TINY} --no-check --quiet"),
     }
     # nodes_submit.sh: one nodes.sbatch per M; a bogus mode between two good ones.
     res = subprocess.run(["bash", str(SLURM / "nodes_submit.sh"), "--parsable", *share],
                          cwd=sub, capture_output=True, text=True, timeout=120,
-                         env=_env(NODE_COUNTS="2 4", MODES="async bogus sync-graph",
+                         env=job_env(NODE_COUNTS="2 4", MODES="async bogus sync-graph",
                                   DATASET="digits", LAYERS="1", ITERS="10", EXTRA_ARGS=TINY))
     assert res.returncode == 0, res.stderr
     nodes = [line.split(";")[0] for line in res.stdout.split()]
     assert len(nodes) == 2
-    _wait([*ids.values(), *nodes])
+    wait_for([*ids.values(), *nodes], 1200, poll=3)
     return {"dir": sub, "ids": ids, "nodes": nodes}
 
 
@@ -115,7 +74,7 @@ def test_single_writes_a_complete_run_log_after_the_doctor(jobs):
     from dssfn_mpi.runlog import read_runlog
 
     job = jobs["ids"]["single"]
-    info = _job(job)
+    info = job_info(job)
     assert info["JobState"] == "COMPLETED" and info["ExitCode"] == "0:0", info
     assert info["Partition"] == "debug" and info["OverSubscribe"] == "NO"  # --exclusive
     run = read_runlog(jobs["dir"] / "results" / f"single-{job}.h5")
@@ -137,7 +96,7 @@ def test_degree_array_collects_and_plots(jobs):
     for p in logs:
         run = read_runlog(p)
         assert run.complete and run.nodes == 4 and run.layers_done == 2
-    assert [_job(f"{job}_{i}")["JobState"] for i in (0, 1)] == ["COMPLETED"] * 2
+    assert [job_info(f"{job}_{i}")["JobState"] for i in (0, 1)] == ["COMPLETED"] * 2
     _collect_and_plot(jobs["dir"], logs, "degree", {"async-d02", "async-d03", "sync-d02",
                                                     "sync-d03"})
 
@@ -146,13 +105,13 @@ def _collect_and_plot(cwd: Path, logs: list[Path], kind: str, groups: set[str]) 
     from dssfn_mpi.runlog import read_sweep
 
     sweep = cwd / f"{kind}.h5"
-    res = _cli("bench", "collect", *map(str, logs), "--kind", kind, "--out", str(sweep),
+    res = run_cli("bench", "collect", *map(str, logs), "--kind", kind, "--out", str(sweep),
                "--overwrite", cwd=cwd)
     assert res.returncode == 0, res.stderr
     runs = read_sweep(sweep)
     assert set(runs) == groups
     assert all(r.attrs["bench_status"] == "ok" for r in runs.values())
-    res = _cli("plot", str(sweep), "--out", str(cwd / f"fig-{kind}"), cwd=cwd)
+    res = run_cli("plot", str(sweep), "--out", str(cwd / f"fig-{kind}"), cwd=cwd)
     assert res.returncode == 0, res.stderr
     assert list((cwd / f"fig-{kind}").glob("*.png"))
 
@@ -162,7 +121,7 @@ def test_nodes_sweep_survives_a_failing_mode_then_collects_and_plots(jobs):
 
     res_dir, logs = jobs["dir"] / "results", []
     for job, M in zip(jobs["nodes"], (2, 4)):
-        info = _job(job)
+        info = job_info(job)
         assert info["JobName"] == f"dssfn-nodes-M{M}"
         assert info["JobState"] == "FAILED" and info["ExitCode"] == "1:0", info  # bogus failed
         out = _out(jobs, f"dssfn-nodes-M{M}-{job}.out")
@@ -181,13 +140,13 @@ def test_table2_sweep_and_plot(jobs):
     from dssfn_mpi.runlog import read_sweep
 
     job = jobs["ids"]["table2"]
-    assert _job(job)["JobState"] == "COMPLETED"
+    assert job_info(job)["JobState"] == "COMPLETED"
     sweep = jobs["dir"] / "results" / f"table2-{job}.h5"
     runs = read_sweep(sweep)
     modes = {r.attrs["bench_mode"] for r in runs.values()}
     assert {"sync", "async"} <= modes
     assert all(r.attrs["bench_status"] == "ok" and r.nodes in (1, 4) for r in runs.values())
-    res = _cli("plot", str(sweep), "--out", str(jobs["dir"] / "fig-table2"), cwd=jobs["dir"])
+    res = run_cli("plot", str(sweep), "--out", str(jobs["dir"] / "fig-table2"), cwd=jobs["dir"])
     assert res.returncode == 0, res.stderr
 
 
@@ -195,7 +154,7 @@ def test_time_limit_leaves_an_incomplete_run_log(jobs):
     from dssfn_mpi.runlog import read_runlog
 
     job = jobs["ids"]["timeout"]
-    info = _job(job)
+    info = job_info(job)
     assert info["JobState"] in ("FAILED", "TIMEOUT"), info
     out = _out(jobs, f"dssfn-single-{job}.out")
     assert re.search(r"dssfn-mpi: error: stopped by SIG(USR1|TERM) .* after \d+ layer", out), out
