@@ -62,7 +62,7 @@ test: $(VENV)/.installed
 # time out. The busy process ends with
 # the recipe (a failure or a signal included) and, at the latest, after 30 minutes by itself.
 LOADED_TESTS := tests/test_train_mpi.py tests/test_waits_mpi.py tests/test_cli_errors.py \
-	tests/test_reliability.py tests/test_stopping.py tests/test_end_to_end.py \
+	tests/test_reliability.py tests/test_jobstop.py tests/test_end_to_end.py \
 	tests/test_stop_mpi.py
 .PHONY: test-loaded
 test-loaded: $(VENV)/.installed

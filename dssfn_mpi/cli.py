@@ -28,7 +28,7 @@ PROG = "dssfn-mpi"
 
 #: The thread level every command initialises MPI at, training and doctor alike.
 #: The engines call MPI from the main thread only, while BLAS (and the stop
-#: watcher of :mod:`dssfn_mpi.stopping`) may run threads that never call MPI:
+#: watcher of :mod:`dssfn_mpi.jobstop`) may run threads that never call MPI:
 #: MPI_THREAD_FUNNELED. mpi4py's default, MULTIPLE, makes some MPI libraries
 #: lock around every call for nothing.
 MPI_THREAD_LEVEL = "funneled"
@@ -279,7 +279,7 @@ def _resume_config(args: argparse.Namespace):
 
 def _cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     cfg = _train_config(args)
-    from .stopping import StopWatcher
+    from .jobstop import StopWatcher
 
     command_line = shlex.join([PROG, *argv])
     # Before MPI starts, so that MPI's threads inherit the blocked stop signals.

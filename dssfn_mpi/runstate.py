@@ -303,7 +303,7 @@ def run_attributes(cfg: TrainConfig, graph: Any, dataset: str, n_classes: int, h
     """The run log's root attributes that follow from the settings alone (no MPI).
 
     Training adds what it measures at start-up (:func:`prepare_run`); a run
-    log rebuilt from checkpoints after a stop (:mod:`dssfn_mpi.stopping`)
+    log rebuilt from checkpoints after a stop (:mod:`dssfn_mpi.jobstop`)
     has only these.
 
     Parameters
@@ -362,7 +362,7 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     facts = mpi_facts(comm)
     if comm.Get_rank() != 0:
         return {}
-    if cfg.out is not None:  # which ranks a lost host took with it (stopping.report_lost)
+    if cfg.out is not None:  # which ranks a lost host took with it (jobstop.report_lost)
         from .checkpoint import save_hosts
 
         save_hosts(cfg.out, hostnames)

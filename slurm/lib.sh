@@ -42,7 +42,7 @@ if (( NNODES > 1 )); then
         unset OMPI_MCA_osc
     fi
 fi
-# Exit status of dssfn-mpi train stopped by the time-limit signal (dssfn_mpi.stopping).
+# Exit status of dssfn-mpi train stopped by the time-limit signal (dssfn_mpi.jobstop).
 EXIT_STOPPED=75
 STATUS=0
 
@@ -121,14 +121,14 @@ lost_nodes() {
 }
 
 # lost_report NODES COMMAND...: the one line on a run that lost NODES (its ranks there, the
-# layers its run log keeps, how to continue), from the run's --out (dssfn_mpi.stopping).
+# layers its run log keeps, how to continue), from the run's --out (dssfn_mpi.jobstop).
 lost_report() {
     local nodes=$1 out="" prev=""
     shift
     for arg in "$@"; do [[ $prev == --out ]] && out=$arg; prev=$arg; done
     if [[ -z $out ]]; then echo "lost node(s) $nodes"; return; fi
     "${DSSFN_PYTHON:-python}" -c 'import sys
-from dssfn_mpi.stopping import report_lost
+from dssfn_mpi.jobstop import report_lost
 print(report_lost(sys.argv[1], sys.argv[2].split()))' "$out" "$nodes" ||
         echo "lost node(s) $nodes; $out could not be marked (above)"
 }

@@ -147,7 +147,7 @@ def test_report_lost_marks_the_log_and_names_the_ranks_of_the_lost_host(tmp_path
     # run recorded), the layers kept, the resume command; the log rebuilt from checkpoints.
     import socket
 
-    from dssfn_mpi.stopping import report_lost
+    from dssfn_mpi.jobstop import report_lost
 
     out = tmp_path / "run.h5"
     res = run_cli(3, "train", *SMALL, "--mode", "sync", "--no-check", "--log-every", "0",

@@ -1,4 +1,4 @@
-"""Stop gracefully when the scheduler says time is up (SIGTERM, SIGUSR1).
+"""A job stopped from outside: the scheduler's time-up signal, a lost host.
 
 Slurm sends SIGTERM to every task when a job reaches its ``--time`` (then
 SIGKILL ``KillWait`` seconds later, 30 by default), and the signal chosen with
@@ -15,6 +15,9 @@ layer all ranks had finished, rebuilt from the per-rank checkpoints
 (:mod:`dssfn_mpi.checkpoint`) when training had not written it per layer,
 prints one line, and every rank exits with :data:`EXIT_STOPPED`. The
 checkpoints stay, so ``dssfn-mpi train --resume RUN.h5`` continues the run.
+
+After a host was lost, :func:`report_lost` leaves the same incomplete run log
+and says which ranks went with it (the Slurm templates call it).
 """
 
 from __future__ import annotations
