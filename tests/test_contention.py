@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from dssfn_mpi.bench.busy import BUSY_MARKER, busy_command, busy_processes, exit_on_signals
-from dssfn_mpi.bench.driver import run_job
+from dssfn_mpi.bench.jobs import run_job
 from dssfn_mpi.bench.plot import plot_file
 from dssfn_mpi.bench.presets import WAIT_POLICIES
 from dssfn_mpi.cli import main

@@ -6,7 +6,7 @@ from which ``plot`` draws the figures. See BENCHMARKS.md; the repository's
 ``benchmarks/README.md`` lists every benchmark with its command.
 
 Modules: ``command`` (the ``bench`` subcommand), ``presets`` (sizes),
-``specs`` (configurations), ``driver`` (jobs and the sweep file), ``summary``
+``specs`` (configurations), ``jobs`` (running them and the sweep file), ``summary``
 (numbers per run), ``projection`` (projected dedicated-core time and time to
 eps, the one door to :mod:`dssfn_mpi.replay`), ``table2`` (the paper
 comparison), ``tables`` (Markdown summaries), ``jitter`` (noisy and

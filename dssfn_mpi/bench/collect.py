@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import require
 from ..runlog import RunLog, append_run, read_runlog
-from .driver import prepare_output, timing_of
+from .jobs import prepare_output, timing_of
 from .specs import slow_ranks
 
 __all__ = ["guess_kind", "labels_for", "run_collect"]

@@ -8,7 +8,7 @@ from typing import TextIO
 
 from ..errors import UserError, require
 from . import specs as S
-from .driver import prepare_output, run_specs
+from .jobs import prepare_output, run_specs
 from .presets import Preset, apply_overrides, as_dict, get_preset
 
 __all__ = ["available_datasets", "resolve_preset", "run"]

@@ -259,7 +259,7 @@ def _wait_quiet(limit: float, patience: float) -> float:
 
 def _job(hosts: Any, argv: list[str], timeout: float) -> None:
     from ..launch import mpi_env, mpirun_path
-    from .driver import error_line, run_job
+    from .jobs import error_line, run_job
 
     runner = mpirun_path()
     if runner is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import h5py
 
 from ..launch import mpirun_path
-from .driver import error_line, job_env, run_job
+from .jobs import error_line, job_env, run_job
 from .presets import Preset
 from .rma import RMA_SCHEMA_VERSION
 

@@ -1,7 +1,7 @@
 """Run a list of :class:`RunSpec` as separate jobs and collect them in one sweep file.
 
 Each configuration is its own ``mpirun`` (or ``--launcher``) job writing a
-temporary run log next to the sweep file; the driver then appends it to the
+temporary run log next to the sweep file; :func:`run_specs` then appends it to the
 sweep with :func:`dssfn_mpi.runlog.append_run` (atomic per run), so an
 interrupted sweep keeps every run finished so far. A configuration that
 fails is recorded too (``bench_status = "failed"`` with the error line and
