@@ -165,7 +165,7 @@ def to_eps(
     """
     from ..config import TrainConfig
     from ..network import parse_network
-    from ..sim.driver import SimOptions, solve_layer
+    from ..sim.layerloop import SimOptions, solve_layer
     from ..sim.speed import SpeedModel
 
     graph = make_topology(topology, nodes, degree)

@@ -10,10 +10,10 @@ of :mod:`dssfn_mpi.replay` (docs/SIMULATE.md).
 Modules: :mod:`.speed` (how long compute takes), :mod:`.nodes` (each node's
 data, features and penalty), :mod:`.asyncsim` (the event loop of the async
 engine), :mod:`.syncsim` (sync and sync-graph in lockstep), :mod:`.schedule`
-(re-execution of a traced run's reads), :mod:`.driver` (the layer loop and
-the run log).
+(re-execution of a traced run's reads), :mod:`.layerloop` (the layer loop
+and the run log).
 """
 
 from __future__ import annotations
 
-__all__ = ["driver", "speed"]
+__all__ = ["layerloop", "speed"]

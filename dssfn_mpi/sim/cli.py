@@ -49,7 +49,7 @@ def _settings(args: argparse.Namespace):
     values = config_from_args(args)
     schedule = None
     if args.schedule is not None:
-        from .driver import load_schedule
+        from .layerloop import load_schedule
 
         cfg, nodes, versions = load_schedule(args.schedule)
         for key in ("out", "overwrite", "save_model", "check", "evaluate"):
@@ -69,7 +69,7 @@ def _settings(args: argparse.Namespace):
 def run_simulate(args: argparse.Namespace, command_line: str) -> int:
     """Run ``dssfn-mpi simulate``; returns the exit status."""
     from ..network import allreduce_library, parse_network
-    from .driver import SimOptions, simulate
+    from .layerloop import SimOptions, simulate
     from .speed import SpeedModel
 
     network = parse_network(args.network)
