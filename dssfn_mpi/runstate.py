@@ -355,6 +355,7 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     (:func:`dssfn_mpi.doctor.mpi_facts`, its passive-put check included).
     """
     from .doctor import mpi_facts
+    from .engines.kernels import compiled_status
     from .runlog import software_versions
 
     start_time = datetime.now(timezone.utc).isoformat()
@@ -375,5 +376,6 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
         "git_revision": _git_revision(),
         "blas_threads": os.environ.get("OMP_NUM_THREADS", ""),
         **software_versions(),
+        "compiled_kernels": compiled_status(),
         **facts,
     }

@@ -25,6 +25,10 @@ def test_doctor_passes_at_the_training_thread_level():
     # the level training initialises MPI at too (cli._init_mpi)
     assert "thread level: MPI_THREAD_FUNNELED" in res.stdout
     assert "window memory model (Win.Allocate): unified" in res.stdout
+    # whether numba's compiled kernels are on, as this interpreter has them
+    from dssfn_mpi.engines.kernels import compiled_status
+
+    assert f"compiled kernels: {compiled_status()}" in res.stdout.splitlines()
 
 
 def _python(code: str, n: int | None = None) -> subprocess.CompletedProcess:
@@ -109,6 +113,9 @@ def test_every_run_log_records_the_mpi_facts(tmp_path):
     assert a["mpi_thread_level"] == "MPI_THREAD_FUNNELED"
     assert a["mpi_window_model"] == "unified"
     assert a["mpi_passive_put"] == "passive" and a["mpi_passive_put_error"] == ""
+    from dssfn_mpi.engines.kernels import compiled_status
+
+    assert a["compiled_kernels"] == compiled_status()  # the ranks' interpreter is this one
     # passive: far below the 0.05 s rank 0 slept (a put that waits takes nearly all of it)
     assert 0 <= a["mpi_passive_put_seconds"] < 0.0125
     assert len(json.loads(a["cpu_affinity"])) == 2 and json.loads(a["slurm_env"]) == {}

@@ -114,3 +114,19 @@ def test_compiled_without_numba_is_refused_or_runs():
     else:
         with pytest.raises(RuntimeError, match="numba"):
             EdgeStep(np.ones((2, 4)), np.ones(2), 1.0, 1.0, inv, compiled=True)
+
+
+def test_compiled_status_says_on_only_when_both_compiled(monkeypatch):
+    from dssfn_mpi import seqlock
+
+    on = kernels.AVAILABLE and seqlock.AVAILABLE
+    assert kernels.compiled_status().startswith("on (numba " if on else "off (")
+    monkeypatch.setattr(kernels, "numba", None)
+    assert kernels.compiled_status() == "off (numba not importable: pip install -e '.[fast]')"
+    monkeypatch.setattr(kernels, "numba", object())
+    monkeypatch.setattr(kernels, "NUMBA_VERSION", "9.9")
+    monkeypatch.setattr(kernels, "AVAILABLE", True)
+    monkeypatch.setattr(seqlock, "AVAILABLE", False)
+    assert kernels.compiled_status() == "off (numba 9.9 imported but did not compile them)"
+    monkeypatch.setattr(seqlock, "AVAILABLE", True)
+    assert kernels.compiled_status() == "on (numba 9.9)"

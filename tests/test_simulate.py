@@ -19,6 +19,7 @@ import pytest
 from mpitools import run_cli
 
 from dssfn_mpi.cli import main
+from dssfn_mpi.engines import kernels
 from dssfn_mpi.modelio import load_model
 from dssfn_mpi.replay import load_run, parse_network, project
 from dssfn_mpi.runlog import read_runlog
@@ -112,6 +113,7 @@ def test_stop_eps_ends_layers_early_and_records_the_reason(tmp_path):
         assert (acts < 400).all()
         # Every node was within E at one moment; the final O can have moved a little.
         assert log.layers["rel_distance"][1].max() < 2e-2
+        assert log.attrs["compiled_kernels"] == kernels.compiled_status()
         if mode != "async":  # lockstep: flags of k ride in k+1, which is then dropped
             assert (acts == acts[0]).all()
 

@@ -22,7 +22,8 @@ additions differs (the norm's sum is vectorised, products may fuse), so results
 agree to rounding, not bit for bit. numba is optional (the ``fast`` extra): its
 wheels exist for every Python and numpy version it supports, and without it
 (or on a Python or numpy it does not support yet) the numpy path runs.
-:data:`AVAILABLE` says which one a process has; the run log records it.
+:data:`AVAILABLE` says which one a process has; :func:`compiled_status` says it
+with the mailbox's compiled seqlock, for ``doctor`` and the run log.
 
 The functions are compiled once per machine and cached beside this file (or in
 numba's cache folder where the package is read-only), so a rank loads them in
@@ -35,7 +36,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["AVAILABLE", "NUMBA_VERSION", "edge_dual", "edge_rhs"]
+__all__ = ["AVAILABLE", "NUMBA_VERSION", "compiled_status", "edge_dual", "edge_rhs"]
 
 try:  # the optional compiled path
     import numba
@@ -95,3 +96,23 @@ if numba is not None:
         AVAILABLE = True
     except Exception:  # pragma: no cover - a broken numba install: use numpy
         edge_rhs = edge_dual = None
+
+
+def compiled_status() -> str:
+    """Whether this process has numba's compiled kernels, in one phrase.
+
+    Returns
+    -------
+    str
+        ``"on (numba X)"`` when the activation's loops here and the mailbox's
+        seqlock (:data:`dssfn_mpi.seqlock.AVAILABLE`) compiled, else ``"off (...)"``
+        with the reason: then the same steps run in numpy and Python, the async
+        update about twice as costly.
+    """
+    from .. import seqlock
+
+    if numba is None:
+        return "off (numba not importable: pip install -e '.[fast]')"
+    if not (AVAILABLE and seqlock.AVAILABLE):
+        return f"off (numba {NUMBA_VERSION} imported but did not compile them)"
+    return f"on (numba {NUMBA_VERSION})"

@@ -120,6 +120,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     UserError
         Bad settings, an impossible graph, a missing dataset, an unwritable output.
     """
+    from ..engines.kernels import compiled_status
     from ..runlog import check_output_path, software_versions
     from ..runstate import make_graph, rank_table, run_attributes
 
@@ -145,6 +146,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         "shard_sizes": np.array(shards.sizes, dtype=np.int64),
         "start_time": start_time,
         **software_versions(),
+        "compiled_kernels": compiled_status(),  # the engine's own step, compiled or not
         "mpi_library": "",
         "simulated": True,
         "sim_speed": opts.speed.description,
