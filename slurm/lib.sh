@@ -4,17 +4,22 @@
 #
 # DSSFN_VENV        virtualenv holding dssfn_mpi (default: $SLURM_SUBMIT_DIR/.venv, as made in
 #                   the README's cluster section); without one, dssfn-mpi must be on PATH
-# DSSFN_MPI_MODULE  module to load first, e.g. openmpi/5.0 (default: none); loaded only when
-#                   a module system exists
+# DSSFN_MPI_MODULE  modules to load first, in order, space- or comma-separated, e.g.
+#                   "gcc/13 openmpi/5.0" (default: none); loaded only when a module system exists
 # DSSFN_DATA_DIR    dataset folder (default: dssfn-mpi's per-user folder, where
 #                   `dssfn-mpi data fetch` writes: ${XDG_DATA_HOME:-~/.local/share}/dssfn-mpi)
-# DSSFN_SRUN_MPI    srun --mpi= plugin: pmix (default; Open MPI 5, MPICH 4) or pmi2 (older
-#                   MPIs, Intel MPI); `srun --mpi=list` shows what your Slurm has
+# DSSFN_SRUN_MPI    srun --mpi= plugin: pmix (default; Open MPI 5, MPICH 4), pmi2 (older
+#                   MPIs; Intel MPI, with I_MPI_PMI_LIBRARY) or cray_shasta (Cray MPICH);
+#                   `srun --mpi=list` shows what your Slurm has
 # DSSFN_DOCTOR      0 skips the `dssfn-mpi doctor` check every template runs first
-# RESULTS           results folder (default: results, in the submission directory)
+# RESULTS           results folder (default: results, in the submission directory; the job
+#                   outputs go to results/ there whatever RESULTS says: #SBATCH --output)
 # EXTRA_ARGS        more `dssfn-mpi train` options, e.g. "--hidden 500 --seed 3"
 # Account, partition, QOS: sbatch -A/-p/-q, or SBATCH_ACCOUNT, SBATCH_PARTITION, SBATCH_QOS.
 # DRY_RUN=1         print the commands instead of running them (no Slurm needed)
+#
+# Written for bash >= 4.2 with set -u: a possibly empty array is expanded as
+# ${a[@]+"${a[@]}"} (before bash 4.4, "${a[@]}" of an empty array is an unbound variable).
 
 DSSFN_VENV=${DSSFN_VENV:-${SLURM_SUBMIT_DIR:-$PWD}/.venv}
 DSSFN_MPI_MODULE=${DSSFN_MPI_MODULE:-}
@@ -50,12 +55,21 @@ say() { echo "dssfn-slurm: $*" >&2; }
 run() { if [[ ${DRY_RUN:-0} == 1 ]]; then printf '%q ' "$@"; echo; else "$@"; fi; }
 
 setup_env() {
-    if [[ -n $DSSFN_MPI_MODULE ]]; then
+    local module modules=()
+    read -r -a modules <<< "${DSSFN_MPI_MODULE//,/ }"
+    if (( ${#modules[@]} > 0 )); then
         if ! type module >/dev/null 2>&1 && [[ -f /etc/profile.d/modules.sh ]]; then
             set +u; source /etc/profile.d/modules.sh; set -u
         fi
         if type module >/dev/null 2>&1; then
-            set +u; module load "$DSSFN_MPI_MODULE"; set -u
+            for module in ${modules[@]+"${modules[@]}"}; do
+                set +u
+                module load "$module" || {
+                    say "error: 'module load $module' failed (DSSFN_MPI_MODULE=$DSSFN_MPI_MODULE)"
+                    exit 2
+                }
+                set -u
+            done
         else
             say "no module system here: DSSFN_MPI_MODULE=$DSSFN_MPI_MODULE not loaded"
         fi
@@ -74,9 +88,9 @@ doctor_gate() {
     [[ ${DSSFN_DOCTOR:-1} == 0 ]] && return 0
     # Two ranks, on two nodes when the job has them (the puts that cross the network; the
     # doctor itself picks a pair on different hosts, see mpi_passive_put_pair).
-    local nodes=()
-    (( NNODES > 1 && NTASKS > 1 )) && nodes=(-N 2)
-    if ! run "${SRUN[@]}" -n "$(( NTASKS < 2 ? NTASKS : 2 ))" "${nodes[@]}" \
+    local spread=()
+    (( NNODES > 1 && NTASKS > 1 )) && spread=(-N 2)
+    if ! run "${SRUN[@]}" -n "$(( NTASKS < 2 ? NTASKS : 2 ))" ${spread[@]+"${spread[@]}"} \
             --distribution=cyclic dssfn-mpi doctor; then
         say "stopping before any training: 'dssfn-mpi doctor' failed (report above):" \
             "one-sided puts are not passive with this MPI, or MPI did not start; see the" \
@@ -117,7 +131,7 @@ lost_nodes() {
         timeout 30 srun --overlap -N 1 -n 1 -w "$node" --mpi=none --cpus-per-task=1 true \
             >/dev/null 2>&1 || lost+=("$node")
     done
-    echo "${lost[*]}"
+    echo ${lost[@]+"${lost[@]}"}
 }
 
 # lost_report NODES COMMAND...: the one line on a run that lost NODES (its ranks there, the

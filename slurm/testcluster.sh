@@ -271,6 +271,7 @@ case $cmd in
         dir=${dir:-$made}
         # On every exit path: stop the daemons and remove the hosts; a folder made here
         # goes too unless something failed (then its logs are worth a look).
+        # shellcheck disable=SC2154  # rc is assigned inside the trap itself
         trap 'rc=$?; stop_cluster "$dir"
               if [[ -n $made && $rc == 0 ]]; then rm -rf "$made"
               else echo "testcluster: logs in $dir/log" >&2; fi' EXIT

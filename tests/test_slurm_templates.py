@@ -93,7 +93,8 @@ def test_slurm_nodes_submit_dry_run(tmp_path):
                          cwd=tmp_path, env=_env(DRY_RUN="1", NODE_COUNTS="2"),
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
-    assert "--time=5 -A proj " in res.stdout.splitlines()[0]
+    assert res.stdout.splitlines()[0] == "mkdir -p results "  # before any sbatch
+    assert "--time=5 -A proj " in res.stdout.splitlines()[1]
 
 
 def test_slurm_table2_dry_run(tmp_path):
@@ -150,7 +151,8 @@ def test_every_printed_command_parses(tmp_path, name, env):
         assert len({a.out for a in trains}) == 30
     if name == "single.sbatch":
         a = trains[0]
-        assert (a.dataset, a.mode, a.degree, a.layers, a.iters) == ("mnist", "async", 8, 20, 200)
+        assert (a.dataset, a.mode, a.degree, a.layers, a.iters) == ("satimage", "async", 8, 20,
+                                                                     200)
     if name == "table2.sbatch":
         (b,) = [a for a in parsed if a.command == "bench"]
         assert (b.name, b.preset, b.datasets, b.seeds) == ("table2", "paper", "digits", 1)
@@ -230,3 +232,113 @@ def test_module_load_only_with_a_module_system(tmp_path):
     assert "module: command not found" not in res.stderr
     assert ("no module system here" in res.stderr) or Path("/etc/profile.d/modules.sh").exists()
     assert any(" train " in c for c in calls)
+
+
+# --------------------------------------------------------------------------- cluster install
+
+SCRIPTS = sorted(SLURM.glob("*.sbatch")) + sorted(SLURM.glob("*.sh"))
+
+
+def _maybe_empty_arrays(text: str) -> set[str]:
+    """Arrays a script may leave empty: set to ``()`` or filled by ``read -a``."""
+    import re
+
+    return (set(re.findall(r"\b([A-Za-z_]\w*)=\(\)", text))
+            | set(re.findall(r"\bread\b[^\n]*?-a\s+([A-Za-z_]\w*)", text)))
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_empty_arrays_are_safe_under_set_u_on_bash_4_2(path):
+    # Before bash 4.4, "${a[@]}" or "${a[*]}" of an empty array under set -u is an
+    # "unbound variable" error (bash CHANGES, 4.4-rc2, item a); ${#a[@]} never was. Every
+    # expansion of an array that may be empty must take the ${a[@]+"${a[@]}"} form.
+    import re
+
+    text = path.read_text()
+    for name in _maybe_empty_arrays(text):
+        guarded = re.sub(r"\$\{" + name + r"\[[@*]\]\+\"[^\"]*\"\}", "", text)
+        bare = re.findall(r"\$\{!?" + name + r"\[[@*]\][^}]*\}", guarded)
+        assert not bare, f"{path.name}: {bare} fails under set -u on bash < 4.4 when empty"
+
+
+def test_empty_array_check_catches_a_bare_expansion():
+    assert _maybe_empty_arrays('local a=()\nread -r -a b <<< "$x"') == {"a", "b"}
+    text = 'x=()\nrun "${x[@]}"\n'
+    assert _maybe_empty_arrays(text) == {"x"} and "${x[@]}" in text
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SLURM.glob("*.sbatch")))
+def test_sbatch_asks_for_memory_and_writes_its_output_under_results(name):
+    header = [ln for ln in (SLURM / name).read_text().splitlines() if ln.startswith("#SBATCH")]
+    # --mem=0: all of each node's memory, as the job has the node to itself (--exclusive)
+    assert "#SBATCH --mem=0" in header and "#SBATCH --exclusive" in header
+    (output,) = [ln for ln in header if ln.startswith("#SBATCH --output=")]
+    assert output.startswith("#SBATCH --output=results/%x-")
+    # Slurm does not create an output's folder: results/ is in the repository (and ignored
+    # by git apart from its README), so `sbatch` from the repository root finds it.
+    assert (REPO / "results" / "README.md").is_file()
+    ignored = subprocess.run(["git", "check-ignore", "-q", "results/README.md"], cwd=REPO)
+    assert ignored.returncode == 1
+    ignored = subprocess.run(["git", "check-ignore", "-q", "results/dssfn-single-1.out"],
+                             cwd=REPO)
+    assert ignored.returncode == 0
+
+
+def test_template_datasets_are_what_the_readme_fetches(tmp_path):
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    cluster = readme[readme.index("## On a Slurm cluster"):]
+    fetched = set(re.findall(r"dssfn-mpi data fetch ([\w ]+?)\s+#", cluster)[0].split())
+    for name in ("single.sbatch", "degree_array.sbatch", "nodes.sbatch"):
+        env = {"SLURM_NTASKS": "4"} if name == "nodes.sbatch" else {}
+        trains = [a for a in map(_dssfn_args, _dry(name, tmp_path, **env))
+                  if a is not None and a.command == "train"]
+        assert trains and {a.dataset for a in trains} <= fetched, name
+    # The README's cluster section installs the compiled kernels (the [fast] extra).
+    assert re.search(r"pip install -e '\.\[[^\]]*fast[^\]]*\]'", cluster)
+
+
+def test_doctor_gate_spans_two_nodes_only_when_the_job_has_them(tmp_path):
+    one = [ln for ln in _dry("single.sbatch", tmp_path) if " doctor" in ln]
+    two = [ln for ln in _dry("single.sbatch", tmp_path, SLURM_JOB_NUM_NODES="2") if " doctor" in ln]
+    assert len(one) == len(two) == 1
+    assert " -N 2 " not in one[0] and " -n 2 -N 2 " in two[0]
+
+
+_FAKE_MODULE = """#!/bin/bash
+echo "$*" >> "$FAKE_MODULE_LOG"
+[[ $2 != missing/1 ]]
+"""
+
+
+@pytest.mark.parametrize(("modules", "loaded", "rc"), [
+    ("gcc/13,openmpi/5.0 ucx", ["gcc/13", "openmpi/5.0", "ucx"], 0),
+    (" intel-oneapi-mpi/2021 ", ["intel-oneapi-mpi/2021"], 0),
+    ("gcc/13 missing/1 openmpi/5.0", ["gcc/13", "missing/1"], 2),
+    (" , ", [], 0),
+])
+def test_every_module_of_dssfn_mpi_module_is_loaded_in_order(tmp_path, modules, loaded, rc):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "module").write_text(_FAKE_MODULE)
+    (bin_dir / "module").chmod(0o755)
+    log = tmp_path / "module.log"
+    res, calls = _fake(tmp_path, "", "single.sbatch", SLURM_NTASKS="2", DEGREE="1",
+                       DSSFN_MPI_MODULE=modules, FAKE_MODULE_LOG=str(log))
+    assert res.returncode == rc, res.stderr
+    assert (log.read_text().splitlines() if log.exists() else []) == [f"load {m}" for m in loaded]
+    if rc:
+        assert res.stderr.strip() == ("dssfn-slurm: error: 'module load missing/1' failed "
+                                      f"(DSSFN_MPI_MODULE={modules})")
+        assert calls == []  # nothing ran
+    else:
+        assert any(" train " in c for c in calls)
+
+
+@pytest.mark.skipif(__import__("shutil").which("shellcheck") is None,
+                    reason="shellcheck is not installed")
+def test_shellcheck_finds_no_warning():
+    res = subprocess.run(["shellcheck", "-x", "-S", "warning", *map(str, SCRIPTS)], cwd=REPO,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout

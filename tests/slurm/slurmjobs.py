@@ -28,6 +28,7 @@ def job_env(**extra: str) -> dict[str, str]:
 def sbatch(cwd: Path, options: list[str], script: str | None = None, **env: str) -> str:
     """Submit ``slurm/SCRIPT`` (or ``options`` alone, e.g. ``--wrap``) from ``cwd``; the job id."""
     cmd = ["sbatch", "--parsable", *options] + ([str(SLURM / script)] if script else [])
+    (cwd / "results").mkdir(exist_ok=True)  # the templates' job outputs; Slurm makes no folder
     res = subprocess.run(cmd, cwd=cwd, env=job_env(**env), capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0, res.stderr

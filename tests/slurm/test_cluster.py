@@ -41,7 +41,7 @@ pytestmark = [
 
 
 def _out(cwd: Path, name: str) -> str:
-    path = cwd / name
+    path = cwd / "results" / name  # #SBATCH --output=results/%x-%j.out
     assert path.is_file(), f"no job output {path}"
     return path.read_text()
 

@@ -65,7 +65,8 @@ def jobs(tmp_path_factory) -> dict:
 
 
 def _out(jobs: dict, pattern: str) -> str:
-    files = sorted(jobs["dir"].glob(pattern))
+    files = sorted((jobs["dir"] / "results").glob(pattern))  # --output=results/%x-%j.out
+    assert not list(jobs["dir"].glob("*.out"))  # none in the submission directory itself
     assert files, f"no job output {pattern} in {jobs['dir']}"
     return "\n".join(f.read_text() for f in files)
 
