@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: The methods ``--mode`` names; the first is the default.
-MODES = ("async", "sync", "sync-graph", "central")
+MODES = ("async", "sync", "sync-graph", "oneshot", "oneshot-graph", "central")
 UPDATES = ("edge", "paper")
 
 # Table 3 of Liang et al. (ICASSP 2020): (mu_0, mu_l) of the central and sync
@@ -214,7 +214,11 @@ class TrainConfig:
         (1e3, 1e3), parse=_per_layer("mu", allow_auto=False))
     mix_rounds: int | None = option(
         "method", "sync-graph mixing rounds per iteration (default: enough to shrink "
-        "disagreement 1e4-fold)")
+        "disagreement 1e4-fold); oneshot-graph mixing rounds per layer (default: from "
+        "--mix-tol)")
+    mix_tol: float = option(
+        "method", "oneshot-graph: relative accuracy of every node's averaged statistics "
+        "(default {default:g}): the rounds r with M rho_W^r <= TOL", 1e-10)
     max_lead: int | None = option(
         "method", "async: activations a rank may run ahead of its slowest neighbour (bounded "
         "delay; default {default}; -1 = unbounded)", 4, parse=_max_lead)
@@ -333,6 +337,8 @@ class TrainConfig:
             )
         if self.max_lead is not None:
             require(self.max_lead >= 0, f"--max-lead must be >= 0, got {self.max_lead}")
+        require(math.isfinite(self.mix_tol) and 0.0 < self.mix_tol < 1.0,
+                f"--mix-tol must lie in (0, 1), got {self.mix_tol}")
         if self.mix_rounds is not None:
             require(self.mix_rounds >= 1, f"--mix-rounds must be >= 1, got {self.mix_rounds}")
         require(

@@ -25,6 +25,7 @@ from . import schema
 from .config import TrainConfig
 from .engines import RunContext
 from .errors import RankError, UserError, require
+from .gramstats import ONESHOT_MODES, available_memory, check_memory
 from .model import layer_features, one_hot
 from .waiting import WaitPolicy, make_policy
 
@@ -186,6 +187,7 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
     meta, (X, y), (Xt, yt) = _load_shards(cfg, comm)
     Q = meta["n_classes"]
     hidden, eps = cfg.width_and_bound(Q)
+    _check_memory(cfg, comm, graph, max(X.shape[0], hidden), Q)
     Os, stats, checks = _restore(cfg, comm, resume)
     # The features of the last completed layer, from the one forward pass.
     Y, Yt = X, Xt
@@ -215,6 +217,28 @@ def _check_outputs(cfg: TrainConfig, comm: Any, resume: bool) -> None:
         root_call(comm, lambda: check_output_path(cfg.out, cfg.overwrite))
     if cfg.save_model is not None:
         root_call(comm, lambda: check_output_path(cfg.save_model, cfg.overwrite))
+
+
+def _check_memory(cfg: TrainConfig, comm: Any, graph: Any, width: int, n_classes: int) -> None:
+    """One-shot modes: the same UserError on every rank, before the engine is built, when the
+    ranks on some host cannot hold the ``width x width`` statistics
+    (:func:`dssfn_mpi.gramstats.check_memory`)."""
+    if cfg.mode not in ONESHOT_MODES:
+        return
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    ranks_here = local.Get_size()
+    local.Free()
+    degree = max(graph.degree(m) for m in range(graph.n_nodes))
+    error = None
+    try:
+        check_memory(cfg.mode, width, n_classes, degree, ranks_here, available_memory())
+    except UserError as exc:
+        error = str(exc)
+    first = next((e for e in comm.allgather(error) if e is not None), None)
+    if first is not None:
+        raise UserError(first)
 
 
 def _restore(cfg: TrainConfig, comm: Any,

@@ -103,7 +103,8 @@ LAYER_SCHEMA: tuple[LayerField, ...] = (
     _f("stop_reason", _I8, "code", ENGINE,
        "why the layer ended on this rank (--stop): 0 iters (the fixed count K), 1 eps (every "
        "rank within E of O*), 2 local (every rank's local residuals <= TOL), 3 cap (K "
-       "reached under eps or local first); -1 in central mode"),
+       "reached under eps or local first); -1 in central and the one-shot modes (one exact "
+       "solve, no iterations)"),
     _f("puts", _I8, "count", ENGINE, "messages (RMA puts or sends) issued by this rank"),
     _f("bytes_sent", _I8, "bytes", ENGINE, "payload bytes sent by this rank"),
     _f("staleness_mean", _F8, "versions", ENGINE,
@@ -128,7 +129,8 @@ LAYER_SCHEMA: tuple[LayerField, ...] = (
        "the ADMM penalty of this layer: rho for sync and sync-graph, gamma for async (with "
        "auto, the mean of the rank's per-edge gammas)"),
     _f("mix_rounds", _I8, "count", ENGINE,
-       "sync-graph: neighbour-mixing rounds per ADMM iteration (-1 in other modes)"),
+       "sync-graph: neighbour-mixing rounds per ADMM iteration; oneshot-graph: rounds that "
+       "averaged the statistics (-1 in other modes)"),
     _f("torn_retries", _I8, "count", ENGINE,
        "async: copies of a neighbour's mailbox slot discarded because a write was in flight "
        "(-1 in other modes)"),
@@ -139,6 +141,11 @@ LAYER_SCHEMA: tuple[LayerField, ...] = (
        "waits of the solve (for a collective, a neighbour exchange or the bounded delay) that "
        "slept at least once under the run's wait policy (--wait; run attribute wait_policy); "
        "0 under spin, which never sleeps"),
+    _f("stats_peak_bytes", _I8, "bytes", ENGINE,
+       "oneshot, oneshot-graph: peak memory the solve allocated (packed statistics sent and "
+       "received, the summed G, the exact solve's eigendecomposition), measured with "
+       "tracemalloc; leaves out the local G_m and MPI's own buffers (-1 in other modes and "
+       "in simulate)"),
 )
 
 _BY_NAME = {f.name: f for f in LAYER_SCHEMA}
@@ -232,7 +239,7 @@ TRACE_SCHEMA: tuple[TraceField, ...] = (
                "thread CPU time of each phase (the penalty's includes its exchange)"),
     TraceField(TRACE, "message_bytes", ("L",), _I8, "bytes",
                "payload of one Z put / one collective of the layer: Q d_l 8, d_l its input "
-               "width"),
+               "width; one-shot modes: the packed statistics, (d_l (d_l + 1) / 2 + Q d_l) 8"),
     TraceField(TRAJECTORY, "activation", ("S",), _I8, "count",
                "activations done at each snapshot: s, 2s, ..., and always K"),
     TraceField(TRAJECTORY, "rel_distance", ("L", "M", "S"), _F8, "1",

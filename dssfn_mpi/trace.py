@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .equivalence import relative_distance
+from .gramstats import ONESHOT_MODES
 
 __all__ = ["PHASES", "LayerTrace", "TracePlan", "TraceTables", "snapshot_points", "trace_plan"]
 
@@ -103,7 +104,8 @@ def trace_plan(cfg: Any, graph: Any) -> TracePlan:
     -------
     TracePlan
     """
-    K, M = cfg.iters, graph.n_nodes
+    # The one-shot modes' layer is one step: the exchange and the exact solve.
+    K, M = (1 if cfg.mode in ONESHOT_MODES else cfg.iters), graph.n_nodes
     every = cfg.snapshot_every or max(1, K // 20)
     width = max(graph.degree(m) for m in range(M)) if cfg.mode == "async" else 0
     if cfg.mode == "central":

@@ -109,7 +109,7 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
     cfg, T, eps = state.cfg, state.T, state.eps
     Y, O = state.Y, (state.Os[-1] if state.Os else None)
     plan, degree = trace_plan(cfg, state.graph), state.graph.degree(state.rank)
-    aim = cfg.mode != "central" and cfg.stop_rule.needs_target
+    aim = not engine.direct and cfg.stop_rule.needs_target
     for layer in range(state.first, state.n_layers):
         _inject_failure(cfg, state.rank, layer)
         trace = plan.layer_trace(degree, origin)
@@ -184,7 +184,7 @@ def _penalty(cfg: TrainConfig, engine: Engine, layer: int, Y: np.ndarray, T: np.
     combination of it over the ranks it talks to anyway (async: its neighbours;
     sync: everyone), before the layer's solve, never inside it.
     """
-    if cfg.mode == "central":
+    if engine.direct:  # solved exactly: no penalty
         return float("nan")
     fixed = cfg.penalty_at(layer)
     if fixed is not None:

@@ -28,6 +28,10 @@ def make_engine(ctx: RunContext) -> Engine:
         from .sync_graph import SyncGraphEngine
 
         return SyncGraphEngine(ctx)
+    if mode in ("oneshot", "oneshot-graph"):
+        from .oneshot import OneshotEngine
+
+        return OneshotEngine(ctx)
     if mode == "central":
         from .exact import ExactEngine
 

@@ -93,6 +93,7 @@ class SolveStats:
     fallbacks: int = -1
     waits_slept: int = 0
     stop_reason: int = -1
+    stats_peak_bytes: int = -1
 
 
 def await_request(ctx: RunContext, request: Any, what: str) -> float:
@@ -130,6 +131,10 @@ class Throttle:
 
 class Engine:
     """Interface of a per-layer solver."""
+
+    # True for the engines that solve a layer in one step (central, one-shot): no
+    # penalty, no iteration count, no stopping rule.
+    direct = False
 
     def solve(self, prob: LayerProblem,
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:

@@ -22,6 +22,8 @@ class ExactEngine(Engine):
     :func:`dssfn_mpi.central.train_central` with the same settings.
     """
 
+    direct = True
+
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
 
