@@ -21,6 +21,7 @@ from .errors import require
 
 __all__ = [
     "ONESHOT_MODES",
+    "SOLVE_OVERHEAD",
     "StatsLayout",
     "available_memory",
     "check_memory",
@@ -34,6 +35,9 @@ __all__ = [
 ONESHOT_MODES = ("oneshot", "oneshot-graph")
 
 _F8 = 8  # bytes of a float64
+#: Bytes beyond the arrays in :func:`memory_bytes`: small Python objects (measured
+#: 10 - 30 kB at d = 20 - 40).
+SOLVE_OVERHEAD = 1 << 16
 
 
 def stats_bytes(d: int, n_classes: int) -> int:
@@ -128,12 +132,16 @@ def memory_bytes(d: int, n_classes: int, degree: int = 0) -> int:
 
     The local ``G_m`` (every mode has it), the summed ``G``, the exact solve's
     copy of it and its eigenvectors (with the copy of those it keeps): five
-    ``d x d`` matrices; and packed buffers (:func:`stats_bytes`): send,
-    receive, MPI's own and one temporary, plus, in ``oneshot-graph``, one
-    receive buffer per neighbour (``degree``). An upper bound of the run log's
-    measured ``stats_peak_bytes`` plus the ``G_m`` and MPI buffers it leaves out.
+    ``d x d`` float64 matrices; the packing's ``d x d`` boolean mask; packed
+    buffers (:func:`stats_bytes`): send, receive, MPI's own and one temporary,
+    plus, in ``oneshot-graph``, one receive buffer per neighbour (``degree``);
+    the eigensolver's workspace (LAPACK's ``dsyevr`` takes 36 d numbers; 64 d
+    counted) and :data:`SOLVE_OVERHEAD` for Python's objects. An upper bound of
+    the run log's measured ``stats_peak_bytes`` plus the ``G_m`` and MPI buffers
+    it leaves out.
     """
-    return 5 * d * d * _F8 + (4 + degree) * stats_bytes(d, n_classes)
+    return (5 * d * d * _F8 + d * d + (4 + degree) * stats_bytes(d, n_classes)
+            + 64 * d * _F8 + SOLVE_OVERHEAD)
 
 
 def available_memory() -> int | None:
@@ -179,4 +187,6 @@ def check_memory(mode: str, d: int, n_classes: int, degree: int, ranks_here: int
 
 
 def _gb(nbytes: float) -> str:
+    if nbytes >= 1e11:
+        return f"{nbytes / 1e9:.0f} GB"
     return f"{nbytes / 1e9:.3g} GB" if nbytes >= 1e8 else f"{nbytes / 1e6:.3g} MB"

@@ -40,6 +40,10 @@ SMALL = ("--dataset", "synthetic", "--layers", "1", "--hidden", "30", "--iters",
         (("--dataset", "imagenet"), ("imagenet",)),
         (("--mode", "central"), ("one process",)),
         (("--partition", "dirichlet:-1"), ("dirichlet",)),
+        # n x n statistics that no host holds: refused before the engine is built
+        (("--mode", "oneshot", "--hidden", "300000"), ("--mode oneshot", "300000 x 300000",
+                                                       "available", "lower --hidden")),
+        (("--mode", "oneshot-graph", "--mix-tol", "2"), ("--mix-tol", "(0, 1)")),
         # argparse's own errors: one line too, not the usage block from every rank
         (("--iters", "abc"), ("--iters", "invalid int", "--help")),
         (("--frobnicate",), ("unrecognized arguments: --frobnicate",)),
