@@ -29,6 +29,9 @@ observers between layers are left out):
   of the MPI library that made the run (its ``mpi_library`` attribute).
 - sync-graph: compute, then ``mix_rounds`` rounds; round r ends on rank m at
   the latest round r-1 end among m and its neighbours, plus alpha + bytes/beta.
+- oneshot: after the packing (the ``factor`` phase), one allreduce of the packed
+  statistics, costed as sync's, then each rank's exact solve (its traced CPU);
+  oneshot-graph: ``mix_rounds`` neighbour rounds of them instead of the allreduce.
 
 A neighbour exchange ends one message time after the last of the rank and
 its neighbours is ready; over r rounds that is the latest ready time within
@@ -58,6 +61,7 @@ __all__ = [
     "format_projection",
     "jitter_factors",
     "load_run",
+    "oneshot_end",
     "parse_jitter",
     "parse_network",
     "project",
@@ -67,7 +71,7 @@ __all__ = [
 ]
 
 #: The traced modes; central mode has no timeline to replay.
-MODES = ("async", "sync", "sync-graph")
+MODES = ("async", "sync", "sync-graph", "oneshot", "oneshot-graph")
 #: The auto penalty exchanges two float64 numbers per rank.
 PENALTY_BYTES = 16
 
@@ -229,7 +233,7 @@ def read_trace(run: RunLog) -> Trace:
     mode = str(run.attrs.get("mode", ""))
     if mode not in MODES:
         raise UserError(f"{source}: mode {mode or '?'} has no parallel timeline; replay needs "
-                        "an async, sync or sync-graph run")
+                        "an async, sync, sync-graph, oneshot or oneshot-graph run")
     trace = getattr(run, "trace", None) or {}
     tattrs = getattr(run, "trace_attrs", None) or {}
     if not bool(tattrs.get("recorded", True)):
@@ -268,7 +272,8 @@ def read_trace(run: RunLog) -> Trace:
         puts_apart=mode == "async" and "comm_start" in trace and bool(np.isfinite(
             np.asarray(trace["comm_start"], dtype=np.float64)[layers]).any()),
         mix_rounds=_mix_rounds(mode, tattrs, config, source),
-        auto_penalty=config.get("gamma" if mode == "async" else "rho", "auto") == "auto",
+        auto_penalty=(config.get("gamma" if mode == "async" else "rho", "auto") == "auto"
+                      and not mode.startswith("oneshot")),
         activation=None if rel is None else np.asarray(traj["activation"], dtype=np.int64),
         rel_distance=None if rel is None else np.asarray(rel, dtype=np.float64)[layers],
         measured=np.array([max(row[np.isfinite(row)], default=math.nan) for row in total]),
@@ -298,13 +303,13 @@ def _max_lead(tattrs: dict[str, Any], config: dict[str, Any]) -> int | None:
 
 
 def _mix_rounds(mode: str, tattrs: dict[str, Any], config: dict[str, Any], source: str) -> int:
-    if mode != "sync-graph":
+    if mode not in ("sync-graph", "oneshot-graph"):
         return 0
     rounds = tattrs.get("mix_rounds", -1)
     if rounds is None or int(rounds) < 1:
         rounds = config.get("mix_rounds") or -1
     if int(rounds) < 1:
-        raise UserError(f"{source}: a sync-graph trace without mix_rounds; the file is damaged")
+        raise UserError(f"{source}: a {mode} trace without mix_rounds; the file is damaged")
     return int(rounds)
 
 
@@ -421,7 +426,30 @@ def _solve_graph(tr: Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
     return start, end
 
 
-_SOLVERS = {"async": _solve_async, "sync": _solve_sync, "sync-graph": _solve_graph}
+def oneshot_end(mode: str, ready: np.ndarray, hops: np.ndarray, rounds: int, nbytes: float,
+                net: Network, library: str) -> np.ndarray:
+    """When each rank holds the averaged statistics of a one-shot layer.
+
+    ``oneshot``: one allreduce of ``nbytes`` once the last rank is ready
+    (:func:`~dssfn_mpi.network.allreduce_seconds`); ``oneshot-graph``:
+    ``rounds`` neighbour exchanges of them (:func:`exchange_end`).
+    """
+    if mode == "oneshot":
+        return np.full(ready.size, ready.max() + allreduce_seconds(net, ready.size, nbytes,
+                                                                   library))
+    return exchange_end(ready, hops, rounds, net.message_seconds(nbytes))
+
+
+def _solve_oneshot(tr: Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
+                   net: Network) -> tuple[np.ndarray, np.ndarray]:
+    """The statistics' exchange, then each rank's exact solve (its one traced step)."""
+    ready = oneshot_end(tr.mode, begin, tr.hops, tr.mix_rounds, tr.message_bytes[i], net,
+                        tr.allreduce)
+    return begin[:, None], (ready + cpu[:, 0])[:, None]
+
+
+_SOLVERS = {"async": _solve_async, "sync": _solve_sync, "sync-graph": _solve_graph,
+            "oneshot": _solve_oneshot, "oneshot-graph": _solve_oneshot}
 
 
 def _time_to_eps(end: np.ndarray, activation: np.ndarray | None, rel: np.ndarray | None,

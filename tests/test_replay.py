@@ -256,6 +256,34 @@ def test_sync_graph_rounds_on_a_path(rounds, expected):
     np.testing.assert_allclose(end, expected)
 
 
+# --------------------------------------------------------------------------- one-shot
+
+
+def test_oneshot_exchanges_then_solves():
+    # Packing (factor) 0.5 | 1 s, penalty exchange none even with rho auto in the config;
+    # the allreduce of 4096 bytes over 2 ranks (MPICH, long: 2 alpha + n/beta = 0.3 s)
+    # starts when the last rank packed (1 s); then each rank's solve, 2 | 0.5 s.
+    net = Network("t", alpha=0.1, beta=40960.0)
+    phases = np.zeros((1, 2, 4))
+    phases[0, :, 3] = [0.5, 1]
+    run = make_run("oneshot", [[2], [0.5]], phases=phases, penalty="auto", message_bytes=4096)
+    ((_l, start, end),) = timeline(run, net)
+    np.testing.assert_allclose(start, [[0.5], [1]])
+    np.testing.assert_allclose(end, [[3.3], [1.8]])
+    assert project(run, net).total_seconds == pytest.approx(3.3)
+
+
+def test_oneshot_graph_mixes_its_rounds_on_a_path():
+    # Ready at 1, 2, 4 on the path 0-1-2; two rounds of 0.2 s: 4.4 on every rank (all within
+    # two hops of rank 2), then the solves of 1, 1, 0 s.
+    run = make_run("oneshot-graph", [[1], [1], [0]], PATH3, mix_rounds=2,
+                   phases=np.array([[[1, 0, 0, 0], [2, 0, 0, 0], [4, 0, 0, 0]]], float))
+    (end,) = ends(run)
+    np.testing.assert_allclose(end, [[5.4], [5.4], [4.4]])
+    with pytest.raises(UserError, match="oneshot-graph trace without mix_rounds"):
+        project(make_run("oneshot-graph", [[1], [1]], mix_rounds=-1), NET)
+
+
 def test_sync_graph_needs_its_rounds():
     run = make_run("sync-graph", [[1], [1]], mix_rounds=-1)
     with pytest.raises(UserError, match="mix_rounds"):
