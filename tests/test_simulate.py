@@ -20,16 +20,19 @@ from mpitools import run_cli
 
 from dssfn_mpi.cli import main
 from dssfn_mpi.engines import kernels
+from dssfn_mpi.gramstats import stats_bytes, stats_rounds
 from dssfn_mpi.modelio import load_model
 from dssfn_mpi.replay import load_run, parse_network, project
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.sim.schedule import bounded_delay_times
 from dssfn_mpi.sim.speed import parse_classes
 from dssfn_mpi.stoprule import reason_code
+from dssfn_mpi.topology import make_topology
 
 SMALL = ["--dataset", "digits", "--hidden", "100", "--layers", "2", "--iters", "30",
          "--degree", "2"]
-MODES = ("async", "sync", "sync-graph")
+ITERATIVE = ("async", "sync", "sync-graph")
+MODES = (*ITERATIVE, "oneshot", "oneshot-graph")
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +93,26 @@ def test_event_loop_with_the_trace_gives_the_replay_times(live, tmp_path):
     assert (log.layers["activations"] == 30).all()
 
 
+@pytest.mark.parametrize("mode, bound", [("oneshot", 1e-10), ("oneshot-graph", 1e-8)])
+def test_simulated_oneshot_is_the_exact_solution(tmp_path, mode, bound):
+    # Five nodes on a ring, label-skewed shards: the averaged statistics' exact solve is O*
+    # (the graph form within its mixing accuracy), at every layer, bound active or not.
+    out = tmp_path / "o.h5"
+    assert main(["simulate", "--dataset", "digits", "--hidden", "100", "--layers", "2",
+                 "--degree", "2", "--nodes", "5", "--partition", "dirichlet:0.5",
+                 "--mode", mode, "--network", "eth10", "--out", str(out), "--quiet"]) == 0
+    log = read_runlog(out)
+    assert log.layers["rel_distance"].max() <= bound, log.layers["rel_distance"]
+    assert (log.layers["lambda_star"][1:] > 0).all()
+    assert (log.layers["activations"] == 1).all() and (log.layers["stop_reason"] == -1).all()
+    d = [64, 100, 100]  # digits: P = 64
+    rounds = log.layers["mix_rounds"][0, 0]
+    sends = 1 if mode == "oneshot" else 2 * rounds
+    assert mode == "oneshot" or rounds == stats_rounds(make_topology("ring", 5), 1e-10)
+    for layer in range(3):
+        assert (log.layers["bytes_sent"][layer] == sends * stats_bytes(d[layer], 10)).all()
+
+
 def test_const_speed_bounded_delay_by_hand():
     """Two nodes, one 3x slower, lead 1: node 0 waits for node 1's version k - 1."""
     cost = np.array([[1.0] * 4, [3.0] * 4])
@@ -105,7 +128,7 @@ def test_stop_eps_ends_layers_early_and_records_the_reason(tmp_path):
     args = ["simulate", "--dataset", "digits", "--hidden", "100", "--layers", "1",
             "--iters", "400", "--degree", "2", "--nodes", "6", "--speed", "const:1e-3",
             "--stop", "eps:1e-2", "--quiet"]
-    for mode in MODES:
+    for mode in ITERATIVE:
         assert main([*args, "--mode", mode, "--out", str(out), "--overwrite"]) == 0
         log = read_runlog(out)
         reason, acts = log.layers["stop_reason"][1], log.layers["activations"][1]

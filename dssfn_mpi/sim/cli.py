@@ -68,6 +68,7 @@ def _settings(args: argparse.Namespace):
 
 def run_simulate(args: argparse.Namespace, command_line: str) -> int:
     """Run ``dssfn-mpi simulate``; returns the exit status."""
+    from ..gramstats import ONESHOT_MODES
     from ..network import allreduce_library, parse_network
     from .layerloop import SimOptions, simulate
     from .speed import SpeedModel
@@ -75,7 +76,8 @@ def run_simulate(args: argparse.Namespace, command_line: str) -> int:
     network = parse_network(args.network)
     cfg, nodes, schedule = _settings(args)
     require(nodes >= 2, f"--nodes {nodes}: simulate needs at least 2 nodes")
-    speed = SpeedModel.build(args.speed, nodes, cfg.layers + 1, cfg.iters, cfg.slow,
+    iters = 1 if cfg.mode in ONESHOT_MODES else cfg.iters  # one step: exchange and solve
+    speed = SpeedModel.build(args.speed, nodes, cfg.layers + 1, iters, cfg.slow,
                              args.speeds, args.jitter, args.jitter_seed)
     library = args.allreduce
     if library is None:

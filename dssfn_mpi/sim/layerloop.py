@@ -22,11 +22,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import gramstats
 from ..config import TrainConfig
 from ..engines.sync_graph import MIX_TOLERANCE
 from ..engines.updates import EdgeStep
 from ..equivalence import check_fields
 from ..errors import UserError, require
+from ..gramstats import ONESHOT_MODES, StatsLayout, stats_rounds
 from ..model import accuracy, layer_features
 from ..network import Network, allreduce_seconds
 from ..replay import exchange_end
@@ -34,6 +36,7 @@ from ..solver import LocalInverse, exact_solve
 from ..stoprule import REASONS, NodeCheck
 from .asyncsim import NodeRun, solve_async, staleness
 from .nodes import layer_problems, load_shards, penalties
+from .oneshotsim import pack_statistics, solve_oneshot
 from .schedule import bounded_delay_times, node_runs, replay_reads
 from .speed import SpeedModel
 from .syncsim import hop_matrix, solve_sync
@@ -41,7 +44,7 @@ from .syncsim import hop_matrix, solve_sync
 __all__ = ["SIM_MODES", "SimOptions", "SimResult", "simulate", "solve_layer"]
 
 #: The modes simulate runs (central has no decentralized timeline).
-SIM_MODES = ("async", "sync", "sync-graph")
+SIM_MODES = ("async", "sync", "sync-graph") + ONESHOT_MODES
 #: The auto penalty exchanges two float64 numbers per node.
 PENALTY_BYTES = 16
 
@@ -137,9 +140,12 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     rule = cfg.stop_rule
     rounds = (cfg.mix_rounds or graph.mixing_rounds(MIX_TOLERANCE)
               if cfg.mode == "sync-graph" else 0)
+    if cfg.mode == "oneshot-graph":
+        rounds = stats_rounds(graph, cfg.mix_tol, cfg.mix_rounds)
     neighbors = [tuple(graph.neighbors(m)) for m in range(M)]
     hops = hop_matrix(graph)
-    auto = (cfg.gamma if cfg.mode == "async" else cfg.rho) == "auto"
+    auto = ((cfg.gamma if cfg.mode == "async" else cfg.rho) == "auto"
+            and cfg.mode not in ONESHOT_MODES)
     tt = [float(np.vdot(T, T)) for T in shards.T]
     attrs = {
         **run_attributes(cfg, graph, shards.name, Q, hidden, eps, command_line),
@@ -151,7 +157,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         "simulated": True,
         "sim_speed": opts.speed.description,
         "sim_network": f"{net.name} (alpha {net.alpha:g} s, beta {net.beta:g} B/s)",
-        "sim_allreduce": opts.allreduce if cfg.mode == "sync" else "",
+        "sim_allreduce": opts.allreduce if cfg.mode in ("sync", "oneshot") else "",
         "sim_schedule": opts.schedule[0] if opts.schedule else "",
     }
     ranks = rank_table(graph, shards.sizes)
@@ -165,7 +171,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     t_prev = np.zeros(M)
     for layer in range(cfg.layers + 1):
         d = Ys[0].shape[0] if layer == 0 else hidden
-        need_target = cfg.check or rule.needs_target
+        need_target = cfg.check or rule.needs_target and cfg.mode not in ONESHOT_MODES
         G_sum = np.zeros((d, d)) if need_target else None
         probs = layer_problems(cfg, shards, layer, hidden, eps, Ys, Os, G_sum)
         pens = penalties(cfg, graph, layer, [p.stats for p in probs], rounds)
@@ -173,22 +179,19 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         if need_target:
             B_sum = np.sum(np.stack([p.B for p in probs]), axis=0)
             target = exact_solve(G_sum, B_sum, eps)
-        invs, factor_cpu = [], np.empty(M)
-        for m, p in enumerate(probs):
-            c0 = time.thread_time()
-            shift = float(np.sum(pens[m])) if cfg.mode == "async" else float(pens[m])
-            invs.append(LocalInverse(p.Y, shift, p.G))
-            factor_cpu[m] = time.thread_time() - c0
-            p.G = None
+        if cfg.mode in ONESHOT_MODES:  # the nodes' packed statistics instead of inverses
+            invs, factor_cpu = pack_statistics(probs, StatsLayout(d, Q))
+        else:
+            invs, factor_cpu = _factorise(cfg, probs, pens)
         measured = np.column_stack([[p.features_cpu for p in probs],
                                     [p.penalty_cpu for p in probs], factor_cpu])
         phases = opts.speed.phases(layer, measured)
         begin = _layer_begin(cfg.mode, auto, t_prev, phases, hops, rounds, net, M,
                              opts.allreduce, layer_end, neighbors)
-        message_bytes = Q * d * 8
+        nbytes = gramstats.message_bytes(cfg.mode, Q, d)
         B2s = [2.0 * p.B for p in probs]
         runs, all_done = solve_layer(cfg, opts, layer, invs, B2s, pens, eps, target, rule,
-                                     begin, rounds, hops, neighbors, message_bytes, graph)
+                                     begin, rounds, hops, neighbors, nbytes, graph)
         Os = [r.O.copy() for r in runs]
         t_start = t_prev
         for m in range(M):
@@ -202,7 +205,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         row_layer = []
         for m, (run, p) in enumerate(zip(runs, probs)):
             row = _row(cfg, run, phases[m], begin[m], t_start[m], pens[m], neighbors[m],
-                       message_bytes, rounds, rule.reason(all_done))
+                       nbytes, rounds, rule.reason(all_done))
             resid = shards.T[m] - Os[m] @ p.Y
             row.update(train_cost=float(np.vdot(resid, resid)),
                        train_accuracy=accuracy(Os[m], p.Y, shards.y[m]),
@@ -227,6 +230,18 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     if cfg.save_model is not None:
         _save_model(cfg, shards, hidden, M, Os_all)
     return result
+
+
+def _factorise(cfg: TrainConfig, probs, pens) -> tuple[list[LocalInverse], np.ndarray]:
+    """Each node's local inverse of the layer and the CPU seconds it took (its factor phase)."""
+    invs, factor_cpu = [], np.empty(len(probs))
+    for m, p in enumerate(probs):
+        c0 = time.thread_time()
+        shift = float(np.sum(pens[m])) if cfg.mode == "async" else float(pens[m])
+        invs.append(LocalInverse(p.Y, shift, p.G))
+        factor_cpu[m] = time.thread_time() - c0
+        p.G = None
+    return invs, factor_cpu
 
 
 def _layer_begin(mode: str, auto: bool, t_prev: np.ndarray, phases: np.ndarray,
@@ -258,6 +273,10 @@ def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens,
     """
     M, net = opts.nodes, opts.network
     O_star = None if target is None else target.O
+    if cfg.mode in ONESHOT_MODES:  # invs: the nodes' packed statistics
+        Q, d = B2s[0].shape
+        return solve_oneshot(layer, cfg.mode, graph, StatsLayout(d, Q), invs, eps, begin,
+                             rounds, opts.speed, net, opts.allreduce, hops), True
     if cfg.mode == "async":
         steps = [EdgeStep(B2s[m], pens[m], cfg.eta, eps, invs[m]) for m in range(M)]
         checks = [None if rule.fixed else
@@ -297,16 +316,16 @@ def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: f
         "wait_seconds": run.wait,
         "eval_seconds": math.nan,
         "activations": run.activations,
-        "stop_reason": reason,
+        "stop_reason": -1 if cfg.mode in ONESHOT_MODES else reason,
         "gamma": float(np.mean(pen)),
-        "mix_rounds": rounds if cfg.mode == "sync-graph" else -1,
+        "mix_rounds": rounds if cfg.mode in ("sync-graph", "oneshot-graph") else -1,
         "waits_slept": 0,
     }
     if cfg.mode == "async":
         mean, worst = staleness(run.versions, dm)
         row.update(puts=run.activations * dm, bytes_sent=run.activations * dm * message_bytes,
                    staleness_mean=mean, staleness_max=worst, torn_retries=0, fallbacks=0)
-    elif cfg.mode == "sync":
+    elif cfg.mode in ("sync", "oneshot"):
         row.update(puts=0, bytes_sent=run.activations * message_bytes, torn_retries=-1,
                    fallbacks=-1)
     else:
@@ -365,8 +384,9 @@ def _progress(cfg: TrainConfig, layer: int, runs: list[NodeRun], checks_rows, re
                                          else 0.0)
     acts = np.mean([r.activations for r in runs])
     rel = checks_rows["rel_distance"][-1].max() if checks_rows["rel_distance"] else math.nan
+    stop = "-" if cfg.mode in ONESHOT_MODES else REASONS[reason]
     print(f"layer {layer:>3}/{cfg.layers}  {cfg.mode:<10} simulated {done:10.4f} s  "
-          f"activations {acts:7.1f}  max rel dist {rel:.2e}  stop {REASONS[reason]}",
+          f"activations {acts:7.1f}  max rel dist {rel:.2e}  stop {stop}",
           file=sys.stdout, flush=True)
 
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..engines.updates import mix_round
+from ..gramstats import ONESHOT_MODES
 from ..model import layer_features, one_hot
 from ..solver import auto_penalty, local_multiplier
 
@@ -77,7 +78,7 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
     ``sum_m G_m`` (for the exact solution) so that no node keeps a ``d x d``
     matrix it does not need.
     """
-    auto = cfg.penalty_at(layer) is None and cfg.mode != "central"
+    auto = cfg.penalty_at(layer) is None and cfg.mode not in ("central",) + ONESHOT_MODES
     out = []
     for m, Yprev in enumerate(Ys):
         c0 = time.thread_time()
@@ -91,8 +92,9 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
         c2 = time.thread_time()
         if G_sum is not None:
             G_sum += G
-        dense = 2 * Y.shape[1] >= Y.shape[0]  # LocalInverse's dense path uses G
-        out.append(Layer(Y=Y, G=G if dense else None, B=B, stats=stats, features_cpu=c1 - c0,
+        # LocalInverse's dense path uses G; the one-shot modes send it.
+        keep = 2 * Y.shape[1] >= Y.shape[0] or cfg.mode in ONESHOT_MODES
+        out.append(Layer(Y=Y, G=G if keep else None, B=B, stats=stats, features_cpu=c1 - c0,
                          penalty_cpu=c2 - c1, gram_trace=float(np.trace(G))))
     return out
 
@@ -105,6 +107,8 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
     order of ``graph.neighbors(m)``); sync and sync-graph one rho.
     """
     M = graph.n_nodes
+    if cfg.mode in ONESHOT_MODES:  # solved exactly: no penalty
+        return [float("nan")] * M
     fixed = cfg.penalty_at(layer)
     if cfg.mode == "async":
         if fixed is not None:
