@@ -34,6 +34,22 @@ PROG = "dssfn-mpi"
 MPI_THREAD_LEVEL = "funneled"
 
 
+#: The exit statuses, in every command's ``--help`` (75 is :data:`dssfn_mpi.stopping.EXIT_STOPPED`).
+EXIT_STATUS_HELP = """exit status:
+  0   done
+  1   failure: a run, a check or a job failed (a bug prints its traceback)
+  2   user error: a bad option, file or setting (one line on stderr, nothing written)
+  75  stopped at the time limit (SIGTERM or SIGUSR1): train --resume RUN.h5 continues"""
+
+
+def _command(sub: Any, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand with its description, shown defaults and the exit statuses."""
+    from .options import HelpFormatter
+
+    return sub.add_parser(name, help=help, description=description,
+                          formatter_class=HelpFormatter, epilog=EXIT_STATUS_HELP)
+
+
 def _init_mpi() -> Any:
     """Import (and so initialise) MPI at :data:`MPI_THREAD_LEVEL`."""
     import mpi4py
@@ -105,18 +121,17 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_projection_arguments(p: argparse.ArgumentParser) -> None:
-    """``--network`` and ``--eps`` of the projected times in bench tables and plots."""
+    """``--network`` and ``--eps`` of the projected times in plots."""
     p.add_argument("--network", default="shm", metavar="NAME",
                    help="network of the projected dedicated-core times: shm, ib, eth10 or "
-                   "alpha=SECONDS,beta=BYTES_PER_S (default shm; see dssfn-mpi replay)")
+                   "alpha=SECONDS,beta=BYTES_PER_S (see dssfn-mpi replay)")
     p.add_argument("--eps", type=float, default=1e-2,
-                   help="target relative distance to O* of the projected time to eps "
-                   "(default 1e-2)")
+                   help="target relative distance to O* of the projected time to eps")
 
 
 def _add_train_parser(sub: Any) -> None:
-    p = sub.add_parser("train", help="train with one MPI rank per graph node",
-                       description="Train SSFN layer by layer; run under mpirun -n M.")
+    p = _command(sub, "train", "train with one MPI rank per graph node",
+                 "Train SSFN layer by layer; run under mpirun -n M.")
     _add_train_args(p)
 
 
@@ -125,11 +140,11 @@ def _add_simulate_parser(sub: Any) -> None:
     from .options import add_arguments
     from .sim.cli import SIM_SETTINGS, add_simulate_arguments
 
-    p = sub.add_parser("simulate", help="run the engines' arithmetic for M nodes in one "
-                       "process, in simulated time (docs/SIMULATE.md)",
-                       description="Simulate a decentralized run: every node's updates are "
-                       "the engines' own, the time is simulated under a speed and a network "
-                       "model (docs/SIMULATE.md). No MPI.")
+    p = _command(sub, "simulate", "run the engines' arithmetic for M nodes in one process, in "
+                 "simulated time (docs/SIMULATE.md)",
+                 "Simulate a decentralized run: every node's updates are the engines' own, the "
+                 "time is simulated under a speed and a network model (docs/SIMULATE.md). No "
+                 "MPI.")
     groups = add_arguments(p, TrainConfig, only=SIM_SETTINGS)
     add_simulate_arguments(groups.setdefault("simulation", p.add_argument_group("simulation")))
     groups["output"].add_argument("--quiet", action="store_true",
@@ -137,7 +152,10 @@ def _add_simulate_parser(sub: Any) -> None:
 
 
 def _add_evaluate_parser(sub: Any) -> None:
-    p = sub.add_parser("evaluate", help="score a model saved with train --save-model")
+    p = _command(sub, "evaluate", "score a model saved with train --save-model",
+                 "Score every node's model of every layer, saved with train --save-model, on "
+                 "a dataset's test split: min, mean and max test accuracy over the nodes per "
+                 "layer. One process, no MPI.")
     p.add_argument("model", help="MODEL.h5")
     p.add_argument("--dataset", required=True, help="dataset to score it on")
     p.add_argument("--data-dir", help="folder with the public dataset files")
@@ -146,96 +164,91 @@ def _add_evaluate_parser(sub: Any) -> None:
 
 
 def _add_report_parser(sub: Any) -> None:
-    p = sub.add_parser("report", help="print the summary table of a run log")
-    p.add_argument("runlog", help="RUN.h5 written by train")
-    p.add_argument("--replay", metavar="NETWORK",
-                   help="also print the projected dedicated-core time on NETWORK (see replay)")
+    from .options import RenamedFlag
+
+    p = _command(sub, "report", "print the summary table of a run log",
+                 "Summarise a run log (or each run of a sweep file): its settings, what it "
+                 "measured about MPI (the one-sided write path, passive puts), and per layer "
+                 "the times, the distance to the exact solution and the accuracies. With "
+                 "--network, also the run projected onto one core per rank (as replay).")
+    p.add_argument("runlog", help="RUN.h5 written by train (or a sweep file)")
+    p.add_argument("--network", metavar="NAME",
+                   help="also give the projected dedicated-core time on this network: shm, ib, "
+                   "eth10 or alpha=SECONDS,beta=BYTES_PER_S (see replay)")
+    p.add_argument("--replay", dest="network", action=RenamedFlag, new="--network",
+                   help=argparse.SUPPRESS)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def _add_replay_parser(sub: Any) -> None:
-    p = sub.add_parser("replay", help="project a traced run onto one core per rank",
-                       description="The dedicated-core timeline of a run from its trace: "
-                       "each rank on its own core, messages over a network of latency alpha "
-                       "and bandwidth beta, by the engines' own rules (docs/REPLAY.md).")
+    from .options import RenamedFlag
+
+    p = _command(sub, "replay", "project a traced run onto one core per rank",
+                 "The dedicated-core timeline of a run from its trace: each rank on its own "
+                 "core, messages over a network of latency alpha and bandwidth beta, by the "
+                 "engines' own rules (docs/REPLAY.md).")
     p.add_argument("runlog", help="RUN.h5 written by train (or a sweep file with --run)")
     p.add_argument("--network", default="shm",
-                   help="shm (this machine, default), ib (HDR InfiniBand), eth10 (10 GbE TCP) "
+                   help="shm (this machine), ib (HDR InfiniBand), eth10 (10 GbE TCP) "
                    "or alpha=SECONDS,beta=BYTES_PER_S")
     p.add_argument("--slow", action="append", metavar="RANK:FACTOR",
                    help="that rank's activations take FACTOR times their traced CPU time, as "
                    "under train --slow (repeatable)")
     p.add_argument("--jitter", metavar="exp:MEAN|lognormal:SIGMA",
                    help="each activation's compute times 1 + Exp(MEAN), or exp(N(0, SIGMA^2))")
-    p.add_argument("--seed", type=int, default=0, help="seed of the jitter (default 0)")
+    p.add_argument("--jitter-seed", type=int, default=0, help="seed of the jitter (as simulate)")
+    p.add_argument("--seed", dest="jitter_seed", type=int, action=RenamedFlag,
+                   new="--jitter-seed", help=argparse.SUPPRESS)
     p.add_argument("--eps", type=float, default=1e-2,
-                   help="target relative distance to O* for time to eps (default 1e-2)")
+                   help="target relative distance to O* for time to eps")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--run", metavar="NAME", help="the run of a sweep file to replay")
 
 
-def _add_bench_parser(sub: Any) -> None:
-    p = sub.add_parser("bench", help="run a benchmark sweep into one HDF5 file",
-                       description="Run one benchmark; each configuration is a separate "
-                       "mpirun (or --launcher) job whose run log is appended to --out. "
-                       "'collect' gathers run logs (e.g. Slurm array results) into a sweep.")
-    p.add_argument("name", choices=["degree", "nodes", "table2", "straggler", "contention", "rma",
-                                    "collect"])
-    p.add_argument("inputs", nargs="*", metavar="RUN.h5",
-                   help="collect: the run logs to gather into --out (right after "
-                   "'collect', before the options)")
-    p.add_argument("--preset", choices=["quick", "mid", "paper"], default="quick",
-                   help="quick: tiny, for CI; mid: paper-width layers sized for a 2-core "
-                   "machine (BENCHMARKS.md); paper: the paper's sizes")
-    p.add_argument("--out", required=True, help="sweep file (HDF5) to write")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    p.add_argument("--launcher", help="command that starts MPI jobs, e.g. 'srun --mpi=pmix' "
-                   "(default: the mpirun of this environment)")
-    p.add_argument("--data-dir", help="folder with the public dataset files")
-    p.add_argument("--datasets", help="table2: comma-separated datasets (default: all found)")
-    p.add_argument("--seeds", type=int, help="table2: repetitions with different seeds")
-    p.add_argument("--values", help="the swept values instead of the preset's, comma-separated "
-                   "(degree: degrees, nodes: rank counts, straggler: slow-down factors, "
-                   "contention: busy-process counts)")
-    p.add_argument("--modes", help="comma-separated modes to run (degree/nodes/contention: "
-                   "async, sync, sync-graph; table2: central, sync, sync-graph, async; straggler: "
-                   "async, async-leadS (--max-lead S), async-unbounded, sync, "
-                   "sync-graph (unslowed only))")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a preset field, e.g. --set layers=5 --set dataset=satimage "
-                   "(repeatable; see BENCHMARKS.md)")
-    p.add_argument("--job-timeout", type=float, metavar="SECONDS",
-                   help="kill a configuration after this long and record it as failed")
-    p.add_argument("--kind", choices=["degree", "nodes", "table2", "straggler"],
-                   help="collect: which benchmark the run logs belong to (default: guessed)")
-    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    _add_projection_arguments(p)
+def _add_doctor_parser(sub: Any) -> None:
+    p = _command(sub, "doctor", "check the MPI set-up (run under mpirun -n 2)",
+                 "Check the MPI set-up before training: run it under mpirun -n 2 (or srun -n 2 "
+                 "across two nodes). It prints the MPI library, thread level, one-sided "
+                 "component and window model, BLAS threads and placement, and tests that a "
+                 "put into a window completes while its target computes outside MPI (passive "
+                 "progress, which the async engine needs); exit 1 if it does not.")
+    p.add_argument("--json", action="store_true", help="print one JSON object (rank 0)")
 
 
 def _add_plot_parser(sub: Any) -> None:
-    p = sub.add_parser("plot", help="draw the figures of a benchmark or run file")
+    p = _command(sub, "plot", "draw the figures of a benchmark or run file",
+                 "Draw every figure of a sweep file written by bench (or of a run log or an "
+                 "RMA file) as PNG and PDF, with a Markdown summary table: measured against "
+                 "projected dedicated-core time, time to eps, and (on traced sweeps) the "
+                 "jitter view. Needs matplotlib (pip install 'dssfn-mpi[plot]').")
     p.add_argument("file", help="HDF5 file written by bench or train")
     p.add_argument("--out", default="figures", help="folder for the PNG and PDF figures")
     _add_projection_arguments(p)
 
 
 def _add_data_parser(sub: Any) -> None:
-    p = sub.add_parser("data", help="list, verify or download the public datasets",
-                       description="list: each dataset's state (present, verified); "
-                       "verify: check files against their published sha256 (exit 1 if any "
-                       "is bad); fetch: download, verify and put them where train looks.")
+    p = _command(sub, "data", "list, verify or download the public datasets",
+                 "list: each dataset's state (present, verified); verify: check files against "
+                 "their published sha256 (exit 1 if any is bad); fetch: download, verify and "
+                 "put them where train looks.")
     p.add_argument("action", choices=["list", "verify", "fetch"])
     p.add_argument("names", nargs="*", metavar="NAME",
                    help="dataset names (fetch: at least one; list, verify: default all)")
     p.add_argument("--dest", help="download folder (fetch; default: $DSSFN_DATA_DIR, else "
                    "$XDG_DATA_HOME/dssfn-mpi, i.e. ~/.local/share/dssfn-mpi)")
     p.add_argument("--data-dir", help="folder to look in (list, verify; default: as train)")
+    p.add_argument("--json", action="store_true", help="list: print one JSON object")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand (each declared by its ``_add_*_parser``)."""
+    from .bench.parser import add_bench_parser
+    from .options import HelpFormatter
+
     parser = _Parser(
         prog=PROG,
         description="Asynchronous decentralized SSFN on MPI (Liang et al., ICASSP 2020).",
+        formatter_class=HelpFormatter, epilog=EXIT_STATUS_HELP,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -244,8 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_evaluate_parser(sub)
     _add_report_parser(sub)
     _add_replay_parser(sub)
-    sub.add_parser("doctor", help="check the MPI set-up (run under mpirun -n 2)")
-    _add_bench_parser(sub)  # implemented in dssfn_mpi.bench, as is plot
+    _add_doctor_parser(sub)
+    add_bench_parser(sub, formatter_class=HelpFormatter, epilog=EXIT_STATUS_HELP)
     _add_plot_parser(sub)
     _add_data_parser(sub)
     return parser
@@ -318,11 +331,23 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from .report import format_report
 
-    text = format_report(args.runlog)
-    if args.replay is not None:  # computed before anything is printed
-        from .replay import parse_network, report_projection
+    network = None
+    if args.network is not None:
+        from .replay import parse_network
 
-        text += "\n\n" + report_projection(args.runlog, parse_network(args.replay))
+        network = parse_network(args.network)
+    if args.json:
+        import json
+
+        from .report import report_json
+
+        print(json.dumps(report_json(args.runlog, network)))
+        return 0
+    text = format_report(args.runlog)
+    if network is not None:  # computed before anything is printed
+        from .replay import report_projection
+
+        text += "\n\n" + report_projection(args.runlog, network)
     print(text)
     return 0
 
@@ -340,13 +365,13 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.eps) and args.eps > 0):
         raise UserError(f"--eps must be positive, got {args.eps}")
     run = load_run(args.runlog, args.run)
-    proj = project(run, network, slow=slow, jitter=jitter, seed=args.seed, eps=args.eps)
+    proj = project(run, network, slow=slow, jitter=jitter, seed=args.jitter_seed, eps=args.eps)
     if args.json:
         print(json.dumps(proj.to_json()))
         return 0
     options = [f"slow {r}:{f:g}" for r, f in sorted(slow.items())]
     if jitter is not None:
-        options.append(f"jitter {args.jitter} (seed {args.seed})")
+        options.append(f"jitter {args.jitter} (seed {args.jitter_seed})")
     print(format_projection(proj, run, args.eps, ", ".join(options)))
     return 0
 
@@ -355,13 +380,20 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     """Print the report; exit 1 (every rank) when puts are not passive here."""
     MPI = _init_mpi()
 
-    from .doctor import doctor_report, mpi_facts, passive_put_ok
+    from .doctor import doctor_json, doctor_report, mpi_facts, passive_put_ok
 
     comm = MPI.COMM_WORLD
     facts = mpi_facts(comm, sleep=1.0)
-    text = doctor_report(comm, facts)
-    if text:
-        print(text, flush=True)
+    if args.json:
+        import json
+
+        obj = doctor_json(comm, facts)
+        if obj is not None:
+            print(json.dumps(obj), flush=True)
+    else:
+        text = doctor_report(comm, facts)
+        if text:
+            print(text, flush=True)
     if passive_put_ok(facts):
         return 0
     if comm.Get_rank() == 0:
@@ -374,8 +406,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _cmd_data(args: argparse.Namespace) -> int:
     from .datacmd import data_fetch, data_list, data_verify
 
+    if args.json and args.action != "list":
+        raise UserError(f"--json is for data list (data {args.action} prints no JSON)")
     if args.action == "list":
-        return data_list(args.names, args.data_dir)
+        return data_list(args.names, args.data_dir, as_json=args.json)
     if args.action == "verify":
         return data_verify(args.names, args.data_dir)
     return data_fetch(args.names, args.dest)

@@ -205,7 +205,10 @@ class TrainConfig:
     rho: tuple[float, ...] | str = option(
         "method", "sync consensus penalty, one value or per-layer list (default auto, as "
         "--gamma)", "auto", parse=_per_layer("rho"))
-    eps: float | None = option("method", "squared Frobenius bound (default 2Q)")
+    norm_bound: float | None = option(
+        "method", "eps of the layer problem: the bound on the squared Frobenius norm of each "
+        "output matrix O, ||O||_F^2 <= eps (> 0; default 2Q)", renamed_from="eps",
+        metavar="BOUND")
     central_solver: str = option(
         "method", "central mode: exact (default, the ground truth) or admm (the SSFN authors' "
         "early-stopped ADMM, 100 iterations)", "exact")
@@ -254,7 +257,7 @@ class TrainConfig:
         "output", "write every node's trained weights to this HDF5 file")
     fail_at: tuple[int, int, str] | None = option(
         "output", "fault injection for tests: RANK raises (or is killed) in LAYER",
-        parse=_fail_at, metavar="RANK:LAYER[:kill]")
+        parse=_fail_at, metavar="RANK:LAYER[:kill]", hidden=True)
     # Config files only: keyword arguments of the dataset loader.
     dataset_options: dict[str, Any] = option("data", None, default_factory=dict, parse=_table)
 
@@ -281,7 +284,7 @@ class TrainConfig:
             f"--hidden {hidden} must exceed 2Q = {2 * Q} (Q = {Q} classes): "
             f"the weight is [V_Q O; R] with n - 2Q random rows",
         )
-        return hidden, (self.eps if self.eps is not None else default_eps(Q))
+        return hidden, (self.norm_bound if self.norm_bound is not None else default_eps(Q))
 
     def penalty_at(self, layer: int) -> float | None:
         """The ADMM penalty of ``layer`` for this mode (gamma for async, rho for
@@ -330,10 +333,10 @@ class TrainConfig:
             math.isfinite(self.eta) and 0.0 < self.eta < 2.0,
             f"--eta must lie in (0, 2) (ARock step size), got {self.eta}",
         )
-        if self.eps is not None:
+        if self.norm_bound is not None:
             require(
-                math.isfinite(self.eps) and self.eps > 0,
-                f"--eps must be positive, got {self.eps}",
+                math.isfinite(self.norm_bound) and self.norm_bound > 0,
+                f"--norm-bound must be positive, got {self.norm_bound}",
             )
         if self.max_lead is not None:
             require(self.max_lead >= 0, f"--max-lead must be >= 0, got {self.max_lead}")
@@ -398,7 +401,7 @@ def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
     except ValueError as exc:  # also TOMLDecodeError and UnicodeDecodeError
         raise UserError(f"--config {p}: cannot parse it ({exc})") from None
     require(isinstance(data, dict), f"--config {p}: the top level must be a table/object")
-    return config_from_mapping(data, f"--config {p}")
+    return from_mapping(data, TrainConfig, f"--config {p}", note=True)
 
 
 def _parse_toml(text: str, path: Path) -> Any:

@@ -164,7 +164,7 @@ def _status(checks: list[FileCheck], name: str) -> str:
     return "present, verified"
 
 
-def data_list(names: Sequence[str], data_dir: str | None) -> int:
+def data_list(names: Sequence[str], data_dir: str | None, as_json: bool = False) -> int:
     """``dssfn-mpi data list``: the data folder in use and each dataset's state.
 
     Parameters
@@ -173,6 +173,10 @@ def data_list(names: Sequence[str], data_dir: str | None) -> int:
         Datasets to show (all when empty).
     data_dir
         ``--data-dir``, or None for the default search (:func:`find_data_dir`).
+    as_json
+        Print one JSON object instead: ``{"data_dir": PATH or null, "datasets":
+        {NAME: {"status": PHRASE, "files": [{"file", "status", "path"}]}}}``,
+        each file's status as :class:`~dssfn_mpi.datasets.FileCheck` gives it.
 
     Returns
     -------
@@ -181,6 +185,16 @@ def data_list(names: Sequence[str], data_dir: str | None) -> int:
     """
     wanted = _check_names(names)
     where = find_data_dir(data_dir)
+    if as_json:
+        import json
+
+        checks = {name: check_files(name, data_dir) for name in wanted}
+        print(json.dumps({"data_dir": None if where is None else str(where), "datasets": {
+            name: {"status": _status(c, name),
+                   "files": [{"file": f.file, "status": f.status,
+                              "path": None if f.path is None else str(f.path)} for f in c]}
+            for name, c in checks.items()}}))
+        return 0
     missing = f"(none: {default_data_dir()} does not exist; dssfn-mpi data fetch NAME makes it)"
     print(f"data directory: {where or missing}")
     width = max(len(n) for n in wanted)

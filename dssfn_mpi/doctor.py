@@ -18,7 +18,7 @@ from mpi4py import MPI
 from .errors import UserError
 from .rmacheck import passive_put_check
 
-__all__ = ["RUN_CHECK_SLEEP", "doctor_report", "mpi_facts", "passive_put_ok"]
+__all__ = ["RUN_CHECK_SLEEP", "doctor_json", "doctor_report", "mpi_facts", "passive_put_ok"]
 
 #: Seconds rank 0 sleeps in the passive-put check a training run takes at start-up
 #: (``doctor`` sleeps 1 s). A 64 KiB put takes about 0.1 ms when passive, and
@@ -213,6 +213,28 @@ def _passive_line(facts: dict[str, Any]) -> str:
     return (f"passive put: {word} (64 KiB put + flush, {facts['mpi_passive_put_pair']}, took "
             f"{facts['mpi_passive_put_seconds'] * 1e3:.3f} ms while the target slept "
             "outside MPI)")
+
+
+def doctor_json(comm: MPI.Intracomm, facts: dict[str, Any]) -> dict[str, Any] | None:
+    """What ``doctor --json`` prints: :func:`mpi_facts` and the placement (collective).
+
+    Returns
+    -------
+    dict or None
+        On rank 0: every fact (NaN as None), ``world_size``, ``hosts`` (rank
+        count per host), ``omp_num_threads`` and ``passive_put_ok``
+        (:func:`passive_put_ok`); None on the other ranks.
+    """
+    hosts = comm.gather(MPI.Get_processor_name(), root=0)
+    if comm.Get_rank() != 0:
+        return None
+    assert hosts is not None
+    out: dict[str, Any] = {k: (None if isinstance(v, float) and v != v else v)
+                           for k, v in facts.items()}
+    out.update(world_size=comm.Get_size(), hosts={h: hosts.count(h) for h in dict.fromkeys(hosts)},
+               omp_num_threads=os.environ.get("OMP_NUM_THREADS"),
+               passive_put_ok=passive_put_ok(facts))
+    return out
 
 
 def doctor_report(comm: MPI.Intracomm, facts: dict[str, Any] | None = None) -> str:

@@ -197,7 +197,7 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
     settings = _settings(cfg)
     graph = make_graph(settings, size)
     hidden = settings.hidden or (default_width(q) if q else -1)
-    eps = settings.eps if settings.eps is not None else default_eps(q)
+    eps = settings.norm_bound if settings.norm_bound is not None else default_eps(q)
     attrs = {**run_attributes(settings, graph, settings.dataset, q, hidden, eps, command_line),
              "complete": False, "layers_done": done, "end_time": utc_now(),
              "stopped_by": stopped_by}

@@ -11,6 +11,9 @@ type checking is not enough, its parser. From that one declaration
 * :func:`from_mapping` checks and converts a config file's (or checkpoint's)
   values, refusing unknown keys and wrong types.
 
+A renamed setting keeps its old flag and config key working (``renamed_from``),
+each use noted in one line on stderr (:func:`note_renamed`).
+
 Adding a setting is one field, e.g.
 ``log_every: int = option("output", "rewrite the log every N layers ({default})", 1)``.
 """
@@ -19,13 +22,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .errors import UserError, require
+from .launch import launcher_rank
 
-__all__ = ["Option", "add_arguments", "from_args", "from_mapping", "option", "wrong_type"]
+__all__ = ["HelpFormatter", "Option", "RenamedFlag", "add_arguments", "from_args",
+           "from_mapping", "note_renamed", "option", "wrong_type"]
 
 # A parser turns a value from the command line (``source is None``) or from a
 # file (``source`` names it, for messages) into the setting; it raises UserError.
@@ -56,6 +62,11 @@ class Option:
         Placeholder in ``--help``.
     repeatable : bool
         The flag may be given several times; the setting gets the list.
+    renamed_from : str or None
+        The setting's former name: its flag and config key are still
+        accepted, with a one-line note (:func:`note_renamed`).
+    hidden : bool
+        Left out of ``--help`` (a flag for tests, e.g. fault injection).
     """
 
     group: str
@@ -64,6 +75,53 @@ class Option:
     parse: Parser | None = None
     metavar: str | None = None
     repeatable: bool = False
+    renamed_from: str | None = None
+    hidden: bool = False
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` with each option's default shown, unless its help already says it.
+
+    A description or epilog with line breaks is printed as written (others are
+    wrapped). Options whose default is ``None`` or ``False`` (not given, a
+    switch) show none.
+    """
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (default is None or default is False or default == argparse.SUPPRESS
+                or "default" in text or not action.option_strings or isinstance(default, list)):
+            return text
+        return text + " (default: %(default)s)"
+
+
+def note_renamed(old: str, new: str) -> None:
+    """Say once, on stderr, that ``old`` is now ``new`` (from one rank under a launcher)."""
+    if launcher_rank() == 0:
+        print(f"dssfn-mpi: note: {old} is deprecated, use {new}", file=sys.stderr, flush=True)
+
+
+class RenamedFlag(argparse.Action):
+    """A former flag, still accepted: stores into the new flag's setting, with a note.
+
+    Added with ``help=argparse.SUPPRESS`` beside the new flag, e.g.
+    ``p.add_argument("--replay", dest="network", action=RenamedFlag, new="--network")``.
+    """
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        note_renamed(str(option_string), self.new)
+        setattr(namespace, self.dest, values)
 
 
 def option(group: str, help: str | None, default: Any = None, *,
@@ -154,8 +212,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type,
             continue
         if s.opt.group not in groups:
             groups[s.opt.group] = parser.add_argument_group(s.opt.group)
-        kwargs: dict[str, Any] = {"dest": s.name, "default": None,
-                                  "help": s.opt.help.format(default=s.default)}
+        helptext = argparse.SUPPRESS if s.opt.hidden else s.opt.help.format(default=s.default)
+        kwargs: dict[str, Any] = {"dest": s.name, "default": None, "help": helptext}
         if s.scalar == "bool":
             kwargs["action"] = "store_false" if s.default is True else "store_true"
         else:
@@ -166,6 +224,11 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type,
             if s.opt.metavar is not None:
                 kwargs["metavar"] = s.opt.metavar
         groups[s.opt.group].add_argument(s.flag, **kwargs)
+        if s.opt.renamed_from is not None:
+            old = {k: v for k, v in kwargs.items() if k not in ("help", "action")}
+            groups[s.opt.group].add_argument("--" + s.opt.renamed_from.replace("_", "-"),
+                                             help=argparse.SUPPRESS, action=RenamedFlag,
+                                             new=s.flag, **old)
     return groups
 
 
@@ -197,17 +260,28 @@ def _check_scalar(s: _Setting, value: Any, source: str) -> Any:
     return float(value) if s.scalar == "float" else value
 
 
-def from_mapping(data: dict[str, Any], cls: type, source: str) -> dict[str, Any]:
+def from_mapping(data: dict[str, Any], cls: type, source: str,
+                 note: bool = False) -> dict[str, Any]:
     """Check and convert a mapping of settings of ``cls`` (config file, checkpoint).
 
     Keys may use dashes or underscores. Unknown keys and wrong types are user
     errors, so a typo never silently falls back to a default. ``None`` is
-    accepted for plain settings (their "not set").
+    accepted for plain settings (their "not set"). A setting's former name
+    (``renamed_from``) is read as the setting, noted on stderr when ``note``
+    (a user's file; a saved configuration is read quietly).
     """
-    known = {s.name: s for s in _settings(cls)}
+    settings = _settings(cls)
+    known = {s.name: s for s in settings}
+    renamed = {s.opt.renamed_from: s.name for s in settings if s.opt.renamed_from}
     out: dict[str, Any] = {}
     for key, value in data.items():
         name = key.replace("-", "_")
+        if name in renamed:
+            require(not any(k.replace("-", "_") == renamed[name] for k in data),
+                    f"{source}: {key!r} is the former name of {renamed[name]!r}; keep one")
+            if note:
+                note_renamed(f"{source}: key {key!r}", repr(renamed[name]))
+            name = renamed[name]
         require(name in known, f"{source}: unknown key {key!r}; valid keys: {', '.join(known)}")
         s = known[name]
         if s.scalar is not None:

@@ -13,7 +13,7 @@ import numpy as np
 from .fmt import MISSING, number, percent, setting
 from .runlog import PathLike, RunLog, is_sweep, read_runlog, read_sweep
 
-__all__ = ["format_report"]
+__all__ = ["format_report", "report_json"]
 
 
 def _finite(values: np.ndarray) -> np.ndarray:
@@ -119,18 +119,41 @@ def _mpi_lines(a: dict) -> list[str]:
     ]
 
 
+#: One row of the per-layer table: (name, run-log dataset, statistic over ranks), in
+#: the order of :data:`_COLUMNS` (the test accuracy is min, mean and max).
+_ROW = (
+    ("total_seconds_median", "total_seconds", "median"),
+    ("total_seconds_max", "total_seconds", "max"),
+    ("solve_seconds_median", "solve_seconds", "median"),
+    ("rel_distance_max", "rel_distance", "max"),
+    ("objective_gap_max", "objective_gap", "max"),
+    ("train_cost", "train_cost", "sum"),
+    ("train_accuracy_mean", "train_accuracy", "mean"),
+    ("test_accuracy_min", "test_accuracy", "min"),
+    ("test_accuracy_mean", "test_accuracy", "mean"),
+    ("test_accuracy_max", "test_accuracy", "max"),
+    ("staleness_mean", "staleness_mean", "mean"),
+)
+
+
+def _layer_values(L: dict[str, np.ndarray], l: int) -> dict[str, float]:
+    """The statistics of layer ``l`` that the report prints (NaN: not measured)."""
+    return {name: _stat(L[key][l], how) for name, key, how in _ROW}
+
+
 def _layer_cells(L: dict[str, np.ndarray], l: int) -> list[str]:
+    v = _layer_values(L, l)
     return [
         str(l),
-        number(_stat(L["total_seconds"][l], "median"), ".3f"),
-        number(_stat(L["total_seconds"][l], "max"), ".3f"),
-        number(_stat(L["solve_seconds"][l], "median"), ".3f"),
-        number(_stat(L["rel_distance"][l], "max"), ".3e"),
-        number(_stat(L["objective_gap"][l], "max"), ".3e"),
-        number(_stat(L["train_cost"][l], "sum"), ".4g"),
-        percent(_stat(L["train_accuracy"][l], "mean"), ".2f"),
+        number(v["total_seconds_median"], ".3f"),
+        number(v["total_seconds_max"], ".3f"),
+        number(v["solve_seconds_median"], ".3f"),
+        number(v["rel_distance_max"], ".3e"),
+        number(v["objective_gap_max"], ".3e"),
+        number(v["train_cost"], ".4g"),
+        percent(v["train_accuracy_mean"], ".2f"),
         _accuracies(L["test_accuracy"][l]),
-        number(_stat(L["staleness_mean"][l], "mean"), ".2f"),
+        number(v["staleness_mean"], ".2f"),
     ]
 
 
@@ -157,3 +180,75 @@ def _format_run(run: RunLog) -> str:
         f"{_accuracies(L['test_accuracy'][rows - 1])} %"
     )
     return "\n".join(lines)
+
+
+#: Run attributes the JSON report carries (those the text header shows).
+_JSON_ATTRS = ("mode", "update", "dataset", "nodes", "topology", "degree", "layers", "hidden",
+               "iters", "simulated", "sim_speed", "sim_network", "mpi_library", "mpi_osc",
+               "mpi_thread_level", "mpi_window_model", "mpi_passive_put",
+               "mpi_passive_put_seconds")
+
+
+def _json_value(value: object) -> object:
+    """A JSON-ready attribute: numpy scalars as Python ones, NaN and inf as null."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _run_json(run: RunLog, network: object | None, strict: bool = False) -> dict:
+    L, rows = run.layers, run.layers_done
+    layers = [{"layer": l, **{k: _json_value(v) for k, v in _layer_values(L, l).items()}}
+              for l in range(rows)]
+    timed = [t for t in (_stat(L["total_seconds"][l], "max") for l in range(rows))
+             if math.isfinite(t)]
+    return {
+        "source": str(run.source) if run.source else None,
+        "complete": bool(run.complete),
+        "layers_done": rows,
+        "attrs": {k: _json_value(run.attrs[k]) for k in _JSON_ATTRS if k in run.attrs},
+        "layers": layers,
+        "total_seconds": sum(timed) if timed else None,
+        **({} if network is None else {"projection": _projection_json(run, network, strict)}),
+    }
+
+
+def _projection_json(run: RunLog, network: object, strict: bool) -> dict:
+    """``replay --json``'s object for the run, or (not ``strict``) ``{"error": why not}``."""
+    from .errors import UserError
+    from .replay import project
+
+    try:
+        return project(run, network).to_json()
+    except UserError as exc:
+        if strict:
+            raise
+        return {"error": str(exc)}
+
+
+def report_json(path: PathLike, network: object | None = None) -> dict:
+    """The numbers of :func:`format_report` as one JSON-ready object (``report --json``).
+
+    Parameters
+    ----------
+    path
+        A run log or sweep file.
+    network : dssfn_mpi.network.Network, optional
+        Also give each run's projection onto it (``report --network``).
+
+    Returns
+    -------
+    dict
+        For a run log: ``source``, ``complete``, ``layers_done``, ``attrs``
+        (the settings and MPI facts of the header), ``layers`` (one object per
+        layer: the table's statistics, accuracies as fractions) and
+        ``total_seconds``; unmeasured values are null; with ``network``,
+        ``projection`` (as ``replay --json``; in a sweep, a run that cannot be
+        replayed gets ``{"error": ...}``). For a sweep file:
+        ``{"runs": {name: that object}}``.
+    """
+    if not is_sweep(path):
+        return _run_json(read_runlog(path), network, strict=True)
+    return {"runs": {name: _run_json(run, network) for name, run in read_sweep(path).items()}}

@@ -59,6 +59,16 @@ def test_activation_bench_needs_a_rank_per_neighbour(tmp_path):
     assert "Traceback" not in res.stderr and not (tmp_path / "x.h5").exists()
 
 
+def test_activation_bench_is_a_bench_subcommand(tmp_path):
+    from mpitools import run_cli
+
+    res = run_cli(2, "bench", "activation", "--degrees", "1,4", "--out", str(tmp_path / "x.h5"))
+    assert res.returncode == 2
+    assert [ln for ln in res.stderr.splitlines() if "error" in ln] == [
+        "dssfn-mpi: error: --degrees 1,4 needs positive degrees and at least 5 ranks "
+        "(mpirun -n 5)"], res.stderr
+
+
 def test_activation_bench_ends_every_rank_when_one_fails(tmp_path):
     """A failure on the measuring rank ends the job (the neighbours wait in a barrier for it)
     with a one-line error, a non-zero exit and no file."""

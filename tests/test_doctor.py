@@ -31,6 +31,17 @@ def test_doctor_passes_at_the_training_thread_level():
     assert f"compiled kernels: {compiled_status()}" in res.stdout.splitlines()
 
 
+def test_doctor_json_is_one_object_from_rank_0():
+    import json
+
+    res = run_cli(2, "doctor", "--json")
+    assert res.returncode == 0, res.stderr
+    obj = json.loads(res.stdout)  # one object, nothing else
+    assert obj["world_size"] == 2 and obj["passive_put_ok"] is True
+    assert obj["mpi_passive_put"] == "passive" and obj["mpi_thread_level"] == "MPI_THREAD_FUNNELED"
+    assert sum(obj["hosts"].values()) == 2
+
+
 def _python(code: str, n: int | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-c", textwrap.dedent(code)]
     if n is not None:

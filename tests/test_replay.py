@@ -461,7 +461,7 @@ def test_cli_central_and_missing_file(tmp_path, capsys):
     _one_error_line(capsys, "central")
     assert main(["replay", str(tmp_path / "nope.h5")]) == 2
     _one_error_line(capsys, "does not exist")
-    assert main(["report", str(path), "--replay", "shm"]) == 2
+    assert main(["report", str(path), "--network", "shm"]) == 2
     _one_error_line(capsys, "central")  # nothing of the report printed before the error
 
 
@@ -475,7 +475,7 @@ def test_cli_sweep_needs_a_run_name(tmp_path, capsys):
     _one_error_line(capsys, "'c'", "a, b")
     assert main(["replay", str(path), "--run", "a"]) == 2
     _one_error_line(capsys, "without a trace")
-    assert main(["report", str(path), "--replay", "ib"]) == 0
+    assert main(["report", str(path), "--network", "ib"]) == 0
     out, _err = capsys.readouterr()
     assert out.count("no projection:") == 2
 
@@ -484,7 +484,7 @@ def test_cli_prints_one_json_object_or_a_table(monkeypatch, capsys):
     run = make_run("sync", [[1, 2], [3, 1]])
     monkeypatch.setattr(replay, "load_run", lambda path, name=None: run)
     assert main(["replay", "x.h5", "--network", "alpha=0.1,beta=100", "--json",
-                 "--slow", "0:2", "--jitter", "lognormal:0.3", "--seed", "5"]) == 0
+                 "--slow", "0:2", "--jitter", "lognormal:0.3", "--jitter-seed", "5"]) == 0
     out, err = capsys.readouterr()
     assert err == ""
     obj = json.loads(out)  # exactly one object, nothing else on stdout

@@ -20,7 +20,7 @@ measured-vs-projected figures) and ``figstyle`` (what figures share), ``busy``
 stops them), ``penalty`` (the serial ADMM penalty study behind the
 ``auto`` constants, run by hand), and ``links`` with ``netns`` (the replay's
 network model against rate-capped links between two emulated hosts, run by
-hand as root).
+hand as root); ``parser`` declares every ``bench`` subcommand's options.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def run_bench(args: argparse.Namespace) -> int:
         Parsed ``bench`` arguments: ``name``, ``preset``, ``out``,
         ``overwrite``, ``launcher``, ``data_dir``, ``datasets``, ``seeds``,
         ``dry_run`` and the optional ``set``, ``values``, ``modes``,
-        ``job_timeout``, ``inputs``, ``kind``.
+        ``job_timeout``, ``inputs``, ``kind``; for a tool (``accuracy``,
+        ``penalty``, ``activation``, ``links``) its own options.
 
     Returns
     -------
@@ -52,6 +53,12 @@ def run_bench(args: argparse.Namespace) -> int:
     dssfn_mpi.errors.UserError
         Bad ``--out``, preset, override or dataset, before any job starts.
     """
+    from .parser import TOOLS
+
+    if args.name in TOOLS:
+        from .parser import run_tool
+
+        return run_tool(args)
     from .command import run
 
     return run(args)

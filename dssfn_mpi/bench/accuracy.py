@@ -1,6 +1,6 @@
 """Time to accuracy: live runs and simulated runs of ``--stop eps`` on the same axes.
 
-``python -m dssfn_mpi.bench.accuracy --live SWEEP.h5 --sim RUN.h5 ... --out FIG.png``
+``dssfn-mpi bench accuracy --live SWEEP.h5 --sim RUN.h5 ... --out FIG.png``
 
 Every point is the time the layers from 1 on took to reach the eps rule (layer 0, the input
 layer, is left out: it often ends at the cap, see BENCHMARKS.md "Time to accuracy"):
@@ -29,7 +29,7 @@ from ..errors import UserError
 from ..runlog import RunLog, read_runlog, read_sweep
 from ..stoprule import reason_code
 
-__all__ = ["live_points", "main", "simulated_points"]
+__all__ = ["live_points", "main", "run", "simulated_points"]
 
 _EPS = reason_code("eps")
 
@@ -106,14 +106,14 @@ def _style(variant: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: see the module docstring."""
-    ap = argparse.ArgumentParser(prog="python -m dssfn_mpi.bench.accuracy",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("--live", help="a bench straggler sweep run with --set stop=eps:E")
-    ap.add_argument("--sim", nargs="*", default=[], help="simulated run logs")
-    ap.add_argument("--network", default="shm", help="replay network of the live runs")
-    ap.add_argument("--out", required=True, help="figure (.png; a .pdf is written beside it)")
-    args = ap.parse_args(argv)
+    """``python -m dssfn_mpi.bench.accuracy``: as ``dssfn-mpi bench accuracy``."""
+    from .parser import tool_parser
+
+    return run(tool_parser("accuracy", __doc__.splitlines()[0]).parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Draw the figure and print the table of ``args`` (``dssfn-mpi bench accuracy``)."""
     from .figstyle import plt, save
 
     live = live_points(args.live, args.network) if args.live else {}

@@ -2,7 +2,7 @@
 
 Run as its own job with one rank more than the largest degree::
 
-    mpirun -n 17 python -m dssfn_mpi.bench.activation --out act.h5 [--reps 200]
+    mpirun -n 17 dssfn-mpi bench activation --out act.h5 [--reps 200]
 
 Rank 0 is a hub with ``d`` neighbours (ranks ``1 .. d`` of a star graph; the
 other ranks take no part but the barriers) for each ``d`` of ``--degrees``
@@ -79,8 +79,8 @@ import numpy as np
 
 from ..model import default_width
 
-__all__ = ["ACTIVATION_SCHEMA_VERSION", "PARTS", "format_table", "main", "measure",
-           "write_activation"]
+__all__ = ["ACTIVATION_SCHEMA_VERSION", "PARTS", "format_table", "main",
+           "measure", "run", "write_activation"]
 
 #: 1: first version (2026-11-23); 2: the data floor between processes (``data``, was
 #: ``copy`` within one), degrees to 16, ``--width``, ``compiled`` attribute (2026-11-25);
@@ -438,23 +438,14 @@ def write_activation(path: str | os.PathLike, label: str, res: dict[str, Any]) -
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m dssfn_mpi.bench.activation`` (run under mpirun)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    parser = argparse.ArgumentParser(prog="python -m dssfn_mpi.bench.activation",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", help="HDF5 file to write (rank 0); none: print only")
-    parser.add_argument("--reps", type=int, default=200, help="repetitions per degree (200)")
-    parser.add_argument("--degrees", default="1,2,4,8,16",
-                        help="neighbour counts (1,2,4,8,16)")
-    parser.add_argument("--classes", type=int, default=10, help="Q (10: mnist)")
-    parser.add_argument("--width", type=int, help="layer width n (default 2Q + 1000)")
-    parser.add_argument("--numpy", action="store_true",
-                        help="the activation's numpy path instead of its compiled loops")
-    parser.add_argument("--samples", type=int, default=3000,
-                        help="samples of the local inverse (3000: mnist over 20 nodes)")
-    parser.add_argument("--label", help="group name under /activation (default: "
-                                        "osc-$OMPI_MCA_osc)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    args = parser.parse_args(argv)
+    from .parser import tool_parser
 
+    args = tool_parser("activation", __doc__.split("\n\n")[0]).parse_args(argv)
+    return run(args, "dssfn_mpi.bench.activation")
+
+
+def run(args: argparse.Namespace, prog: str = "dssfn-mpi") -> int:
+    """Measure (collective, under mpirun); errors are printed as ``PROG: error: ...``."""
     from mpi4py import MPI
     from threadpoolctl import threadpool_limits
 
@@ -479,14 +470,14 @@ def main(argv: list[str] | None = None) -> int:
     error = comm.bcast(error, root=0)  # every rank leaves together, none waits alone
     if error is not None:
         if comm.Get_rank() == 0:
-            print(f"dssfn_mpi.bench.activation: error: {error}", file=sys.stderr, flush=True)
+            print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
         return 2
     try:
         with threadpool_limits(limits=1):
             res = measure(comm, degrees, args.classes, args.samples, args.reps, args.width,
                           False if args.numpy else None)
     except Exception as exc:  # the others wait in a barrier for this rank: end them all
-        print(f"dssfn_mpi.bench.activation: error: rank {comm.Get_rank()}: "
+        print(f"{prog}: error: rank {comm.Get_rank()}: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         comm.Abort(1)
         return 1  # pragma: no cover - Abort does not return

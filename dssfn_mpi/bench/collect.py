@@ -85,7 +85,7 @@ def run_collect(args: argparse.Namespace) -> int:
     inputs = [Path(p) for p in (getattr(args, "inputs", None) or [])]
     require(bool(inputs), "bench collect needs run logs: dssfn-mpi bench collect "
             "results/*.h5 --out SWEEP.h5")
-    out = prepare_output(args.out, args.overwrite, args.dry_run)
+    out = prepare_output(args.out, args.overwrite, args.dry_run, "collect")
     for path in inputs:
         require(path.resolve() != out.resolve(), f"{path} is also --out; choose another file")
     runs = [read_runlog(p) for p in inputs]  # UserError names a bad file

@@ -34,6 +34,8 @@ def resolve_preset(args: argparse.Namespace) -> Preset:
     if getattr(args, "seeds", None) is not None:
         require(args.seeds >= 1, f"--seeds must be >= 1, got {args.seeds}")
         p = apply_overrides(p, [f"seeds={args.seeds}"])
+    timeout = getattr(args, "job_timeout", None)
+    require(timeout is None or timeout > 0, f"--job-timeout must be positive, got {timeout}")
     return p
 
 
@@ -73,10 +75,8 @@ def run(args: argparse.Namespace) -> int:
         from .collect import run_collect
 
         return run_collect(args)
-    require(not getattr(args, "inputs", None),
-            f"bench {args.name} takes no run-log arguments (only bench collect does)")
     p = resolve_preset(args)
-    out = prepare_output(args.out, args.overwrite, args.dry_run)
+    out = prepare_output(args.out, args.overwrite, args.dry_run, args.name)
     if args.name == "rma":
         from .rma_jobs import run_rma_bench
 

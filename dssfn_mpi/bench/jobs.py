@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import UserError
+from ..errors import UserError, require
 from ..fmt import percent
 from ..launch import mpi_env, train_command
 from ..runlog import append_run, check_output_path, read_runlog
@@ -56,22 +56,35 @@ class JobResult:
     timed_out: bool = False
 
 
-def prepare_output(out: str | os.PathLike, overwrite: bool, dry_run: bool) -> Path:
-    """Check ``--out`` before any job runs; with ``overwrite``, start a fresh file.
+def prepare_output(out: str | os.PathLike | None, overwrite: bool, dry_run: bool,
+                   name: str = "sweep") -> Path:
+    """Check ``--out`` before any job runs, creating its folder; with ``overwrite``,
+    start a fresh file.
+
+    A dry run needs no ``--out`` (its commands then name ``NAME.h5``) and
+    creates nothing.
 
     Raises
     ------
     UserError
-        The file exists without ``overwrite``, or its directory is missing
-        or not writable.
+        No ``--out`` for a real run; the file exists without ``overwrite``, or
+        its folder cannot be made or is not writable.
     """
+    if out is None:
+        require(dry_run, f"bench {name} needs --out FILE.h5 (only --dry-run goes without)")
+        return Path(f"{name}.h5")
     path = Path(out)
     parent = path.parent if str(path.parent) else Path(".")
-    if dry_run and not parent.exists():
-        # A dry run may be made before the results folder exists (Slurm templates).
-        print(f"note: {parent} does not exist yet; create it before the real run",
-              file=sys.stderr)
-        return path
+    if not parent.exists():
+        if dry_run:
+            print(f"note: {parent} does not exist yet; the real run creates it",
+                  file=sys.stderr)
+            return path
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"--out {path}: cannot create its folder {parent} "
+                            f"({exc.strerror}); choose another --out") from None
     check_output_path(path, overwrite)
     if overwrite and path.exists() and not dry_run:
         path.unlink()  # append_run would otherwise add to the old sweep

@@ -2,8 +2,8 @@
 
 Run as root (it creates network namespaces; see :mod:`dssfn_mpi.bench.netns`)::
 
-    python -m dssfn_mpi.bench.links run --out links/ [--rates 10gbit,1gbit,100mbit]
-    python -m dssfn_mpi.bench.links table links/
+    dssfn-mpi bench links run --out links/ [--rates 10gbit,1gbit,100mbit]
+    dssfn-mpi bench links table links/
 
 ``run`` makes two hosts joined by one veth pair and, per pass, runs on two
 ranks, one per host, over ``osc/rdma`` + ``btl/tcp``: an async and a sync
@@ -36,11 +36,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import UserError, require
 from ..fmt import number
 
-__all__ = ["LinkRow", "link_alpha", "link_rows", "links_markdown", "main", "parse_rates",
-           "rate_label", "solve_seconds"]
+__all__ = ["LinkRow", "link_alpha", "link_rows", "links_markdown", "main",
+           "parse_rates", "rate_label", "run", "solve_seconds"]
 
 _UNITS = {"gbit": 1e9, "mbit": 1e6, "kbit": 1e3, "bit": 1.0}
 #: What every training run of the benchmark is (2 ranks, one edge).
@@ -313,31 +313,27 @@ def run_links(out: Path, rates: list[float], reps: int, timeout: float, passes: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m dssfn_mpi.bench.links``."""
-    parser = argparse.ArgumentParser(prog="python -m dssfn_mpi.bench.links",
-                                     description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    run = sub.add_parser("run", help="measure (root: creates two network namespaces)")
-    run.add_argument("--out", required=True, help="folder for the files")
-    run.add_argument("--rates", default="10gbit,1gbit,100mbit", help="link rates (%(default)s)")
-    run.add_argument("--reps", type=int, default=10, help="RMA benchmark repetitions (10)")
-    run.add_argument("--passes", type=int, default=1, help="repeat everything (1)")
-    run.add_argument("--progress-thread", action="store_true",
-                     help="Open MPI's TCP progress thread on (OMPI_MCA_btl_tcp_progress_thread=1)")
-    run.add_argument("--job-timeout", type=float, default=900.0, help="seconds per job (900)")
-    table = sub.add_parser("table", help="replay the runs of a folder; print the table")
-    table.add_argument("folder")
-    args = parser.parse_args(argv)
+    """``python -m dssfn_mpi.bench.links``: as ``dssfn-mpi bench links``."""
+    from .parser import tool_parser
+
+    parser = tool_parser("links", __doc__.split("\n\n")[0])
     try:
-        if args.cmd == "run":
-            if args.progress_thread:
-                os.environ["OMPI_MCA_btl_tcp_progress_thread"] = "1"
-            run_links(Path(args.out), parse_rates(args.rates), args.reps, args.job_timeout,
-                      args.passes)
-        print(links_markdown(link_rows(args.out if args.cmd == "run" else args.folder)))
+        return run(parser.parse_args(argv))
     except UserError as exc:
         print(f"dssfn_mpi.bench.links: error: {exc}", file=sys.stderr)
         return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``args.cmd`` (``run`` or ``table``); UserError on bad input."""
+    if args.cmd == "run":
+        require(args.reps >= 1 and args.passes >= 1, "--reps and --passes must be >= 1")
+        require(args.job_timeout > 0, f"--job-timeout must be positive, got {args.job_timeout}")
+        if args.progress_thread:
+            os.environ["OMPI_MCA_btl_tcp_progress_thread"] = "1"
+        run_links(Path(args.out), parse_rates(args.rates), args.reps, args.job_timeout,
+                  args.passes)
+    print(links_markdown(link_rows(args.out if args.cmd == "run" else args.folder)))
     return 0
 
 

@@ -4,9 +4,9 @@ activations it needs to get within a tolerance, per layer and penalty.
 A serial study (no MPI), the evidence behind the ``auto`` constants in
 :mod:`dssfn_mpi.solver`::
 
-    python -m dssfn_mpi.bench.penalty --dataset digits --layers 20 --engine sync
-    python -m dssfn_mpi.bench.penalty --dataset vowel --layers 12 --engine async --degree 8
-    python -m dssfn_mpi.bench.penalty --dataset digits --engine async --degree 2 --to-eps 1e-2
+    dssfn-mpi bench penalty --dataset digits --layers 20 --engine sync
+    dssfn-mpi bench penalty --dataset vowel --layers 12 --engine async --degree 8
+    dssfn-mpi bench penalty --dataset digits --engine async --degree 2 --to-eps 1e-2
 
 Along the *centralized* path (every layer's features built from the exact O*
 of the layer before), the training set is split uniformly over M nodes and
@@ -47,7 +47,7 @@ from ..partition import partition
 from ..solver import LocalInverse, auto_penalty, exact_solve, local_multiplier
 from ..topology import Graph, make_topology
 
-__all__ = ["consensus_admm", "edge_arock", "sweep"]
+__all__ = ["consensus_admm", "edge_arock", "main", "run", "sweep"]
 
 
 def consensus_admm(
@@ -204,33 +204,32 @@ def to_eps(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dssfn_mpi.bench.penalty",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", default="digits")
-    parser.add_argument("--layers", type=int, default=10)
-    parser.add_argument("--engine", choices=("sync", "async"), default="sync")
-    parser.add_argument("--nodes", type=int, default=20)
-    parser.add_argument("--degree", type=int, default=None,
-                        help="of the circular graph (default 8; --to-eps: its default)")
-    parser.add_argument("--topology", default="circular", help="--to-eps only")
-    parser.add_argument("--iters", type=int, default=200,
-                        help="K; with --to-eps the cap of each layer")
-    parser.add_argument("--powers", default="-2,-1,0,1,2,3",
-                        help="penalty = auto x 2^k for these k")
-    parser.add_argument("--to-eps", type=float, default=None, metavar="TOL",
-                        help="count activations to TOL in the simulator instead")
-    args = parser.parse_args(argv)
+    """``python -m dssfn_mpi.bench.penalty``: as ``dssfn-mpi bench penalty``."""
+    from .parser import tool_parser
+
+    parser = tool_parser("penalty", __doc__.split("\n\n")[0])
+    try:
+        return run(parser.parse_args(argv))
+    except UserError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the sweep of ``args`` (``dssfn-mpi bench penalty``); UserError on bad input."""
     try:
         powers = tuple(int(k) for k in args.powers.split(","))
+    except ValueError:
+        raise UserError(f"--powers {args.powers!r}: expected comma-separated integers") from None
+    try:
         if args.to_eps is None:
             sweep(args.dataset, args.layers, args.engine, args.nodes, args.degree or 8,
                   args.iters, powers)
         else:
             to_eps(args.dataset, args.layers, args.engine, args.nodes, args.degree, args.topology,
                    args.to_eps, args.iters, powers)
-    except (UserError, ValueError) as exc:
-        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
     return 0
 
 

@@ -1,0 +1,237 @@
+"""``dssfn-mpi bench NAME``: one subcommand per benchmark, each with its own options and help.
+
+The sweeps (``degree``, ``nodes``, ``table2``, ``straggler``, ``contention``,
+``rma``) and ``collect`` run through :func:`dssfn_mpi.bench.run_bench`; the
+tools (``accuracy``, ``penalty``, ``activation``, ``links``) are their modules'
+modules' ``run``, their options declared here (:func:`tool_parser`: the same
+options as ``python -m dssfn_mpi.bench.NAME``). The defaults that a preset
+sets (swept values, modes) are listed per preset in each option's help, read
+from :data:`dssfn_mpi.bench.presets.PRESETS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .presets import PRESETS
+
+__all__ = ["SWEEPS", "TOOLS", "add_bench_parser", "run_tool", "tool_parser"]
+
+#: What each sweep's ``--values`` are.
+SWEEPS = {
+    "degree": "node degrees d of the circular graph",
+    "nodes": "rank counts M",
+    "table2": None,
+    "straggler": "slow-down factors of the one slowed rank",
+    "contention": "busy processes beside the job",
+}
+
+#: The tools: module under dssfn_mpi.bench and its one-line help.
+TOOLS = {
+    "accuracy": "time to eps of live and simulated --stop eps runs, one figure and a table",
+    "penalty": "serial ADMM penalty sweep behind the auto penalties (no MPI)",
+    "activation": "one async activation and one sync iteration against their floors "
+                  "(run under mpirun -n 17)",
+    "links": "the replay's network model on rate-capped links between two emulated hosts "
+             "(root)",
+}
+
+_DESCRIPTIONS = {
+    "degree": "Every mode at each node degree d of the circular graph, M fixed (paper fig. 2).",
+    "nodes": "Every mode at each rank count M, ring topology (paper fig. 3).",
+    "table2": "The paper's Table 2: test accuracy and time of every mode on each dataset "
+              "whose files are found.",
+    "straggler": "One rank slowed by each factor; async (bounded and unbounded delay) "
+                 "against sync.",
+    "contention": "Every mode and wait policy with busy processes beside the job (a shared "
+                  "machine).",
+    "rma": "The one-sided micro-benchmark: put latency and bandwidth, passive progress, "
+           "as 2-rank jobs.",
+    "collect": "Gather run logs (e.g. the results of a Slurm array) into one sweep file.",
+}
+
+
+def _by_preset(bench: str, field: str) -> str:
+    """``quick: 2,4,5; mid: ...; paper: ...`` of a preset field."""
+    def text(v: Any) -> str:
+        items = v if isinstance(v, tuple) else (v,)
+        return ",".join(f"{x:g}" if isinstance(x, float) else str(x) for x in items)
+
+    return "; ".join(f"{name}: {text(getattr(p, field))}" for name, p in PRESETS[bench].items())
+
+
+def _common(p: argparse.ArgumentParser, data: bool = True) -> None:
+    """Options of every sweep: preset, output, launcher, overrides."""
+    p.add_argument("--preset", choices=["quick", "mid", "paper"], default="quick",
+                   help="quick: tiny, for CI; mid: paper-width layers sized for a 2-core "
+                   "machine (BENCHMARKS.md); paper: the paper's sizes")
+    _output(p)
+    p.add_argument("--launcher", help="command that starts MPI jobs, e.g. 'srun --mpi=pmix' "
+                   "(default: the mpirun of this environment)")
+    if data:
+        p.add_argument("--data-dir", help="folder with the public dataset files")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a preset field, e.g. --set layers=5 --set dataset=satimage "
+                   "(repeatable; see BENCHMARKS.md)")
+
+
+def _output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", help="sweep file (HDF5) to write; its folder is created "
+                   "(required unless --dry-run)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+
+
+def _jobs(p: argparse.ArgumentParser, bench: str) -> None:
+    """Per-job options of the training sweeps, with each preset's swept values and modes."""
+    if SWEEPS[bench] is not None:
+        p.add_argument("--values", help=f"the swept {SWEEPS[bench]}, comma-separated "
+                       f"(default, by preset: {_by_preset(bench, 'values')})")
+    p.add_argument("--modes", help="comma-separated modes to run (default, by preset: "
+                   f"{_by_preset(bench, 'modes')})")
+    p.add_argument("--job-timeout", type=float, metavar="SECONDS",
+                   help="kill a configuration after this long and record it as failed")
+    p.add_argument("--network", default="shm", metavar="NAME",
+                   help="network of the projected dedicated-core times: shm, ib, eth10 or "
+                   "alpha=SECONDS,beta=BYTES_PER_S (see dssfn-mpi replay)")
+    p.add_argument("--eps", type=float, default=1e-2,
+                   help="target relative distance to O* of the projected time to eps")
+
+
+def _add_sweep(sub: Any, name: str, **kw: Any) -> argparse.ArgumentParser:
+    text = _DESCRIPTIONS[name].rstrip(".")
+    p = sub.add_parser(name, help=text[0].lower() + text[1:],
+                       description=_DESCRIPTIONS[name], **kw)
+    p.set_defaults(inputs=[])
+    return p
+
+
+def add_bench_parser(sub: Any, **kw: Any) -> argparse.ArgumentParser:
+    """Add ``bench`` and its subcommands to the subparsers ``sub``.
+
+    Parameters
+    ----------
+    sub
+        The ``add_subparsers`` object of the ``dssfn-mpi`` parser.
+    **kw
+        Passed to every ``add_parser`` (formatter class, epilog).
+    """
+    p = sub.add_parser("bench", help="run a benchmark sweep into one HDF5 file, or a "
+                       "benchmark tool", description="Run one benchmark; each configuration of "
+                       "a sweep is a separate mpirun (or --launcher) job whose run log is "
+                       "appended to --out. See dssfn-mpi bench NAME --help.", **kw)
+    benches = p.add_subparsers(dest="name", required=True, metavar="NAME")
+    for name in SWEEPS:
+        b = _add_sweep(benches, name, **kw)
+        _common(b)
+        if name == "table2":
+            b.add_argument("--datasets", help="comma-separated datasets (default, by preset: "
+                           f"{_by_preset('table2', 'datasets')}; those whose files load)")
+            b.add_argument("--seeds", type=int, help="repetitions with seeds 0..SEEDS-1 "
+                           f"(default, by preset: {_by_preset('table2', 'seeds')})")
+        _jobs(b, name)
+    _common(_add_sweep(benches, "rma", **kw), data=False)
+    c = _add_sweep(benches, "collect", **kw)
+    c.add_argument("inputs", nargs="+", metavar="RUN.h5", help="the run logs to gather")
+    _output(c)
+    c.add_argument("--kind", choices=["degree", "nodes", "table2", "straggler"],
+                   help="which benchmark the run logs belong to (default: guessed)")
+    for name, text in TOOLS.items():
+        t = benches.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".",
+                               **kw)
+        _TOOL_ARGS[name](t)
+    return p
+
+
+# The tools' options, here rather than in their modules so that building the command
+# line imports none of them (their numerical imports take a second).
+
+def _accuracy_args(ap: argparse.ArgumentParser) -> None:
+    """The options of ``dssfn-mpi bench accuracy``."""
+    ap.add_argument("--live", metavar="SWEEP.h5",
+                    help="a bench straggler sweep run with --set stop=eps:E")
+    ap.add_argument("--sim", nargs="*", default=[], metavar="RUN.h5",
+                    help="simulated run logs (dssfn-mpi simulate --stop eps:E)")
+    ap.add_argument("--network", default="shm",
+                    help="replay network of the live runs: shm, ib, eth10 or "
+                    "alpha=SECONDS,beta=BYTES_PER_S")
+    ap.add_argument("--out", required=True, help="figure (.png; a .pdf is written beside it)")
+
+
+def _penalty_args(parser: argparse.ArgumentParser) -> None:
+    """The options of ``dssfn-mpi bench penalty``."""
+    parser.add_argument("--dataset", default="digits", help="dataset of the layer problems")
+    parser.add_argument("--layers", type=int, default=10, help="layers swept")
+    parser.add_argument("--engine", choices=("sync", "async"), default="sync",
+                        help="consensus ADMM (sync) or the async edge update")
+    parser.add_argument("--nodes", type=int, default=20, help="nodes M")
+    parser.add_argument("--degree", type=int, default=None,
+                        help="of the circular graph (default 8; --to-eps: its topology's "
+                        "default)")
+    parser.add_argument("--topology", default="circular", help="graph of --to-eps (only)")
+    parser.add_argument("--iters", type=int, default=200,
+                        help="K; with --to-eps the cap of each layer")
+    parser.add_argument("--powers", default="-2,-1,0,1,2,3",
+                        help="penalty = auto x 2^k for these integers k")
+    parser.add_argument("--to-eps", type=float, default=None, metavar="TOL",
+                        help="count activations to TOL in the simulator instead")
+
+
+def _activation_args(parser: argparse.ArgumentParser) -> None:
+    """The options of ``dssfn-mpi bench activation``."""
+    parser.add_argument("--out", help="HDF5 file to write (rank 0); none: print only")
+    parser.add_argument("--reps", type=int, default=200, help="repetitions per degree")
+    parser.add_argument("--degrees", default="1,2,4,8,16", help="neighbour counts")
+    parser.add_argument("--classes", type=int, default=10, help="Q (10: mnist)")
+    parser.add_argument("--width", type=int, help="layer width n (default 2Q + 1000)")
+    parser.add_argument("--numpy", action="store_true",
+                        help="the activation's numpy path instead of its compiled loops")
+    parser.add_argument("--samples", type=int, default=3000,
+                        help="samples of the local inverse (3000: mnist over 20 nodes)")
+    parser.add_argument("--label", help="group name under /activation (default: "
+                                        "osc-$OMPI_MCA_osc)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+
+
+def _links_args(parser: argparse.ArgumentParser) -> None:
+    """The actions and options of ``dssfn-mpi bench links``."""
+    sub = parser.add_subparsers(dest="cmd", required=True, metavar="{run,table}")
+    run = sub.add_parser("run", help="measure (root: creates two network namespaces)",
+                         description="Measure; as root (it creates two network namespaces).",
+                         formatter_class=parser.formatter_class)
+    run.add_argument("--out", required=True, help="folder for the files")
+    run.add_argument("--rates", default="10gbit,1gbit,100mbit", help="link rates")
+    run.add_argument("--reps", type=int, default=10, help="RMA benchmark repetitions")
+    run.add_argument("--passes", type=int, default=1, help="repeat everything")
+    run.add_argument("--progress-thread", action="store_true",
+                     help="Open MPI's TCP progress thread on (OMPI_MCA_btl_tcp_progress_thread=1)")
+    run.add_argument("--job-timeout", type=float, default=900.0, help="seconds per job")
+    table = sub.add_parser("table", help="replay the runs of a folder; print the table",
+                           description="Replay the runs of a folder; print the table.",
+                           formatter_class=parser.formatter_class)
+    table.add_argument("folder", help="a folder written by run")
+
+
+_TOOL_ARGS = {"accuracy": _accuracy_args, "penalty": _penalty_args,
+              "activation": _activation_args, "links": _links_args}
+
+
+def tool_parser(name: str, description: str) -> argparse.ArgumentParser:
+    """The parser of ``python -m dssfn_mpi.bench.NAME``: the options of ``bench NAME``."""
+    from ..options import HelpFormatter
+
+    parser = argparse.ArgumentParser(prog=f"python -m dssfn_mpi.bench.{name}",
+                                     description=description, formatter_class=HelpFormatter)
+    _TOOL_ARGS[name](parser)
+    return parser
+
+
+def run_tool(args: argparse.Namespace) -> int:
+    """Run the tool ``args.name`` with its parsed options (its module's ``run``)."""
+    import importlib
+
+    module = importlib.import_module(f".{args.name}", __package__)
+    if args.name == "activation":
+        return module.run(args, "dssfn-mpi")
+    return module.run(args)
