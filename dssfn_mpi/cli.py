@@ -122,11 +122,13 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_projection_arguments(p: argparse.ArgumentParser) -> None:
     """``--network`` and ``--eps`` of the projected times in plots."""
+    from .options import positive
+
     p.add_argument("--network", default="shm", metavar="NAME",
                    help="network of the projected dedicated-core times: shm, ib, eth10 or "
                    "alpha=SECONDS,beta=BYTES_PER_S (see dssfn-mpi replay)")
-    p.add_argument("--eps", type=float, default=1e-2,
-                   help="target relative distance to O* of the projected time to eps")
+    p.add_argument("--eps", type=positive, default=1e-2,
+                   help="target relative distance to O* of the projected time to eps (> 0)")
 
 
 def _add_train_parser(sub: Any) -> None:
@@ -152,6 +154,8 @@ def _add_simulate_parser(sub: Any) -> None:
 
 
 def _add_evaluate_parser(sub: Any) -> None:
+    from .options import at_least
+
     p = _command(sub, "evaluate", "score a model saved with train --save-model",
                  "Score every node's model of every layer, saved with train --save-model, on "
                  "a dataset's test split: min, mean and max test accuracy over the nodes per "
@@ -159,8 +163,8 @@ def _add_evaluate_parser(sub: Any) -> None:
     p.add_argument("model", help="MODEL.h5")
     p.add_argument("--dataset", required=True, help="dataset to score it on")
     p.add_argument("--data-dir", help="folder with the public dataset files")
-    p.add_argument("--seed", type=int, default=None,
-                   help="split seed of the dataset (default: the model's)")
+    p.add_argument("--seed", type=at_least(0), default=None,
+                   help="split seed of the dataset, >= 0 (default: the model's)")
 
 
 def _add_report_parser(sub: Any) -> None:
@@ -181,7 +185,7 @@ def _add_report_parser(sub: Any) -> None:
 
 
 def _add_replay_parser(sub: Any) -> None:
-    from .options import RenamedFlag
+    from .options import RenamedFlag, at_least, positive
 
     p = _command(sub, "replay", "project a traced run onto one core per rank",
                  "The dedicated-core timeline of a run from its trace: each rank on its own "
@@ -196,11 +200,12 @@ def _add_replay_parser(sub: Any) -> None:
                    "under train --slow (repeatable)")
     p.add_argument("--jitter", metavar="exp:MEAN|lognormal:SIGMA",
                    help="each activation's compute times 1 + Exp(MEAN), or exp(N(0, SIGMA^2))")
-    p.add_argument("--jitter-seed", type=int, default=0, help="seed of the jitter (as simulate)")
-    p.add_argument("--seed", dest="jitter_seed", type=int, action=RenamedFlag,
+    p.add_argument("--jitter-seed", type=at_least(0), default=0,
+                   help="seed of the jitter, >= 0 (as simulate)")
+    p.add_argument("--seed", dest="jitter_seed", type=at_least(0), action=RenamedFlag,
                    new="--jitter-seed", help=argparse.SUPPRESS)
-    p.add_argument("--eps", type=float, default=1e-2,
-                   help="target relative distance to O* for time to eps")
+    p.add_argument("--eps", type=positive, default=1e-2,
+                   help="target relative distance to O* for time to eps (> 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--run", metavar="NAME", help="the run of a sweep file to replay")
 
@@ -354,7 +359,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_replay(args: argparse.Namespace) -> int:
     import json
-    import math
 
     from .config import parse_slow
     from .replay import format_projection, load_run, parse_jitter, parse_network, project
@@ -362,8 +366,6 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     network = parse_network(args.network)
     slow = parse_slow(args.slow)
     jitter = parse_jitter(args.jitter) if args.jitter is not None else None
-    if not (math.isfinite(args.eps) and args.eps > 0):
-        raise UserError(f"--eps must be positive, got {args.eps}")
     run = load_run(args.runlog, args.run)
     proj = project(run, network, slow=slow, jitter=jitter, seed=args.jitter_seed, eps=args.eps)
     if args.json:

@@ -93,6 +93,7 @@ def parse_fail_at(text: str | None) -> tuple[int, int, str] | None:
         raise UserError(f"--fail-at {text!r}: expected RANK:LAYER or RANK:LAYER:kill") from None
     require(how in ("raise", "kill") and len(parts) <= 3,
             f"--fail-at {text!r}: the third part may only be 'kill'")
+    require(rank >= 0 and layer >= 0, f"--fail-at {text!r}: RANK and LAYER must be >= 0")
     return rank, layer, how
 
 
@@ -146,7 +147,8 @@ def _fail_at(value: Any, source: str | None) -> tuple[int, int, str] | None:
 
 
 def _max_lead(value: int, source: str | None) -> int | None:
-    """A negative bound (``-1``) means fully asynchronous: no bound on the delay."""
+    """``-1`` means fully asynchronous: no bound on the delay (None)."""
+    require(value >= -1, f"--max-lead must be >= 0, or -1 for no bound, got {value}")
     return None if value < 0 else value
 
 
@@ -187,7 +189,8 @@ class TrainConfig:
                          "edge")
     topology: str = option("method", "circular (default), ring, complete, random-regular, file",
                            "circular")
-    degree: int | None = option("method", "node degree d of circular/random-regular graphs")
+    degree: int | None = option("method", "node degree d of circular/random-regular graphs "
+                                "(1..M-1; default 2, 1 when M = 2)")
     edges: str | None = option("method", "edge-list file for --topology file")
     layers: int = option("method", "hidden layers L; layers 0..L are solved ({default})", 10)
     hidden: int | None = option("method", "hidden width n (default 2Q + 1000)")
@@ -229,7 +232,7 @@ class TrainConfig:
         "method", "how a rank waits for others, the same in every engine: spin (poll like "
         "blocking MPI), hybrid (spin 30 us, then sleep) or auto (default: from the ranks per "
         "core and how fast partners answer)", "auto")
-    seed: int = option("method", "seed of the split, shards, graph and random weights", 0)
+    seed: int = option("method", "seed of the split, shards, graph and random weights (>= 0)", 0)
     slow: dict[int, float] = option(
         "method", "make RANK's activations FACTOR times slower (repeatable)",
         default_factory=dict, parse=_slow, metavar="RANK:FACTOR", repeatable=True)
@@ -342,6 +345,13 @@ class TrainConfig:
             require(self.max_lead >= 0, f"--max-lead must be >= 0, got {self.max_lead}")
         require(math.isfinite(self.mix_tol) and 0.0 < self.mix_tol < 1.0,
                 f"--mix-tol must lie in (0, 1), got {self.mix_tol}")
+        if self.degree is not None:
+            require(self.degree >= 1, f"--degree must be >= 1 (neighbours per node), "
+                    f"got {self.degree}")
+        require(self.seed >= 0, f"--seed must be >= 0, got {self.seed}")
+        # (> 2Q is checked once the data, and so Q, is known)
+        require(self.hidden is None or self.hidden >= 1,
+                f"--hidden must be a width >= 1 (more than 2Q), got {self.hidden}")
         if self.mix_rounds is not None:
             require(self.mix_rounds >= 1, f"--mix-rounds must be >= 1, got {self.mix_rounds}")
         require(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -30,8 +31,8 @@ from typing import Any, Callable
 from .errors import UserError, require
 from .launch import launcher_rank
 
-__all__ = ["HelpFormatter", "Option", "RenamedFlag", "add_arguments", "from_args",
-           "from_mapping", "note_renamed", "option", "wrong_type"]
+__all__ = ["HelpFormatter", "Option", "RenamedFlag", "add_arguments", "at_least", "from_args",
+           "from_mapping", "note_renamed", "option", "positive", "wrong_type"]
 
 # A parser turns a value from the command line (``source is None``) or from a
 # file (``source`` names it, for messages) into the setting; it raises UserError.
@@ -99,6 +100,35 @@ class HelpFormatter(argparse.HelpFormatter):
                 or "default" in text or not action.option_strings or isinstance(default, list)):
             return text
         return text + " (default: %(default)s)"
+
+
+def at_least(low: int) -> Callable[[str], int]:
+    """argparse ``type`` of an integer option documented as ``>= low``.
+
+    A value below is a bad command line (one line, exit 2), not a failure later.
+    """
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer >= {low}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def positive(text: str) -> float:
+    """argparse ``type`` of a float option documented as positive (and finite)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
 
 
 def note_renamed(old: str, new: str) -> None:

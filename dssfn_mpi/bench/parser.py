@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..options import at_least, positive
 from .presets import PRESETS
 
 __all__ = ["SWEEPS", "TOOLS", "add_bench_parser", "run_tool", "tool_parser"]
@@ -90,13 +91,13 @@ def _jobs(p: argparse.ArgumentParser, bench: str) -> None:
                        f"(default, by preset: {_by_preset(bench, 'values')})")
     p.add_argument("--modes", help="comma-separated modes to run (default, by preset: "
                    f"{_by_preset(bench, 'modes')})")
-    p.add_argument("--job-timeout", type=float, metavar="SECONDS",
-                   help="kill a configuration after this long and record it as failed")
+    p.add_argument("--job-timeout", type=positive, metavar="SECONDS",
+                   help="kill a configuration after this long (> 0) and record it as failed")
     p.add_argument("--network", default="shm", metavar="NAME",
                    help="network of the projected dedicated-core times: shm, ib, eth10 or "
                    "alpha=SECONDS,beta=BYTES_PER_S (see dssfn-mpi replay)")
-    p.add_argument("--eps", type=float, default=1e-2,
-                   help="target relative distance to O* of the projected time to eps")
+    p.add_argument("--eps", type=positive, default=1e-2,
+                   help="target relative distance to O* of the projected time to eps (> 0)")
 
 
 def _add_sweep(sub: Any, name: str, **kw: Any) -> argparse.ArgumentParser:
@@ -128,7 +129,7 @@ def add_bench_parser(sub: Any, **kw: Any) -> argparse.ArgumentParser:
         if name == "table2":
             b.add_argument("--datasets", help="comma-separated datasets (default, by preset: "
                            f"{_by_preset('table2', 'datasets')}; those whose files load)")
-            b.add_argument("--seeds", type=int, help="repetitions with seeds 0..SEEDS-1 "
+            b.add_argument("--seeds", type=at_least(1), help="repetitions with seeds 0..SEEDS-1 "
                            f"(default, by preset: {_by_preset('table2', 'seeds')})")
         _jobs(b, name)
     _common(_add_sweep(benches, "rma", **kw), data=False)
@@ -162,32 +163,32 @@ def _accuracy_args(ap: argparse.ArgumentParser) -> None:
 def _penalty_args(parser: argparse.ArgumentParser) -> None:
     """The options of ``dssfn-mpi bench penalty``."""
     parser.add_argument("--dataset", default="digits", help="dataset of the layer problems")
-    parser.add_argument("--layers", type=int, default=10, help="layers swept")
+    parser.add_argument("--layers", type=at_least(0), default=10, help="layers 0..L swept")
     parser.add_argument("--engine", choices=("sync", "async"), default="sync",
                         help="consensus ADMM (sync) or the async edge update")
-    parser.add_argument("--nodes", type=int, default=20, help="nodes M")
-    parser.add_argument("--degree", type=int, default=None,
+    parser.add_argument("--nodes", type=at_least(2), default=20, help="nodes M, >= 2")
+    parser.add_argument("--degree", type=at_least(1), default=None,
                         help="of the circular graph (default 8; --to-eps: its topology's "
                         "default)")
     parser.add_argument("--topology", default="circular", help="graph of --to-eps (only)")
-    parser.add_argument("--iters", type=int, default=200,
-                        help="K; with --to-eps the cap of each layer")
+    parser.add_argument("--iters", type=at_least(1), default=200,
+                        help="K, >= 1; with --to-eps the cap of each layer")
     parser.add_argument("--powers", default="-2,-1,0,1,2,3",
                         help="penalty = auto x 2^k for these integers k")
-    parser.add_argument("--to-eps", type=float, default=None, metavar="TOL",
-                        help="count activations to TOL in the simulator instead")
+    parser.add_argument("--to-eps", type=positive, default=None, metavar="TOL",
+                        help="count activations to TOL (> 0) in the simulator instead")
 
 
 def _activation_args(parser: argparse.ArgumentParser) -> None:
     """The options of ``dssfn-mpi bench activation``."""
     parser.add_argument("--out", help="HDF5 file to write (rank 0); none: print only")
-    parser.add_argument("--reps", type=int, default=200, help="repetitions per degree")
+    parser.add_argument("--reps", type=at_least(1), default=200, help="repetitions per degree")
     parser.add_argument("--degrees", default="1,2,4,8,16", help="neighbour counts")
-    parser.add_argument("--classes", type=int, default=10, help="Q (10: mnist)")
-    parser.add_argument("--width", type=int, help="layer width n (default 2Q + 1000)")
+    parser.add_argument("--classes", type=at_least(1), default=10, help="Q (10: mnist)")
+    parser.add_argument("--width", type=at_least(1), help="layer width n (default 2Q + 1000)")
     parser.add_argument("--numpy", action="store_true",
                         help="the activation's numpy path instead of its compiled loops")
-    parser.add_argument("--samples", type=int, default=3000,
+    parser.add_argument("--samples", type=at_least(1), default=3000,
                         help="samples of the local inverse (3000: mnist over 20 nodes)")
     parser.add_argument("--label", help="group name under /activation (default: "
                                         "osc-$OMPI_MCA_osc)")
@@ -202,11 +203,11 @@ def _links_args(parser: argparse.ArgumentParser) -> None:
                          formatter_class=parser.formatter_class)
     run.add_argument("--out", required=True, help="folder for the files")
     run.add_argument("--rates", default="10gbit,1gbit,100mbit", help="link rates")
-    run.add_argument("--reps", type=int, default=10, help="RMA benchmark repetitions")
-    run.add_argument("--passes", type=int, default=1, help="repeat everything")
+    run.add_argument("--reps", type=at_least(1), default=10, help="RMA benchmark repetitions")
+    run.add_argument("--passes", type=at_least(1), default=1, help="repeat everything")
     run.add_argument("--progress-thread", action="store_true",
                      help="Open MPI's TCP progress thread on (OMPI_MCA_btl_tcp_progress_thread=1)")
-    run.add_argument("--job-timeout", type=float, default=900.0, help="seconds per job")
+    run.add_argument("--job-timeout", type=positive, default=900.0, help="seconds per job")
     table = sub.add_parser("table", help="replay the runs of a folder; print the table",
                            description="Replay the runs of a folder; print the table.",
                            formatter_class=parser.formatter_class)

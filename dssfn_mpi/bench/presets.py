@@ -177,6 +177,22 @@ def _parse_value(key: str, text: str, current: Any, kind: Any) -> Any:
         raise UserError(f"--set {key}={text}: expected a value like {current!r}") from None
 
 
+#: The least value of each numeric preset field (``None`` is also allowed where the
+#: field's type allows it); ``--set`` outside is a user error, before any job.
+_AT_LEAST = {"layers": 0, "hidden": 1, "iters": 1, "nodes": 2, "degree": 1, "sync_graph_iters": 1,
+             "seeds": 1, "reps": 1}
+
+
+def _check_range(key: str, value: Any) -> None:
+    """A ``--set`` value within its field's range (and ``stop`` a valid rule)."""
+    if key in _AT_LEAST and value is not None:
+        require(value >= _AT_LEAST[key], f"--set {key}={value}: must be >= {_AT_LEAST[key]}")
+    if key == "stop":
+        from ..engines.stoprule import parse_stop
+
+        parse_stop(value)
+
+
 def apply_overrides(preset: Preset, items: list[str] | None) -> Preset:
     """Apply ``--set KEY=VALUE`` overrides (e.g. ``layers=5``, ``dataset=satimage``).
 
@@ -196,7 +212,7 @@ def apply_overrides(preset: Preset, items: list[str] | None) -> Preset:
     Raises
     ------
     UserError
-        Malformed item, unknown key or a value of the wrong type.
+        Malformed item, unknown key, a value of the wrong type or out of range.
     """
     known = {f.name: f for f in fields(Preset)}
     changes: dict[str, Any] = {}
@@ -206,6 +222,7 @@ def apply_overrides(preset: Preset, items: list[str] | None) -> Preset:
         require(sep == "=", f"--set {item!r}: expected KEY=VALUE, e.g. --set layers=5")
         require(key in known, f"--set {key}: unknown key; valid keys: {', '.join(known)}")
         changes[key] = _parse_value(key, text.strip(), getattr(preset, key), known[key].type)
+        _check_range(key, changes[key])
     return replace(preset, **changes) if changes else preset
 
 

@@ -194,6 +194,9 @@ def straggler_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
             variants[mode] = ["--mode", "async", "--max-lead", lead]
         require(mode in variants, f"straggler: unknown variant {mode!r}; choose from "
                 f"{', '.join(variants)} or async-leadS (--max-lead S)")
+    for f in p.values:
+        require(float(f) >= 1.0, f"straggler: slow-down factors must be >= 1 (times slower), "
+                f"got {f:g}")
     cases = [("none", 1.0)] + [(pat, float(f)) for pat in ("one", "several") for f in p.values]
     specs: list[RunSpec] = []
     for pattern, factor in cases:

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ..errors import require
+from ..options import at_least
 
 __all__ = ["SIM_SETTINGS", "add_simulate_arguments", "run_simulate"]
 
@@ -19,8 +20,8 @@ SIM_SETTINGS = frozenset({
 
 def add_simulate_arguments(g: Any) -> None:
     """The simulation's own flags: nodes, speed and network models, traced schedule."""
-    g.add_argument("--nodes", type=int, metavar="M",
-                   help="simulated nodes (required unless --schedule gives them)")
+    g.add_argument("--nodes", type=at_least(2), metavar="M",
+                   help="simulated nodes, >= 2 (required unless --schedule gives them)")
     g.add_argument("--speed", default="measured", metavar="MODEL",
                    help="compute time of an activation: measured (the simulator's own thread "
                    "CPU time, default), const:SECONDS, or trace:RUN.h5 (a traced run's "
@@ -31,7 +32,8 @@ def add_simulate_arguments(g: Any) -> None:
     g.add_argument("--jitter", metavar="exp:MEAN|lognormal:SIGMA",
                    help="each activation's compute times 1 + Exp(MEAN), or exp(N(0, SIGMA^2)) "
                    "(as replay)")
-    g.add_argument("--jitter-seed", type=int, default=0, help="seed of the jitter (default 0)")
+    g.add_argument("--jitter-seed", type=at_least(0), default=0,
+                   help="seed of the jitter, >= 0 (as replay)")
     g.add_argument("--network", default="shm",
                    help="shm (default), ib, eth10 or alpha=SECONDS,beta=BYTES_PER_S (as replay)")
     g.add_argument("--allreduce", choices=["mpich", "openmpi"], default=None,
