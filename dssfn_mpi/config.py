@@ -22,6 +22,7 @@ from .waiting import POLICIES
 
 __all__ = [
     "MODES",
+    "RMA_PATHS",
     "PAPER_TABLE3",
     "UPDATES",
     "TrainConfig",
@@ -37,6 +38,7 @@ __all__ = [
 
 #: The methods ``--mode`` names; the first is the default.
 MODES = ("async", "sync", "sync-graph", "oneshot", "oneshot-graph", "central")
+RMA_PATHS = ("auto", "put", "store")
 UPDATES = ("edge", "paper")
 
 # Table 3 of Liang et al. (ICASSP 2020): (mu_0, mu_l) of the central and sync
@@ -228,6 +230,12 @@ class TrainConfig:
     max_lead: int | None = option(
         "method", "async: activations a rank may run ahead of its slowest neighbour (bounded "
         "delay; default {default}; -1 = unbounded)", 4, parse=_max_lead)
+    rma: str = option(
+        "method", "async: how a rank writes Z into its neighbours' windows: store (plain "
+        "stores into a shared-memory window; only when every rank is on one node and the "
+        "one-sided component makes shared windows), put (MPI_Put into an allocated window, "
+        "anywhere) or auto (default: store where possible, else put); the run log records "
+        "the path taken", "auto")
     wait: str = option(
         "method", "how a rank waits for others, the same in every engine: spin (poll like "
         "blocking MPI), hybrid (spin 30 us, then sleep) or auto (default: from the ranks per "
@@ -317,6 +325,8 @@ class TrainConfig:
         require(self.wait in POLICIES,
                 f"--wait {self.wait!r}: choose one of {', '.join(POLICIES)}")
         require(self.mode in MODES, f"--mode {self.mode!r}: choose one of {', '.join(MODES)}")
+        require(self.rma in RMA_PATHS,
+                f"--rma {self.rma!r}: choose one of {', '.join(RMA_PATHS)}")
         require(
             self.update in UPDATES, f"--update {self.update!r}: choose one of {', '.join(UPDATES)}"
         )

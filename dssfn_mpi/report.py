@@ -115,7 +115,8 @@ def _mpi_lines(a: dict) -> list[str]:
         f"MPI library: {setting(a.get('mpi_library'))}",
         f"one-sided {setting(a.get('mpi_osc'))}  thread level "
         f"{setting(a.get('mpi_thread_level'))}  window {setting(a.get('mpi_window_model'))}  "
-        f"passive put {setting(a.get('mpi_passive_put'))}{timed}",
+        f"passive put {setting(a.get('mpi_passive_put'))}{timed}"
+        + (f"  write path {a['rma_write_path']}" if a.get("rma_write_path") else ""),
     ]
 
 
@@ -186,7 +187,7 @@ def _format_run(run: RunLog) -> str:
 _JSON_ATTRS = ("mode", "update", "dataset", "nodes", "topology", "degree", "layers", "hidden",
                "iters", "simulated", "sim_speed", "sim_network", "mpi_library", "mpi_osc",
                "mpi_thread_level", "mpi_window_model", "mpi_passive_put",
-               "mpi_passive_put_seconds")
+               "mpi_passive_put_seconds", "rma_write_path")
 
 
 def _json_value(value: object) -> object:

@@ -18,7 +18,7 @@ from mpi4py import MPI
 
 from .errors import require
 
-__all__ = ["passive_put_check"]
+__all__ = ["passive_put_check", "shared_window_possible"]
 
 _WORD = 8  # float64 words; disp_unit of the window
 
@@ -133,3 +133,21 @@ def passive_put_check(
         "nbytes": words * _WORD,
         "error": None,
     }
+
+
+def shared_window_possible(comm: MPI.Intracomm) -> bool:
+    """Can the mailbox's window be a shared one here, for direct stores? (collective)
+
+    True when every rank of ``comm`` (two or more) is on one node and
+    ``Win.Allocate_shared`` succeeds (Open MPI's osc/rdma cannot make one): the
+    conditions under which :class:`dssfn_mpi.transport.ZMailbox` writes with
+    plain stores. The same answer on every rank.
+    """
+    from .rmawindow import allocate
+
+    if comm.Get_size() < 2:
+        return False
+    win = allocate(comm, _WORD)  # the mailbox's own choice of flavour
+    shared = win.Get_attr(MPI.WIN_CREATE_FLAVOR) == MPI.WIN_FLAVOR_SHARED
+    win.Free()
+    return shared

@@ -19,19 +19,20 @@ from .slotlayout import WORD_BYTES, SlotLayout
 __all__ = ["MailboxWindow", "allocate"]
 
 
-def allocate(comm: MPI.Intracomm, nbytes: int) -> MPI.Win:
+def allocate(comm: MPI.Intracomm, nbytes: int, shared: bool = True) -> MPI.Win:
     """The mailbox's window: shared memory when every rank is on one node, else allocated.
 
     Both flavours are MPI-allocated (passive puts, unified model with osc/sm).
     A shared window also lets a rank store into its neighbours' windows
     directly (:attr:`MailboxWindow.shared`). Where the one-sided component
     cannot make one (Open MPI's osc/rdma), ``Win.Allocate_shared`` fails on
-    every rank alike, and the allocated flavour is used.
+    every rank alike, and the allocated flavour is used; so it is when not
+    ``shared`` (writes by ``MPI_Put`` wanted).
     """
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     one_node = node.Get_size() == comm.Get_size()
     node.Free()
-    if one_node and comm.Get_size() > 1:
+    if shared and one_node and comm.Get_size() > 1:
         try:  # contiguous (the default): one address range holds every rank's window
             return MPI.Win.Allocate_shared(nbytes, WORD_BYTES, comm=comm)
         except MPI.Exception:
@@ -53,6 +54,8 @@ class MailboxWindow:
         The mailbox's communicator.
     layout : SlotLayout
         This rank's layout: the window's size and the neighbours to map.
+    shared : bool, optional
+        False: an allocated window even where a shared one could be made.
 
     Attributes
     ----------
@@ -70,10 +73,10 @@ class MailboxWindow:
         window starts.
     """
 
-    def __init__(self, comm: MPI.Intracomm, layout: SlotLayout) -> None:
+    def __init__(self, comm: MPI.Intracomm, layout: SlotLayout, shared: bool = True) -> None:
         me = comm.Get_rank()
         size = layout.window_words
-        self._win: MPI.Win | None = allocate(comm, size * WORD_BYTES)
+        self._win: MPI.Win | None = allocate(comm, size * WORD_BYTES, shared)
         mem = self._win.tomemory()
         # The only views of window memory; drop_views() releases them before Win.Free().
         self.values: np.ndarray | None = np.frombuffer(mem, dtype=np.float64, count=size)

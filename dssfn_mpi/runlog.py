@@ -121,6 +121,8 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
     "mpi_passive_put_seconds": (_FLOAT, float("nan"), "put + flush time in that check [s]"),
     "mpi_passive_put_error": (_STR, "", "MPI error of that check's window or put, or ''"),
     "mpi_passive_put_pair": (_STR, "", "the ranks (and hosts) of that check: origin -> target"),
+    "rma_write_path": (_STR, "", "how async wrote into neighbours' windows (--rma): 'store' "
+                       "(plain stores, shared window), 'put' (MPI_Put); '' for the other modes"),
     "placement": (_STR, "", "placement a Slurm template asked for (DSSFN_PLACEMENT), or ''"),
     "slurm_env": (_JSON, "{}", "JSON object of the SLURM_* placement variables set"),
     "cpu_affinity": (_JSON, "[]", "JSON list, per rank, of the CPUs it was allowed to run on"),

@@ -183,6 +183,7 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
     """
     cfg.validate(comm.Get_size())
     graph = make_graph(cfg, comm.Get_size())
+    _check_rma(cfg, comm)
     _check_outputs(cfg, comm, resume)
     meta, (X, y), (Xt, yt) = _load_shards(cfg, comm)
     Q = meta["n_classes"]
@@ -207,6 +208,20 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
                     T=T, tt=float(np.vdot(T, T)), hidden=hidden, eps=eps, first=len(Os),
                     Os=Os, Y=Y, Yt=Yt, stats=stats, checks=checks, attrs=attrs,
                     wait_policy=policy)
+
+
+#: Why ``--rma store`` cannot run (every rank raises it alike).
+NO_STORES = ("--rma store: plain stores need a shared-memory window, which needs every rank "
+             "on one node and a one-sided component that makes one (Open MPI's osc/sm, not "
+             "osc/rdma); this run cannot have one: use --rma put (or auto)")
+
+
+def _check_rma(cfg: TrainConfig, comm: Any) -> None:
+    """``--rma store`` where no shared window can be made: a user error before any work."""
+    if cfg.mode == "async" and cfg.rma == "store":
+        from .rmacheck import shared_window_possible
+
+        require(shared_window_possible(comm), NO_STORES)
 
 
 def _check_outputs(cfg: TrainConfig, comm: Any, resume: bool) -> None:

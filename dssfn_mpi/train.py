@@ -79,6 +79,8 @@ def run_training(
     """
     state = prepare_run(cfg, comm, command_line, resume)
     engine = make_engine(state.context())
+    if state.rank == 0:
+        state.attrs["rma_write_path"] = engine.write_path
     watch = _put_watchdog(state, engine)
     observers = default_observers(state, quiet)
     state.barrier("start")  # common start line for the timings, outside every layer

@@ -181,6 +181,9 @@ class ZMailbox:
         With direct stores, run the seqlock's reads and writes as compiled loops
         (:mod:`dssfn_mpi.seqlock`; True: raise without numba), in Python (False),
         or compiled when numba is installed (None). With puts always Python.
+    force_put : bool, optional
+        Write with ``MPI_Put`` even where direct stores are possible (an
+        allocated, not a shared, window; the same on every rank).
 
     Attributes
     ----------
@@ -197,7 +200,7 @@ class ZMailbox:
     """
 
     def __init__(self, comm: MPI.Intracomm, graph: GraphLike, max_elems: int,
-                 compiled: bool | None = None) -> None:
+                 compiled: bool | None = None, force_put: bool = False) -> None:
         require(
             graph.n_nodes == comm.Get_size(),
             f"the graph has {graph.n_nodes} nodes but MPI started {comm.Get_size()} ranks; "
@@ -219,7 +222,7 @@ class ZMailbox:
         self.max_elems = max_elems
         self.layout = SlotLayout.of(graph, self.rank, max_elems)
         self.neighbors: tuple[int, ...] = self.layout.neighbors
-        self.window = MailboxWindow(comm, self.layout)
+        self.window = MailboxWindow(comm, self.layout, shared=not force_put)
         seqlock = _compiled_seqlock(compiled, self.window.shared)
         self.writer = SlotWriter(self.layout, self.window, seqlock)
         self.reader = SlotReader(self.layout, self.window, seqlock)

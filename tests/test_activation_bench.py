@@ -38,6 +38,7 @@ def test_activation_bench_writes_its_parts_and_ratios(tmp_path):
         assert list(g["degrees"][...]) == [1, 2]
         assert g.attrs["width"] == 60 and g.attrs["inverse_form"] == "dense"
         assert bool(g.attrs["compiled"]) == kernels.AVAILABLE
+        assert g.attrs["write_path"] == "store"  # one node, osc/sm: direct stores
         cpu, wall = g["cpu_seconds"][...], g["wall_seconds"][...]
         assert cpu.shape == wall.shape == (2, 9, 4)
         assert np.all(cpu >= 0) and np.all(wall > 0)
@@ -57,6 +58,16 @@ def test_activation_bench_needs_a_rank_per_neighbour(tmp_path):
     assert lines == ["dssfn_mpi.bench.activation: error: --degrees 1,4 needs positive degrees "
                      "and at least 5 ranks (mpirun -n 5)"], res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "x.h5").exists()
+
+
+def test_activation_bench_measures_the_put_path_when_asked(tmp_path):
+    out = tmp_path / "act.h5"
+    res = _run(2, "--degrees", "1", "--reps", "2", "--classes", "2", "--samples", "10",
+               "--width", "20", "--rma", "put", "--out", str(out))
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "writes by put" in res.stdout
+    with h5py.File(out) as f:
+        assert f["activation/osc-sm-put"].attrs["write_path"] == "put"
 
 
 def test_activation_bench_is_a_bench_subcommand(tmp_path):

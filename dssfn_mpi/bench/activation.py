@@ -262,7 +262,7 @@ def _leaf(mb: Any, sh: _Shared, q: int, n: int, reps: int) -> None:
 
 def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int = 10,
             samples: int = 3000, reps: int = 200, width: int | None = None,
-            compiled: bool | None = None) -> dict[str, Any] | None:
+            compiled: bool | None = None, force_put: bool = False) -> dict[str, Any] | None:
     """Run the benchmark (collective); rank 0 returns the result, the others None.
 
     Parameters
@@ -283,6 +283,9 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
     compiled : bool, optional
         The activation's compiled loops (True), its numpy path (False) or the
         engine's choice (None: compiled when numba is installed).
+    force_put : bool
+        The mailbox writes with ``MPI_Put`` even where it could store directly
+        (``train --rma put``); ``info["write_path"]`` says which path was measured.
 
     Returns
     -------
@@ -305,7 +308,8 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
     cpu, wall = [], []
     with _Shared(comm, max(degrees), q * n) as sh:
         for d in degrees:
-            with BenchMailbox(comm, _star(size, d), q * n) as mb:
+            with BenchMailbox(comm, _star(size, d), q * n, force_put=force_put) as mb:
+                path = "store" if mb.direct else "put"
                 if rank == 0:
                     inv = LocalInverse(Y, float(d), G)  # c = sum_n gamma_mn, gamma = 1
                     inv.apply(np.ones((q, n)))  # warm-up
@@ -321,7 +325,7 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
     used = kernels.AVAILABLE if compiled is None else compiled
     info = {"classes": q, "width": n, "samples": samples, "reps": reps,
             "inverse_form": "woodbury" if inv is not None and inv.low_rank else "dense",
-            "osc": os.environ.get("OMPI_MCA_osc", ""), "ranks": size,
+            "osc": os.environ.get("OMPI_MCA_osc", ""), "ranks": size, "write_path": path,
             "compiled": bool(used), "numba": kernels.NUMBA_VERSION if used else ""}
     assert sync is not None
     return {"degrees": np.array(degrees), "cpu_seconds": np.array(cpu),
@@ -345,7 +349,8 @@ def format_table(res: dict[str, Any], kind: str = "cpu") -> str:
     info = res["info"]
     impl = f"compiled (numba {info['numba']})" if info.get("compiled") else "numpy"
     lines = [f"one async activation (edge form, {impl}), Q = {info['classes']}, "
-             f"n = {info['width']}, {info['inverse_form']} inverse; median {kind} "
+             f"n = {info['width']}, {info['inverse_form']} inverse, writes by "
+             f"{info.get('write_path', '?')}; median {kind} "
              f"microseconds over {info['reps']} repetitions",
              f"{'d':>3} {'read':>7} {'update':>7} {'inverse':>8} {'put':>7} {'total':>8} "
              f"{'product':>8} {'in':>6} {'out':>6} {'floor':>8} {'total/floor':>12} "
@@ -475,7 +480,7 @@ def run(args: argparse.Namespace, prog: str = "dssfn-mpi") -> int:
     try:
         with threadpool_limits(limits=1):
             res = measure(comm, degrees, args.classes, args.samples, args.reps, args.width,
-                          False if args.numpy else None)
+                          False if args.numpy else None, args.rma == "put")
     except Exception as exc:  # the others wait in a barrier for this rank: end them all
         print(f"{prog}: error: rank {comm.Get_rank()}: "
               f"{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
@@ -484,7 +489,8 @@ def run(args: argparse.Namespace, prog: str = "dssfn-mpi") -> int:
     if res is not None:
         print(format_table(res, "cpu"), flush=True)
         if args.out:
-            label = args.label or ("osc-" + (os.environ.get("OMPI_MCA_osc") or "default"))
+            label = args.label or ("osc-" + (os.environ.get("OMPI_MCA_osc") or "default")
+                                   + ("-put" if args.rma == "put" else ""))
             write_activation(args.out, label, res)
             print(f"wrote {args.out} (/activation/{label})", flush=True)
     return 0

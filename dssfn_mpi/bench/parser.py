@@ -188,10 +188,14 @@ def _activation_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--width", type=at_least(1), help="layer width n (default 2Q + 1000)")
     parser.add_argument("--numpy", action="store_true",
                         help="the activation's numpy path instead of its compiled loops")
+    parser.add_argument("--rma", choices=("auto", "put"), default="auto",
+                        help="the mailbox's write path, as train --rma: auto (plain stores into "
+                        "a shared window where possible) or put (MPI_Put); the file records "
+                        "which was measured (write_path)")
     parser.add_argument("--samples", type=at_least(1), default=3000,
                         help="samples of the local inverse (3000: mnist over 20 nodes)")
     parser.add_argument("--label", help="group name under /activation (default: "
-                                        "osc-$OMPI_MCA_osc)")
+                                        "osc-$OMPI_MCA_osc, -put with --rma put)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
 
 

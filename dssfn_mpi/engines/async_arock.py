@@ -57,7 +57,16 @@ class AsyncEngine(Engine):
 
         self.ctx = ctx
         self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
-        self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width)
+        self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width,
+                                force_put=ctx.cfg.rma == "put")
+        if ctx.cfg.rma == "store" and not self.mailbox.direct:  # the same on every rank
+            from ..errors import UserError
+            from ..runstate import NO_STORES
+
+            self.mailbox.free()  # collective, as its creation was
+            raise UserError(NO_STORES)
+        #: How this rank writes into its neighbours' windows (run attribute rma_write_path).
+        self.write_path = "store" if self.mailbox.direct else "put"
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
         assert ctx.wait_policy is not None
         self.waits = ctx.wait_policy  # every wait of this engine goes through it

@@ -135,6 +135,9 @@ class Engine:
     # True for the engines that solve a layer in one step (central, one-shot): no
     # penalty, no iteration count, no stopping rule.
     direct = False
+    #: How the engine writes into other ranks' memory: ``store`` (plain stores into a
+    #: shared window), ``put`` (MPI_Put), or ``""`` (no one-sided writes: sync, central).
+    write_path = ""
 
     def solve(self, prob: LayerProblem,
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
