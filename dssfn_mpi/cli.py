@@ -398,6 +398,12 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             print(text, flush=True)
     if passive_put_ok(facts):
         return 0
+    if facts["mpi_passive_put"] == "undecided":
+        if comm.Get_rank() == 0:
+            print(f"{PROG}: error: the passive-put check could not decide (the put never ran "
+                  "while its target slept: the machine is too loaded); run doctor again",
+                  file=sys.stderr, flush=True)
+        return 1
     if comm.Get_rank() == 0:
         print(f"{PROG}: error: puts into MPI-allocated windows are not passive with this MPI "
               f"(one-sided component: {facts['mpi_osc']}): the async engine would stall and "

@@ -16,7 +16,7 @@ from typing import Any
 from mpi4py import MPI
 
 from .errors import UserError
-from .rmacheck import passive_put_check
+from .rmacheck import UNDECIDED, passive_verdict
 
 __all__ = ["RUN_CHECK_SLEEP", "doctor_json", "doctor_report", "mpi_facts", "passive_put_ok"]
 
@@ -108,11 +108,12 @@ def _refuse_sm_across_hosts(library: str, hosts: list[str]) -> None:
 def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, Any]:
     """What a run log records about MPI and the ranks' placement (collective).
 
-    Costs two window allocations and, with two or more ranks, one
-    :func:`dssfn_mpi.rmacheck.passive_put_check` of 64 KiB with rank 0 out of
-    MPI for ``sleep`` seconds: about 0.06 s at the default, which training
-    pays once per run (:func:`dssfn_mpi.runstate.prepare_run`). When the ranks
-    span hosts the put crosses them (:func:`check_pair`), and Open MPI's
+    Costs two window allocations and, with two or more ranks,
+    :func:`dssfn_mpi.rmacheck.passive_verdict` of 64 KiB with rank 0 out of MPI
+    for ``sleep`` seconds: about 0.06 s at the default when the first attempt
+    decides, which training pays once per run (:func:`dssfn_mpi.runstate.prepare_run`);
+    an undecided attempt (a loaded machine) is repeated with longer sleeps, up to
+    1 s. When the ranks span hosts the put crosses them (:func:`check_pair`), and Open MPI's
     single-node ``osc/sm`` is refused with a :class:`~dssfn_mpi.errors.UserError`.
 
     Parameters
@@ -120,9 +121,9 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, 
     comm : mpi4py.MPI.Intracomm
         The communicator training runs on.
     sleep : float
-        Seconds rank 0 sleeps in the passive-put check; a put is passive if it
-        completes within a quarter of it (a put that waits for its target
-        takes nearly all of it).
+        Seconds rank 0 sleeps in the first passive-put check; a put is passive
+        if its data is in rank 0's memory when rank 0 wakes (see
+        :func:`~dssfn_mpi.rmacheck.passive_verdict`).
 
     Returns
     -------
@@ -134,8 +135,9 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, 
         component, see :func:`_osc_component`), ``mpi_thread_level`` (as
         provided, e.g. ``MPI_THREAD_FUNNELED``), ``mpi_window_model``
         (``unified`` or ``separate``), ``mpi_passive_put`` (``passive``,
-        ``not passive``, or ``n/a`` with one rank), ``mpi_passive_put_seconds``
-        (nan if n/a), ``mpi_passive_put_error``, ``placement`` (the
+        ``not passive``, ``undecided`` or ``n/a`` with one rank),
+        ``mpi_passive_put_seconds`` (nan if n/a), ``mpi_passive_put_error``,
+        ``mpi_passive_put_attempts`` (checks taken), ``placement`` (the
         ``DSSFN_PLACEMENT`` request a Slurm template exports, or ``""``),
         ``slurm_env`` (JSON of the ``SLURM_*`` placement variables) and
         ``cpu_affinity`` (JSON list, per rank, of the CPUs it may run on).
@@ -147,17 +149,16 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, 
     _refuse_sm_across_hosts(library, hosts)
     model, hints = _window_facts(comm)
     origin = check_pair(hosts)
-    check = passive_put_check(comm, sleep=sleep, allocate=True, nbytes=1 << 16,
-                              origin=origin) if comm.Get_size() >= 2 else None
+    check = passive_verdict(comm, sleep=sleep, nbytes=1 << 16,
+                            origin=origin) if comm.Get_size() >= 2 else None
     affinity = comm.allgather(_affinity())
     vendor, vversion = MPI.get_vendor()
     if check is None:
-        verdict, seconds, error, pair = "n/a", float("nan"), "", ""
+        verdict, seconds, error, pair, attempts = "n/a", float("nan"), "", "", 0
     else:
         pair = f"rank {origin} ({hosts[origin]}) -> rank 0 ({hosts[0]})"
-        ok = check["passive"] and check["data_ok"]
-        verdict, seconds = ("passive" if ok else "not passive"), float(check["put_seconds"])
-        error = check["error"] or ""
+        verdict, seconds, error = check["verdict"], check["put_seconds"], check["error"]
+        attempts = check["attempts"]
     slurm = {v: os.environ[v] for v in _PLACEMENT_VARS if v in os.environ}
     return {
         "mpi_library": library,
@@ -170,6 +171,7 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, 
         "mpi_passive_put_seconds": seconds,
         "mpi_passive_put_error": error,
         "mpi_passive_put_pair": pair,
+        "mpi_passive_put_attempts": attempts,
         "placement": os.environ.get("DSSFN_PLACEMENT", ""),
         "slurm_env": json.dumps(slurm, sort_keys=True),
         "cpu_affinity": json.dumps(affinity),
@@ -177,8 +179,8 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, 
 
 
 def passive_put_ok(facts: dict[str, Any]) -> bool:
-    """False only when the passive-put check ran and failed (one rank: n/a, True)."""
-    return facts["mpi_passive_put"] != "not passive"
+    """True when puts were found passive, or not tested (one rank: n/a)."""
+    return facts["mpi_passive_put"] in ("passive", "n/a")
 
 
 def _blas_lines() -> list[str]:
@@ -209,6 +211,9 @@ def _passive_line(facts: dict[str, Any]) -> str:
         return "passive put: run with 2 ranks to test passive puts"
     if facts["mpi_passive_put_error"]:
         return f"passive put: FAIL (window or put failed: {facts['mpi_passive_put_error']})"
+    if verdict == UNDECIDED:
+        return ("passive put: UNDECIDED (the put never got to run while the target slept: "
+                "the machine is too loaded to tell; run the doctor again)")
     word = "PASS" if passive_put_ok(facts) else "FAIL"
     return (f"passive put: {word} (64 KiB put + flush, {facts['mpi_passive_put_pair']}, took "
             f"{facts['mpi_passive_put_seconds'] * 1e3:.3f} ms while the target slept "

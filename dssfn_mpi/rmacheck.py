@@ -5,7 +5,16 @@ The asynchronous engine's mailbox (:mod:`dssfn_mpi.transport`) assumes that a
 busy computing outside MPI. That holds for MPI-allocated windows
 (``Win.Allocate``) but, on plain Open MPI, not for windows over user memory
 (``Win.Create``), whose puts complete only when the target next enters MPI.
-:func:`passive_put_check` measures it on the machine at hand.
+:func:`passive_put_check` measures it on the machine at hand, and
+:func:`passive_verdict` repeats it until the answer is certain.
+
+The certain sign of a passive put is the data already in the target's memory when
+the target wakes, before it has made any MPI call: nothing but the origin and the
+library's own progress can have put it there. A put that waits for its target
+keeps the origin running inside ``Flush`` (polling for progress) for the target's
+whole sleep. Anything else (the data not there yet, the origin not long in
+``Flush`` or not running there: on a loaded machine it was not scheduled in time)
+decides nothing, and the check is repeated with a longer sleep.
 """
 
 from __future__ import annotations
@@ -18,7 +27,10 @@ from mpi4py import MPI
 
 from .errors import require
 
-__all__ = ["passive_put_check", "shared_window_possible"]
+__all__ = ["UNDECIDED", "passive_put_check", "passive_verdict", "shared_window_possible"]
+
+#: The verdict when no attempt was conclusive (never guessed as passive or not).
+UNDECIDED = "undecided"
 
 _WORD = 8  # float64 words; disp_unit of the window
 
@@ -54,10 +66,12 @@ def passive_put_check(
     Returns
     -------
     dict
-        The same on every rank: ``put_seconds`` (nan on error), ``sleep_seconds``,
+        The same on every rank: ``put_seconds`` (nan on error) and
+        ``put_cpu_seconds`` (the origin's thread CPU time in it), ``sleep_seconds``,
         ``passive`` (``put_seconds < 0.25 * sleep``), ``data_ok`` (rank 0 saw
-        the data after waking), ``allocate``, ``nbytes`` and ``error`` (None or
-        the MPI error text).
+        the data after waking), ``arrived`` (it was in rank 0's memory the moment
+        rank 0 woke, before any MPI call), ``allocate``, ``nbytes`` and ``error``
+        (None or the MPI error text).
     """
     require(comm.Get_size() >= 2, "the passive-put check needs at least 2 MPI ranks")
     require(0 < origin < comm.Get_size(), f"origin {origin}: not a rank other than 0")
@@ -83,9 +97,11 @@ def passive_put_check(
             win = None
         return {
             "put_seconds": float("nan"),
+            "put_cpu_seconds": float("nan"),
             "sleep_seconds": 0.0,
             "passive": False,
             "data_ok": False,
+            "arrived": False,
             "allocate": allocate,
             "nbytes": words * _WORD,
             "error": error,
@@ -100,18 +116,22 @@ def passive_put_check(
         win.Unlock(0)
     comm.Barrier()
     win.Lock_all(MPI.MODE_NOCHECK)  # ZMailbox's epoch: no lock taken
-    put_seconds = float("nan")
+    put_seconds = put_cpu = float("nan")
     sleep_seconds = 0.0
+    arrived = False
     if rank == 0:
         t0 = time.perf_counter()
         time.sleep(sleep)
         sleep_seconds = time.perf_counter() - t0
+        # Awake, no MPI call yet: is the data already here? (A torn copy reads as no.)
+        view = np.frombuffer(win.tomemory(), dtype=np.float64, count=words)
+        arrived = bool(np.array_equal(view, payload))
+        del view
     elif rank == origin:
         time.sleep(min(0.1 * sleep, 0.1))  # be sure rank 0 is already asleep
-        t0 = time.perf_counter()
-        win.Put(payload, 0, 0)
-        win.Flush(0)
-        put_seconds = time.perf_counter() - t0
+        t0, c0 = time.perf_counter(), time.thread_time()
+        _put(win, payload)
+        put_seconds, put_cpu = time.perf_counter() - t0, time.thread_time() - c0
     comm.Barrier()
     data_ok = False
     if rank == 0:
@@ -120,19 +140,78 @@ def passive_put_check(
         data_ok = bool(np.array_equal(view, payload))
         del view
     win.Unlock_all()
-    put_seconds = comm.bcast(put_seconds, root=origin)
-    sleep_seconds, data_ok = comm.bcast((sleep_seconds, data_ok), root=0)
+    put_seconds, put_cpu = comm.bcast((put_seconds, put_cpu), root=origin)
+    sleep_seconds, data_ok, arrived = comm.bcast((sleep_seconds, data_ok, arrived), root=0)
     win.Free()
     del local
     return {
         "put_seconds": put_seconds,
+        "put_cpu_seconds": put_cpu,
         "sleep_seconds": sleep_seconds,
         "passive": bool(put_seconds < 0.25 * sleep),
         "data_ok": data_ok,
+        "arrived": arrived,
         "allocate": allocate,
         "nbytes": words * _WORD,
         "error": None,
     }
+
+
+def _put(win: MPI.Win, payload: np.ndarray) -> None:
+    """The check's put + flush into rank 0 (one place, so a test can slow it down)."""
+    win.Put(payload, 0, 0)
+    win.Flush(0)
+
+
+def passive_verdict(comm: MPI.Intracomm, sleep: float = 0.05, longest: float = 1.0,
+                    nbytes: int = 1 << 16, origin: int = 1) -> dict[str, Any]:
+    """A certain answer to "is a put passive here?", or :data:`UNDECIDED` (collective).
+
+    Runs :func:`passive_put_check` (``Win.Allocate``) with sleeps ``sleep``,
+    ``4 sleep``, ... up to ``max(sleep, longest)`` seconds, until one decides:
+
+    * ``passive``: the data was in the target's memory when it woke, before any
+      MPI call (``arrived``);
+    * ``not passive``: the data was not, and the origin had been inside
+      ``Put`` + ``Flush`` for at least half the target's sleep, running (thread
+      CPU time) at least half of that: waiting for the target, not descheduled;
+      or the window or the put failed;
+    * otherwise the attempt decides nothing (the origin was not scheduled in
+      time): the next one sleeps longer; after the last, :data:`UNDECIDED`.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm
+        At least 2 ranks.
+    sleep, longest : float
+        The first and the longest sleep of the target [s].
+    nbytes, origin
+        As :func:`passive_put_check`.
+
+    Returns
+    -------
+    dict
+        The same on every rank: ``verdict``, ``put_seconds`` and ``error`` of
+        the deciding (else the last) attempt, and ``attempts``.
+    """
+    attempt, check = 0, None
+    while True:
+        attempt += 1
+        check = passive_put_check(comm, sleep=sleep, allocate=True, nbytes=nbytes,
+                                  origin=origin)
+        if check["error"] is not None:
+            verdict = "not passive"
+        elif check["arrived"] and check["data_ok"]:
+            verdict = "passive"
+        elif check["put_seconds"] >= 0.5 * sleep and check["put_cpu_seconds"] >= 0.25 * sleep:
+            verdict = "not passive"
+        else:
+            verdict = UNDECIDED
+        if verdict != UNDECIDED or 4 * sleep > max(longest, sleep) * (1 + 1e-9):
+            break
+        sleep *= 4
+    return {"verdict": verdict, "put_seconds": float(check["put_seconds"]),
+            "error": check["error"] or "", "attempts": attempt}
 
 
 def shared_window_possible(comm: MPI.Intracomm) -> bool:

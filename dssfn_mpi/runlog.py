@@ -117,7 +117,10 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
     "mpi_osc": (_STR, "", "one-sided component: Open MPI's OMPI_MCA_osc, or the MPICH device"),
     "mpi_thread_level": (_STR, "", "thread level MPI provided, e.g. MPI_THREAD_FUNNELED"),
     "mpi_window_model": (_STR, "", "memory model of an MPI-allocated window: unified or separate"),
-    "mpi_passive_put": (_STR, "", "passive-put check: 'passive', 'not passive', 'n/a' (1 rank)"),
+    "mpi_passive_put": (_STR, "", "passive-put check: 'passive', 'not passive', 'undecided' "
+                        "(no attempt conclusive on a loaded machine), 'n/a' (1 rank)"),
+    "mpi_passive_put_attempts": (_INT, 0, "checks the passive-put verdict took (longer target "
+                                 "sleeps until one decides)"),
     "mpi_passive_put_seconds": (_FLOAT, float("nan"), "put + flush time in that check [s]"),
     "mpi_passive_put_error": (_STR, "", "MPI error of that check's window or put, or ''"),
     "mpi_passive_put_pair": (_STR, "", "the ranks (and hosts) of that check: origin -> target"),
