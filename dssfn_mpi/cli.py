@@ -34,7 +34,7 @@ PROG = "dssfn-mpi"
 MPI_THREAD_LEVEL = "funneled"
 
 
-#: The exit statuses, in every command's ``--help`` (75 is :data:`dssfn_mpi.stopping.EXIT_STOPPED`).
+#: The exit statuses, in every command's ``--help`` (75 is :data:`dssfn_mpi.jobstop.EXIT_STOPPED`).
 EXIT_STATUS_HELP = """exit status:
   0   done
   1   failure: a run, a check or a job failed (a bug prints its traceback)

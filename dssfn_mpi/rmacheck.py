@@ -214,6 +214,12 @@ def passive_verdict(comm: MPI.Intracomm, sleep: float = 0.05, longest: float = 1
             "error": check["error"] or "", "attempts": attempt}
 
 
+#: Why ``--rma store`` cannot run (every rank raises it alike).
+NO_STORES = ("--rma store: plain stores need a shared-memory window, which needs every rank "
+             "on one node and a one-sided component that makes one (Open MPI's osc/sm, not "
+             "osc/rdma); this run cannot have one: use --rma put (or auto)")
+
+
 def shared_window_possible(comm: MPI.Intracomm) -> bool:
     """Can the mailbox's window be a shared one here, for direct stores? (collective)
 

@@ -210,16 +210,10 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
                     wait_policy=policy)
 
 
-#: Why ``--rma store`` cannot run (every rank raises it alike).
-NO_STORES = ("--rma store: plain stores need a shared-memory window, which needs every rank "
-             "on one node and a one-sided component that makes one (Open MPI's osc/sm, not "
-             "osc/rdma); this run cannot have one: use --rma put (or auto)")
-
-
 def _check_rma(cfg: TrainConfig, comm: Any) -> None:
     """``--rma store`` where no shared window can be made: a user error before any work."""
     if cfg.mode == "async" and cfg.rma == "store":
-        from .rmacheck import shared_window_possible
+        from .rmacheck import NO_STORES, shared_window_possible
 
         require(shared_window_possible(comm), NO_STORES)
 

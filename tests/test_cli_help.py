@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dssfn_mpi import cli
-from dssfn_mpi.bench.driver import prepare_output
+from dssfn_mpi.bench.jobs import prepare_output
 from dssfn_mpi.bench.parser import SWEEPS, TOOLS
 from dssfn_mpi.config import TrainConfig, config_from_args, load_config_file
 from dssfn_mpi.errors import UserError
@@ -122,7 +122,7 @@ def test_every_command_has_a_description_and_the_exit_statuses(capsys, command):
 
 
 def test_doctor_says_to_run_it_under_mpirun_n_2_and_exit_75_is_the_stop_status(capsys):
-    from dssfn_mpi.stopping import EXIT_STOPPED
+    from dssfn_mpi.jobstop import EXIT_STOPPED
 
     assert "mpirun -n 2" in _subparser("doctor").description
     assert f"{EXIT_STOPPED}  stopped" in cli.EXIT_STATUS_HELP

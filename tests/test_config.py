@@ -90,7 +90,7 @@ def test_stop_rule_is_the_parsed_stop_setting():
 
 def test_width_and_bound_default_to_the_papers_from_the_classes():
     assert TrainConfig().width_and_bound(10) == (2 * 10 + 1000, 2.0 * 10)
-    assert TrainConfig(hidden=50, eps=3.0).width_and_bound(10) == (50, 3.0)
+    assert TrainConfig(hidden=50, norm_bound=3.0).width_and_bound(10) == (50, 3.0)
     with pytest.raises(UserError, match=r"^--hidden 20 must exceed 2Q = 20 \(Q = 10 classes\)"):
         TrainConfig(hidden=20).width_and_bound(10)
 

@@ -165,7 +165,6 @@ def test_classes_are_assigned_in_node_order():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--nodes", "1"], "at least 2 nodes"),
     ([], "needs --nodes"),
     (["--nodes", "5", "--degree", "3"], "even number of nodes"),
     (["--nodes", "4", "--speed", "trace:/nonexistent.h5"], "no such run log"),
@@ -179,6 +178,14 @@ def test_user_errors_are_one_line(capsys, args, message):
     assert main(["simulate", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dssfn-mpi: error:") and message in err[0]
+
+
+def test_one_node_is_refused_in_one_line(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["simulate", "--nodes", "1"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--nodes" in err[0] and ">= 2" in err[0], err
 
 
 def test_report_reads_a_simulated_run(tmp_path, capsys):

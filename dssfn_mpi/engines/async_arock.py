@@ -61,7 +61,7 @@ class AsyncEngine(Engine):
                                 force_put=ctx.cfg.rma == "put")
         if ctx.cfg.rma == "store" and not self.mailbox.direct:  # the same on every rank
             from ..errors import UserError
-            from ..runstate import NO_STORES
+            from ..rmacheck import NO_STORES
 
             self.mailbox.free()  # collective, as its creation was
             raise UserError(NO_STORES)
