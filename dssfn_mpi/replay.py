@@ -9,33 +9,20 @@ rules. docs/REPLAY.md states the rules, what they assume and what they cannot
 capture. Every time here is projected unless its name says ``measured``.
 
 Per rank and layer (layers follow each other on each rank: the untimed
-observers between layers are left out):
+observers between layers are left out), the rules of :mod:`dssfn_mpi.timeline`,
+which the simulator shares: the layer start (features, penalty, the auto
+penalty's exchange, async's parity wait, the factorisation), then async's
+bounded delay, sync's allreduce (by the rule of the MPI library that made the
+run, its ``mpi_library`` attribute), sync-graph's ``mix_rounds`` neighbour
+rounds, or the one-shot modes' exchange of the packed statistics (after the
+packing, the ``factor`` phase: one allreduce, or oneshot-graph's
+``mix_rounds`` neighbour rounds) then each rank's exact solve (its traced CPU).
 
-- layer start: the rank's previous layer ended; then its features and
-  penalty compute (their ``phase_cpu``); with the auto penalty, the engine's
-  exchange of two numbers (async: one neighbour exchange; sync: an
-  allreduce; sync-graph: ``mix_rounds`` neighbour rounds); async only, the
-  parity wait (every neighbour ended layer l-2, plus alpha); then the
-  factorisation (its ``phase_cpu``).
-- async: activation k starts when the rank's activation k-1 ended and, with
-  ``max_lead = s``, version k-s of every neighbour has *arrived*: that
-  neighbour's activation k-s-1 ended. An activation is its compute, then its
-  puts, alpha + bytes/beta (a put returns once Z is in the neighbour's memory);
-  in traces whose ``cpu`` still includes the run's own puts (no async
-  ``comm_start``), the compute alone, and the message arrives alpha +
-  bytes/beta after its end.
-- sync: iteration k ends on every rank at the slowest rank's compute end plus
-  the allreduce of :func:`dssfn_mpi.network.allreduce_seconds`, by the rule
-  of the MPI library that made the run (its ``mpi_library`` attribute).
-- sync-graph: compute, then ``mix_rounds`` rounds; round r ends on rank m at
-  the latest round r-1 end among m and its neighbours, plus alpha + bytes/beta.
-- oneshot: after the packing (the ``factor`` phase), one allreduce of the packed
-  statistics, costed as sync's, then each rank's exact solve (its traced CPU);
-  oneshot-graph: ``mix_rounds`` neighbour rounds of them instead of the allreduce.
-
-A neighbour exchange ends one message time after the last of the rank and
-its neighbours is ready; over r rounds that is the latest ready time within
-r hops plus r message times, which is how it is computed.
+What is the trace's own: an async activation is its compute, then its puts
+(a put returns once Z is in the neighbour's memory); in traces whose ``cpu``
+still includes the run's own puts (no async ``comm_start``), the compute
+alone, and the message arrives alpha + bytes/beta after its end. A rank that
+ended a layer early (``--stop``) holds nobody back.
 """
 
 from __future__ import annotations
@@ -48,8 +35,16 @@ import numpy as np
 
 from .errors import UserError
 from .fmt import number
-from .network import Network, allreduce_library, allreduce_seconds, parse_network
+from .network import Network, allreduce_library, parse_network
 from .runlog import PathLike, RunLog, is_sweep, read_runlog, read_sweep
+from .timeline import (
+    TimingModel,
+    bounded_delay,
+    graph_times,
+    hop_distances,
+    oneshot_end,
+    sync_times,
+)
 from .trace import PHASES  # default order of /trace/phase_* (the attribute ``phases`` rules)
 
 __all__ = [
@@ -57,11 +52,9 @@ __all__ = [
     "Network",
     "Projection",
     "Trace",
-    "exchange_end",
     "format_projection",
     "jitter_factors",
     "load_run",
-    "oneshot_end",
     "parse_jitter",
     "parse_network",
     "project",
@@ -72,8 +65,6 @@ __all__ = [
 
 #: The traced modes; central mode has no timeline to replay.
 MODES = ("async", "sync", "sync-graph", "oneshot", "oneshot-graph")
-#: The auto penalty exchanges two float64 numbers per rank.
-PENALTY_BYTES = 16
 
 
 @dataclass
@@ -266,7 +257,7 @@ def read_trace(run: RunLog) -> Trace:
         counts=np.isfinite(cpu[layers]).sum(axis=2),
         phase_cpu=np.nan_to_num(phase_cpu, nan=0.0),
         neighbors=neighbors,
-        hops=_hops(neighbors),
+        hops=hop_distances(neighbors),
         message_bytes=np.asarray(msg, dtype=np.float64)[layers],
         max_lead=_max_lead(tattrs, config),
         puts_apart=mode == "async" and "comm_start" in trace and bool(np.isfinite(
@@ -313,65 +304,17 @@ def _mix_rounds(mode: str, tattrs: dict[str, Any], config: dict[str, Any], sourc
     return int(rounds)
 
 
-def _hops(neighbors: np.ndarray) -> np.ndarray:
-    """Graph distance between every pair of ranks (breadth-first, inf if unreachable)."""
-    m = neighbors.shape[0]
-    adj = np.zeros((m, m), dtype=bool)
-    rows, cols = np.nonzero(neighbors >= 0)
-    adj[rows, neighbors[rows, cols]] = True
-    adj |= adj.T
-    hops = np.full((m, m), np.inf)
-    reach = np.eye(m, dtype=bool)
-    hops[reach] = 0
-    for d in range(1, m):
-        new = (reach.astype(np.int64) @ adj.astype(np.int64) > 0) & ~reach
-        if not new.any():
-            break
-        hops[new] = d
-        reach |= new
-    return hops
-
-
 # --------------------------------------------------------------------------- the timeline
 
 
-def _neighbour_max(values: np.ndarray, neighbors: np.ndarray) -> np.ndarray:
-    """Per rank, the largest of its neighbours' ``values`` (-inf without neighbours)."""
-    mask = neighbors >= 0
-    picked = np.where(mask, values[np.where(mask, neighbors, 0)], -np.inf)
-    return picked.max(axis=1, initial=-np.inf)
+def _model(tr: Trace, net: Network) -> TimingModel:
+    return TimingModel(mode=tr.mode, neighbors=tr.neighbors, hops=tr.hops, network=net,
+                       mix_rounds=tr.mix_rounds, auto_penalty=tr.auto_penalty,
+                       allreduce=tr.allreduce)
 
 
-def exchange_end(ready: np.ndarray, hops: np.ndarray, rounds: int, seconds: float) -> np.ndarray:
-    """End of ``rounds`` neighbour exchanges that each cost ``seconds``.
-
-    Round r ends at the latest round r-1 end among a rank and its neighbours
-    plus ``seconds``; unrolled, that is the latest start within ``rounds``
-    hops plus ``rounds * seconds``.
-    """
-    ball = hops <= rounds
-    return np.where(ball, ready[None, :], -np.inf).max(axis=1) + rounds * seconds
-
-
-def _solve_begin(tr: Trace, i: int, t0: np.ndarray, ends: list[np.ndarray],
-                 net: Network) -> np.ndarray:
-    """When each rank's first activation of projected layer ``i`` may start."""
-    features, penalty, factor = (tr.phase_cpu[i][:, c] for c in range(3))
-    ready = t0 + features + penalty
-    if tr.auto_penalty:
-        if tr.mode == "sync":
-            m = ready.size
-            ready = np.full(m, ready.max() + allreduce_seconds(net, m, PENALTY_BYTES, tr.allreduce))
-        else:
-            rounds = 1 if tr.mode == "async" else tr.mix_rounds
-            ready = exchange_end(ready, tr.hops, rounds, net.message_seconds(PENALTY_BYTES))
-    if tr.mode == "async" and i >= 2:  # parity slots: neighbours left layer l-2
-        ready = np.maximum(ready, _neighbour_max(ends[i - 2], tr.neighbors) + net.alpha)
-    return ready + factor
-
-
-def _solve_async(tr: Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
-                 net: Network) -> tuple[np.ndarray, np.ndarray]:
+def _solve_async(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
+                 cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (M, K) of every activation under the bounded-delay rule.
 
     A put returns once Z is in the neighbour's memory: with the puts apart
@@ -379,72 +322,30 @@ def _solve_async(tr: Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
     its Z has arrived when it ends; an older trace's ``cpu`` holds its run's
     own puts, and the message time is counted as delivery after the end.
     """
-    put = net.message_seconds(tr.message_bytes[i])
-    arrive = 0.0 if tr.puts_apart else put
+    put = model.network.message_seconds(tr.message_bytes[i])
     if tr.puts_apart:
-        cpu = cpu + put
-    if tr.max_lead is None:
-        end = begin[:, None] + np.cumsum(cpu, axis=1)
-        return end - cpu, end
-    start, end = np.empty_like(cpu), np.empty_like(cpu)
-    prev = begin
-    counts = tr.counts[i]
-    for k in range(cpu.shape[1]):
-        j = k - tr.max_lead - 1  # version k - s was written by activation k - s - 1
-        # A neighbour that ended the layer (--stop eps / local) holds nobody back.
-        held = np.where(j < counts, end[:, j], -np.inf) if j >= 0 else None
-        s = prev if held is None else np.maximum(prev, _neighbour_max(held, tr.neighbors)
-                                                  + arrive)
-        start[:, k] = s
-        end[:, k] = prev = s + cpu[:, k]
-    return start, end
+        return bounded_delay(begin, cpu + put, tr.neighbors, tr.max_lead, tr.counts[i])
+    return bounded_delay(begin, cpu, tr.neighbors, tr.max_lead, tr.counts[i], arrive=put)
 
 
-def _solve_sync(tr: Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
-                net: Network) -> tuple[np.ndarray, np.ndarray]:
+def _solve_sync(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
+                cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every iteration ends on all ranks at the slowest compute plus the allreduce."""
-    m, k = cpu.shape
-    reduce = allreduce_seconds(net, m, tr.message_bytes[i], tr.allreduce)
-    step = cpu.max(axis=0) + reduce
-    step[0] = (begin + cpu[:, 0]).max() + reduce
-    ends = np.cumsum(step)
-    start = np.empty_like(cpu)
-    start[:, 0] = begin
-    start[:, 1:] = ends[:-1]
-    return start, np.broadcast_to(ends, (m, k)).copy()
+    return sync_times(begin, cpu, model.allreduce_seconds(tr.message_bytes[i]))
 
 
-def _solve_graph(tr: Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
-                 net: Network) -> tuple[np.ndarray, np.ndarray]:
+def _solve_graph(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
+                 cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Compute, then ``mix_rounds`` neighbour rounds, every iteration."""
-    message = net.message_seconds(tr.message_bytes[i])
-    start, end = np.empty_like(cpu), np.empty_like(cpu)
-    prev = begin
-    for k in range(cpu.shape[1]):
-        start[:, k] = prev
-        end[:, k] = prev = exchange_end(prev + cpu[:, k], tr.hops, tr.mix_rounds, message)
-    return start, end
+    return graph_times(begin, cpu, tr.hops, tr.mix_rounds,
+                       model.network.message_seconds(tr.message_bytes[i]))
 
 
-def oneshot_end(mode: str, ready: np.ndarray, hops: np.ndarray, rounds: int, nbytes: float,
-                net: Network, library: str) -> np.ndarray:
-    """When each rank holds the averaged statistics of a one-shot layer.
-
-    ``oneshot``: one allreduce of ``nbytes`` once the last rank is ready
-    (:func:`~dssfn_mpi.network.allreduce_seconds`); ``oneshot-graph``:
-    ``rounds`` neighbour exchanges of them (:func:`exchange_end`).
-    """
-    if mode == "oneshot":
-        return np.full(ready.size, ready.max() + allreduce_seconds(net, ready.size, nbytes,
-                                                                   library))
-    return exchange_end(ready, hops, rounds, net.message_seconds(nbytes))
-
-
-def _solve_oneshot(tr: Trace, i: int, begin: np.ndarray, cpu: np.ndarray,
-                   net: Network) -> tuple[np.ndarray, np.ndarray]:
+def _solve_oneshot(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
+                   cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The statistics' exchange, then each rank's exact solve (its one traced step)."""
-    ready = oneshot_end(tr.mode, begin, tr.hops, tr.mix_rounds, tr.message_bytes[i], net,
-                        tr.allreduce)
+    ready = oneshot_end(tr.mode, begin, tr.hops, tr.mix_rounds, tr.message_bytes[i],
+                        model.network, tr.allreduce)
     return begin[:, None], (ready + cpu[:, 0])[:, None]
 
 
@@ -500,10 +401,11 @@ def timeline(run: RunLog, network: Network, slow: dict[int, float] | None = None
     for rank, factor in (run.config.get("slow") or {}).items():
         if 0 <= int(rank) < run.nodes:
             tr.cpu[:, int(rank)] *= float(factor)
+    model = _model(tr, network)
     t0, ends, out = np.zeros(run.nodes), [], []
     for i, layer in enumerate(tr.layers):
-        begin = _solve_begin(tr, i, t0, ends, network)
-        start, end = _SOLVERS[tr.mode](tr, i, begin, np.nan_to_num(tr.cpu[i]), network)
+        begin = model.layer_begin(t0, tr.phase_cpu[i], ends[i - 2] if i >= 2 else None)
+        start, end = _SOLVERS[tr.mode](tr, i, model, begin, np.nan_to_num(tr.cpu[i]))
         # A rank that ended the layer early (--stop) stays at its last end from there on.
         last = np.minimum(tr.counts[i], tr.cpu.shape[2]) - 1
         after = np.arange(end.shape[1])[None, :] > last[:, None]

@@ -478,6 +478,21 @@ def _prepare(
     trace_attrs: dict[str, Any] | None = None,
 ) -> _Prepared:
     """Validate and normalise everything before any file is touched."""
+    arrays, rows, m = _layer_arrays(attrs, layers)
+    out_layers = _complete_layers(arrays, rows, m)
+    out_attrs, ranks = _root_attrs(attrs, dict(ranks or {}), rows, m)
+    out_ranks = _rank_arrays(ranks, m)
+    out_extra = {
+        _check_name("extra", name): _as_extra_array(name, value)
+        for name, value in (extra or {}).items()
+    }
+    timing = _prepare_timing(trace, trajectory, trace_attrs, rows, m)
+    return _Prepared(out_attrs, out_layers, out_ranks, out_extra, timing)
+
+
+def _layer_arrays(attrs: dict[str, Any],
+                  layers: dict[str, Any]) -> tuple[dict[str, np.ndarray], int, int]:
+    """The given layer fields as (L, M) arrays, with L and M checked against the attributes."""
     unknown = sorted(set(layers) - set(LAYER_FIELDS))
     if unknown:
         raise ValueError(f"unknown layer field(s) {unknown}; known: {sorted(LAYER_FIELDS)}")
@@ -503,15 +518,25 @@ def _prepare(
         raise ValueError(f"attrs['schema_version'] must be {SCHEMA_VERSION} (set by the writer)")
     if attrs.get("kind", "run") != "run":
         raise ValueError("attrs['kind'] is set by the writer and must be 'run'")
+    return arrays, rows, m
 
+
+def _complete_layers(arrays: dict[str, np.ndarray], rows: int,
+                     m: int) -> dict[str, np.ndarray]:
+    """Every schema field; the ones not given filled with NaN ("not measured") or -1."""
     out_layers: dict[str, np.ndarray] = {}
     for name, (dtype, _desc) in LAYER_FIELDS.items():
         if name in arrays:
             out_layers[name] = arrays[name]
-        else:  # keep the schema complete: NaN means "not measured", -1 for counters
+        else:
             fill = -1 if dtype == _I8 else np.nan
             out_layers[name] = np.full((rows, m), fill, dtype=dtype)
+    return out_layers
 
+
+def _root_attrs(attrs: dict[str, Any], ranks: dict[str, Any], rows: int,
+                m: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The root attributes, completed, and ``ranks`` completed from them (and back)."""
     out_attrs: dict[str, Any] = {}
     for name, value in attrs.items():
         _check_name("attribute", name)
@@ -521,7 +546,6 @@ def _prepare(
     for name, value in software_versions().items():
         out_attrs.setdefault(name, value)
 
-    ranks = dict(ranks or {})
     # The per-rank datasets and the root attributes describe the same facts; fill
     # one from the other so either route gives a complete file.
     if "shard_size" not in ranks and "shard_sizes" in out_attrs:
@@ -544,7 +568,11 @@ def _prepare(
     out_attrs["nodes"] = m
     out_attrs["layers_done"] = rows
     out_attrs["write_time"] = utc_now()
+    return out_attrs, ranks
 
+
+def _rank_arrays(ranks: dict[str, Any], m: int) -> dict[str, np.ndarray]:
+    """The per-rank datasets, each of length M; the schema's missing ones as "unknown"."""
     out_ranks: dict[str, np.ndarray] = {}
     for name, value in ranks.items():
         out_ranks[_check_name("ranks field", name)] = _as_rank_array(name, value, m)
@@ -556,13 +584,7 @@ def _prepare(
                 out_ranks[name] = np.full((m, 0), -1, dtype=np.int64)
             else:
                 out_ranks[name] = np.full(m, -1, dtype=np.int64)
-
-    out_extra = {
-        _check_name("extra", name): _as_extra_array(name, value)
-        for name, value in (extra or {}).items()
-    }
-    timing = _prepare_timing(trace, trajectory, trace_attrs, rows, m)
-    return _Prepared(out_attrs, out_layers, out_ranks, out_extra, timing)
+    return out_ranks
 
 
 # --------------------------------------------------------------------------- writing

@@ -24,7 +24,6 @@ from dssfn_mpi.gramstats import stats_bytes, stats_rounds
 from dssfn_mpi.modelio import load_model
 from dssfn_mpi.replay import load_run, parse_network, project
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.sim.schedule import bounded_delay_times
 from dssfn_mpi.sim.speed import parse_classes
 from dssfn_mpi.stoprule import reason_code
 from dssfn_mpi.topology import make_topology
@@ -111,16 +110,6 @@ def test_simulated_oneshot_is_the_exact_solution(tmp_path, mode, bound):
     assert mode == "oneshot" or rounds == stats_rounds(make_topology("ring", 5), 1e-10)
     for layer in range(3):
         assert (log.layers["bytes_sent"][layer] == sends * stats_bytes(d[layer], 10)).all()
-
-
-def test_const_speed_bounded_delay_by_hand():
-    """Two nodes, one 3x slower, lead 1: node 0 waits for node 1's version k - 1."""
-    cost = np.array([[1.0] * 4, [3.0] * 4])
-    start, end = bounded_delay_times(np.zeros(2), cost, [(1,), (0,)], 1)
-    # Node 0's activation k needs node 1's activation k-2 ended (version k-1 arrived).
-    assert end[1].tolist() == [3, 6, 9, 12]
-    assert start[0].tolist() == [0, 1, 3, 6]
-    assert end[0].tolist() == [1, 2, 4, 7]
 
 
 def test_stop_eps_ends_layers_early_and_records_the_reason(tmp_path):

@@ -1,8 +1,8 @@
 """The async engine in simulated time: a priority queue of activations.
 
 Per node m and activation k (the rules of :mod:`dssfn_mpi.engines.async_arock`
-and of the replay, docs/REPLAY.md): it starts when the node's activation k-1
-ended and, under ``--max-lead s``, version k-s of every neighbour has arrived
+and of :mod:`dssfn_mpi.timeline`, docs/REPLAY.md): it starts when the node's
+activation k-1 ended and, under ``--max-lead s``, version k-s of every neighbour has arrived
 (that neighbour's activation k-s-1 ended); it reads the latest ``Z_{n,m}`` that
 has arrived from each neighbour; it runs :class:`~dssfn_mpi.engines.updates.EdgeStep`
 (the engine's own step, compiled when numba is installed, as live); it lasts
@@ -33,6 +33,7 @@ import numpy as np
 from ..engines.updates import EdgeStep
 from ..network import Network
 from ..stoprule import NodeCheck, StopRule
+from ..timeline import activation_start
 
 __all__ = ["AsyncResult", "NodeRun", "solve_async", "staleness"]
 
@@ -128,88 +129,103 @@ def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None
     -------
     AsyncResult
     """
-    M = len(steps)
-    put = network.message_seconds(message_bytes)
-    slot = [{n: i for i, n in enumerate(nb)} for nb in neighbors]
-    # Row of Z_{n,m} in n's outbox, for each node m and neighbour index i.
-    rows = [[slot[n][m] for n in neighbors[m]] for m in range(M)]
-    shape = steps[0].O.shape
-    boxes = [_Outbox(s.Z.reshape(len(neighbors[m]), -1)) for m, s in enumerate(steps)]
-    runs = [NodeRun(O=np.zeros(shape), end=float(begin[m])) for m in range(M)]
-    prev_end = [float(b) for b in begin]
-    blocked = [False] * M
-    queue: list[tuple[float, int, int]] = []
-    flags: list[tuple[float, int, bool]] = []
-    state = np.zeros(M, dtype=bool)
-    stop_at = math.inf
-    passed: list[np.ndarray | None] = [None] * M
+    loop = _EventLoop(layer, steps, checks, neighbors, begin, rule, iters, max_lead, speed,
+                      network.message_seconds(message_bytes), network.alpha)
+    for m in range(len(steps)):
+        loop.schedule(m)
+    while loop.queue:
+        t, m, k = heapq.heappop(loop.queue)
+        if not rule.fixed and loop.stop_at == math.inf:
+            loop.stop_by(t)
+        if t < loop.stop_at:
+            loop.activate(t, m, k)
+    if not rule.fixed and loop.stop_at == math.inf:
+        loop.stop_by(math.inf)
+    return loop.finish()
 
-    def schedule(m: int) -> None:
-        k = runs[m].activations
-        if k >= iters:
+
+class _EventLoop:
+    """One async layer in simulated time: the nodes' outboxes and runs, the queue of
+    activations (start, node, k) and the done flags (end, node, done) of the stop rule."""
+
+    def __init__(self, layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None],
+                 neighbors: list[tuple[int, ...]], begin: np.ndarray, rule: StopRule,
+                 iters: int, max_lead: int | None, speed, put: float, signal: float) -> None:
+        M = len(steps)
+        self.layer, self.steps, self.checks, self.neighbors = layer, steps, checks, neighbors
+        self.rule, self.iters, self.max_lead, self.speed = rule, iters, max_lead, speed
+        self.put, self.signal = put, signal
+        slot = [{n: i for i, n in enumerate(nb)} for nb in neighbors]
+        # Row of Z_{n,m} in n's outbox, for each node m and neighbour index i.
+        self.rows = [[slot[n][m] for n in neighbors[m]] for m in range(M)]
+        self.shape = steps[0].O.shape
+        self.boxes = [_Outbox(s.Z.reshape(len(neighbors[m]), -1)) for m, s in enumerate(steps)]
+        self.runs = [NodeRun(O=np.zeros(self.shape), end=float(begin[m])) for m in range(M)]
+        self.prev_end = [float(b) for b in begin]
+        self.blocked = [False] * M
+        self.queue: list[tuple[float, int, int]] = []
+        self.flags: list[tuple[float, int, bool]] = []
+        self.state = np.zeros(M, dtype=bool)
+        self.stop_at = math.inf
+        self.passed: list[np.ndarray | None] = [None] * M  # last iterate its own test accepted
+
+    def schedule(self, m: int) -> None:
+        """Queue node ``m``'s next activation, or mark it blocked by the bounded delay."""
+        k = self.runs[m].activations
+        if k >= self.iters:
             return
-        start, j = prev_end[m], k - (max_lead if max_lead is not None else k) - 1
-        if j >= 0:
-            need = [runs[n].ends for n in neighbors[m]]
-            if any(len(e) <= j for e in need):
-                blocked[m] = True
+        start = activation_start(self.prev_end[m], k, self.max_lead,
+                                 [self.runs[n].ends for n in self.neighbors[m]])
+        self.blocked[m] = start is None
+        if start is not None:
+            heapq.heappush(self.queue, (start, m, k))
+
+    def stop_by(self, t: float) -> None:
+        """Apply the done-flag changes up to ``t``; at the first all-done moment the stop
+        signal is sent, and arrives one latency later."""
+        while self.flags and self.flags[0][0] <= t:
+            when, m, done = heapq.heappop(self.flags)
+            self.state[m] = done
+            if self.state.all():
+                self.stop_at = when + self.signal
                 return
-            start = max([start] + [e[j] for e in need])
-        blocked[m] = False
-        heapq.heappush(queue, (start, m, k))
 
-    def flags_until(t: float) -> float:
-        """Apply the done-flag changes up to ``t``; the first all-done moment, or inf."""
-        while flags and flags[0][0] <= t:
-            when, m, done = heapq.heappop(flags)
-            state[m] = done
-            if state.all():
-                return when
-        return math.inf
-
-    for m in range(M):
-        schedule(m)
-    while queue:
-        t, m, k = heapq.heappop(queue)
-        if not rule.fixed and stop_at == math.inf:
-            hit = flags_until(t)
-            if hit < math.inf:
-                stop_at = hit + network.alpha
-        if t >= stop_at:
-            continue
-        run = runs[m]
-        for n in neighbors[m]:
-            boxes[n].deliver(t)
-        Zr = [boxes[n].delivered[r].reshape(shape) for n, r in zip(neighbors[m], rows[m])]
+    def activate(self, t: float, m: int, k: int) -> None:
+        """Run node ``m``'s activation ``k`` at ``t`` with the neighbour rows delivered by then."""
+        run, nbrs = self.runs[m], self.neighbors[m]
+        for n in nbrs:
+            self.boxes[n].deliver(t)
+        Zr = [self.boxes[n].delivered[r].reshape(self.shape) for n, r in zip(nbrs, self.rows[m])]
         c0 = time.thread_time()
-        O = steps[m](Zr)
+        O = self.steps[m](Zr)
         measured = time.thread_time() - c0
-        done = checks[m].async_done(O, steps[m]._rhs) if checks[m] is not None else False
-        cost = speed.activation(layer, m, k, measured)
-        end = t + cost + put
+        check = self.checks[m]
+        done = check.async_done(O, self.steps[m]._rhs) if check is not None else False
+        cost = self.speed.activation(self.layer, m, k, measured)
+        end = t + cost + self.put
         run.O[...] = O
         if done:  # as live: a node returns the last iterate its own test accepted
-            passed[m] = O.copy()
-        run.versions.append(np.array([boxes[n].version for n in neighbors[m]], dtype=np.int64))
-        run.wait += t - prev_end[m]
+            self.passed[m] = O.copy()
+        run.versions.append(np.array([self.boxes[n].version for n in nbrs], dtype=np.int64))
+        run.wait += t - self.prev_end[m]
         run.compute += cost
         run.starts.append(t)
         run.ends.append(end)
         run.activations += 1
-        prev_end[m] = end
-        boxes[m].send(steps[m].Z.reshape(len(neighbors[m]), -1), k + 1, end, t)
-        if not rule.fixed:
-            heapq.heappush(flags, (end, m, done))
-        schedule(m)
-        for n in neighbors[m]:
-            if blocked[n]:
-                schedule(n)
-    if not rule.fixed and stop_at == math.inf:
-        hit = flags_until(math.inf)
-        if hit < math.inf:
-            stop_at = hit + network.alpha
-    for m, run in enumerate(runs):
-        run.end = prev_end[m] if stop_at == math.inf else max(prev_end[m], stop_at)
-        if stop_at < math.inf and passed[m] is not None:
-            run.O[...] = passed[m]
-    return AsyncResult(nodes=runs, all_done=stop_at < math.inf)
+        self.prev_end[m] = end
+        self.boxes[m].send(self.steps[m].Z.reshape(len(nbrs), -1), k + 1, end, t)
+        if not self.rule.fixed:
+            heapq.heappush(self.flags, (end, m, done))
+        self.schedule(m)
+        for n in nbrs:
+            if self.blocked[n]:
+                self.schedule(n)
+
+    def finish(self) -> AsyncResult:
+        """Every node's run: it leaves the layer at its last end or when the signal arrives."""
+        stopped = self.stop_at < math.inf
+        for m, run in enumerate(self.runs):
+            run.end = self.prev_end[m] if not stopped else max(self.prev_end[m], self.stop_at)
+            if stopped and self.passed[m] is not None:
+                run.O[...] = self.passed[m]
+        return AsyncResult(nodes=self.runs, all_done=stopped)

@@ -1,13 +1,11 @@
 """The simulated layer loop: set-up, features, penalty, solve, observation, run log.
 
 What every live rank does per layer (:mod:`dssfn_mpi.train`), for all M nodes
-in one process, with the layer-start timeline of the replay (docs/REPLAY.md):
-a node's layer starts when its own previous layer ended; then its features
-and penalty compute; the ``auto`` penalty's exchange of two numbers (async:
-one neighbour exchange; sync: an allreduce; sync-graph: ``mix_rounds``
-neighbour rounds); async from the third layer on, the parity wait (every
-neighbour left layer l-2, plus alpha); the factorisation; then the solve
-(:mod:`.asyncsim`, :mod:`.syncsim`, or :mod:`.schedule` for a traced run's reads).
+in one process: features, penalty and factorisation, placed in time by the
+layer-start rule of :mod:`dssfn_mpi.timeline` (the replay's, docs/REPLAY.md);
+then the solve (:mod:`.asyncsim`, :mod:`.syncsim`, or :mod:`.schedule` for a
+traced run's reads); then the untimed observation (accuracy, cost, the
+equivalence check) and the run log.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ import math
 import resource
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -30,23 +28,21 @@ from ..equivalence import check_fields
 from ..errors import UserError, require
 from ..gramstats import ONESHOT_MODES, StatsLayout, stats_rounds
 from ..model import accuracy, layer_features
-from ..network import Network, allreduce_seconds
-from ..replay import exchange_end
+from ..network import Network
 from ..solver import LocalInverse, exact_solve
 from ..stoprule import REASONS, NodeCheck
+from ..timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
 from .asyncsim import NodeRun, solve_async, staleness
 from .nodes import layer_problems, load_shards, penalties
 from .oneshotsim import pack_statistics, solve_oneshot
-from .schedule import bounded_delay_times, node_runs, replay_reads
+from .schedule import node_runs, replay_reads
 from .speed import SpeedModel
-from .syncsim import hop_matrix, solve_sync
+from .syncsim import solve_sync
 
 __all__ = ["SIM_MODES", "SimOptions", "SimResult", "simulate", "solve_layer"]
 
 #: The modes simulate runs (central has no decentralized timeline).
 SIM_MODES = ("async", "sync", "sync-graph") + ONESHOT_MODES
-#: The auto penalty exchanges two float64 numbers per node.
-PENALTY_BYTES = 16
 
 
 @dataclass
@@ -123,11 +119,61 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     UserError
         Bad settings, an impossible graph, a missing dataset, an unwritable output.
     """
+    _check(cfg, opts)
+    run = _setup(cfg, opts, command_line)
+    M = opts.nodes
+    rec = _Record(Os=[[] for _ in range(M)])
+    Ys, Yts, Os, prev_Os = list(run.shards.X), [run.shards.Xt] * M, None, None
+    t_prev = np.zeros(M)
+    for layer in range(cfg.layers + 1):
+        lay = _run_layer(run, layer, Ys, Os, t_prev, rec.layer_end)
+        Os = [r.O.copy() for r in lay.runs]
+        t_start, t_prev = t_prev, np.array([r.end for r in lay.runs])
+        # Observation (untimed, as live): accuracy, cost, the equivalence check.
+        if cfg.evaluate and layer > 0:
+            Yts = [layer_features(Os_prev, cfg.seed, layer, run.hidden, Yt)[0]
+                   for Os_prev, Yt in zip(prev_Os, Yts)]
+        rec.add(run, lay, Os, Yts, t_start, t_prev)
+        prev_Os = Os
+        Ys = [p.Y for p in lay.probs]
+        reason = run.rule.reason(lay.all_done)
+        del lay
+        if not quiet:
+            _progress(cfg, layer, rec, reason)
+        result = _result(run, rec, complete=layer == cfg.layers)
+        if cfg.out is not None:
+            _write(cfg.out, result)
+    if cfg.save_model is not None:
+        _save_model(cfg, run.shards, run.hidden, M, rec.Os)
+    return result
+
+
+@dataclass
+class _Setup:
+    """What stays fixed over a simulated run: data, graph, timing model, run attributes."""
+
+    cfg: TrainConfig
+    opts: SimOptions
+    graph: Any
+    shards: Any
+    hidden: int
+    eps: float
+    rule: Any  # the layers' StopRule
+    rounds: int  # sync-graph's and oneshot-graph's mixing rounds (0 otherwise)
+    neighbors: list[tuple[int, ...]]
+    timing: TimingModel
+    attrs: dict[str, Any]
+    ranks: dict[str, np.ndarray]
+    tt: list[float]  # each node's ||T_m||^2, for the equivalence check
+    wall0: float
+
+
+def _setup(cfg: TrainConfig, opts: SimOptions, command_line: str) -> _Setup:
+    """The graph, the shards, the data-dependent defaults and the run's attributes."""
     from ..engines.kernels import compiled_status
     from ..runlog import check_output_path, software_versions
     from ..runstate import make_graph, rank_table, run_attributes
 
-    _check(cfg, opts)
     M, net = opts.nodes, opts.network
     graph = make_graph(cfg, M)
     for path in (cfg.out, cfg.save_model):
@@ -143,10 +189,11 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     if cfg.mode == "oneshot-graph":
         rounds = stats_rounds(graph, cfg.mix_tol, cfg.mix_rounds)
     neighbors = [tuple(graph.neighbors(m)) for m in range(M)]
-    hops = hop_matrix(graph)
-    auto = ((cfg.gamma if cfg.mode == "async" else cfg.rho) == "auto"
-            and cfg.mode not in ONESHOT_MODES)
-    tt = [float(np.vdot(T, T)) for T in shards.T]
+    timing = TimingModel(
+        mode=cfg.mode, neighbors=neighbor_table(neighbors), hops=hop_distances(neighbors),
+        network=net, mix_rounds=rounds, allreduce=opts.allreduce,
+        auto_penalty=((cfg.gamma if cfg.mode == "async" else cfg.rho) == "auto"
+                      and cfg.mode not in ONESHOT_MODES))
     attrs = {
         **run_attributes(cfg, graph, shards.name, Q, hidden, eps, command_line),
         "shard_sizes": np.array(shards.sizes, dtype=np.int64),
@@ -160,52 +207,95 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         "sim_allreduce": opts.allreduce if cfg.mode in ("sync", "oneshot") else "",
         "sim_schedule": opts.schedule[0] if opts.schedule else "",
     }
-    ranks = rank_table(graph, shards.sizes)
-    rows: list[list[dict[str, float]]] = []
-    checks_rows: dict[str, list[np.ndarray]] = {k: [] for k in
-                                                ("rel_distance", "objective_gap",
-                                                 "consensus_spread", "lambda_star")}
-    layer_end: list[np.ndarray] = []
-    Os_all: list[list[np.ndarray]] = [[] for _ in range(M)]
-    Ys, Yts, Os, prev_Os = list(shards.X), [shards.Xt] * M, None, None
-    t_prev = np.zeros(M)
-    for layer in range(cfg.layers + 1):
-        d = Ys[0].shape[0] if layer == 0 else hidden
-        need_target = cfg.check or rule.needs_target and cfg.mode not in ONESHOT_MODES
-        G_sum = np.zeros((d, d)) if need_target else None
-        probs = layer_problems(cfg, shards, layer, hidden, eps, Ys, Os, G_sum)
-        pens = penalties(cfg, graph, layer, [p.stats for p in probs], rounds)
-        target = None
-        if need_target:
-            B_sum = np.sum(np.stack([p.B for p in probs]), axis=0)
-            target = exact_solve(G_sum, B_sum, eps)
-        if cfg.mode in ONESHOT_MODES:  # the nodes' packed statistics instead of inverses
-            invs, factor_cpu = pack_statistics(probs, StatsLayout(d, Q))
-        else:
-            invs, factor_cpu = _factorise(cfg, probs, pens)
-        measured = np.column_stack([[p.features_cpu for p in probs],
-                                    [p.penalty_cpu for p in probs], factor_cpu])
-        phases = opts.speed.phases(layer, measured)
-        begin = _layer_begin(cfg.mode, auto, t_prev, phases, hops, rounds, net, M,
-                             opts.allreduce, layer_end, neighbors)
-        nbytes = gramstats.message_bytes(cfg.mode, Q, d)
-        B2s = [2.0 * p.B for p in probs]
-        runs, all_done = solve_layer(cfg, opts, layer, invs, B2s, pens, eps, target, rule,
-                                     begin, rounds, hops, neighbors, nbytes, graph)
-        Os = [r.O.copy() for r in runs]
-        t_start = t_prev
-        for m in range(M):
-            Os_all[m].append(Os[m])
-        t_prev = np.array([r.end for r in runs])
-        layer_end.append(t_prev)
-        # Observation (untimed, as live): accuracy, cost, the equivalence check.
-        if cfg.evaluate and layer > 0:
-            Yts = [layer_features(Os_prev, cfg.seed, layer, hidden, Yt)[0]
-                   for Os_prev, Yt in zip(prev_Os, Yts)]
+    return _Setup(cfg=cfg, opts=opts, graph=graph, shards=shards, hidden=hidden, eps=eps,
+                  rule=rule, rounds=rounds, neighbors=neighbors, timing=timing, attrs=attrs,
+                  ranks=rank_table(graph, shards.sizes),
+                  tt=[float(np.vdot(T, T)) for T in shards.T], wall0=wall0)
+
+
+@dataclass
+class _Layer:
+    """One simulated layer: its problems, penalties, exact solution, times and runs."""
+
+    probs: list[Any]
+    pens: list[Any]
+    G_sum: np.ndarray | None
+    B_sum: np.ndarray | None
+    target: Any
+    phases: np.ndarray  # (M, 3) seconds: features, penalty, factor
+    begin: np.ndarray  # (M,) when each node's solve began
+    message_bytes: int
+    runs: list[NodeRun]
+    all_done: bool
+
+
+def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarray] | None,
+               t_prev: np.ndarray, layer_end: list[np.ndarray]) -> _Layer:
+    """Features, penalty, factorisation and solve of one layer, placed in time."""
+    cfg, opts = run.cfg, run.opts
+    d = Ys[0].shape[0] if layer == 0 else run.hidden
+    need_target = cfg.check or run.rule.needs_target and cfg.mode not in ONESHOT_MODES
+    G_sum = np.zeros((d, d)) if need_target else None
+    probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum)
+    pens = penalties(cfg, run.graph, layer, [p.stats for p in probs], run.rounds)
+    target = B_sum = None
+    if need_target:
+        B_sum = np.sum(np.stack([p.B for p in probs]), axis=0)
+        target = exact_solve(G_sum, B_sum, run.eps)
+    if cfg.mode in ONESHOT_MODES:  # the nodes' packed statistics instead of inverses
+        invs, factor_cpu = pack_statistics(probs, StatsLayout(d, run.shards.n_classes))
+    else:
+        invs, factor_cpu = _factorise(cfg.mode, probs, pens)
+    measured = np.column_stack([[p.features_cpu for p in probs],
+                                [p.penalty_cpu for p in probs], factor_cpu])
+    phases = opts.speed.phases(layer, measured)
+    begin = run.timing.layer_begin(t_prev, phases,
+                                   layer_end[-2] if len(layer_end) >= 2 else None)
+    message_bytes = gramstats.message_bytes(cfg.mode, run.shards.n_classes, d)
+    B2s = [2.0 * p.B for p in probs]
+    runs, all_done = solve_layer(cfg, opts, layer, invs, B2s, pens, run.eps, target, run.rule,
+                                 begin, run.rounds, run.timing.hops, run.neighbors,
+                                 message_bytes, run.graph)
+    return _Layer(probs=probs, pens=pens, G_sum=G_sum, B_sum=B_sum, target=target,
+                  phases=phases, begin=begin, message_bytes=message_bytes, runs=runs,
+                  all_done=all_done)
+
+
+def _factorise(mode: str, probs, pens) -> tuple[list[LocalInverse], np.ndarray]:
+    """Each node's local inverse for its penalty (async: the sum over its edges) and the CPU
+    seconds it took (its factor phase)."""
+    invs, factor_cpu = [], np.empty(len(probs))
+    for m, p in enumerate(probs):
+        c0 = time.thread_time()
+        shift = float(np.sum(pens[m])) if mode == "async" else float(pens[m])
+        invs.append(LocalInverse(p.Y, shift, p.G))
+        factor_cpu[m] = time.thread_time() - c0
+        p.G = None
+    return invs, factor_cpu
+
+
+@dataclass
+class _Record:
+    """The run so far: log rows, equivalence measurements, layer ends and solutions."""
+
+    Os: list[list[np.ndarray]]  # Os[m][l]
+    rows: list[list[dict[str, float]]] = field(default_factory=list)
+    checks: dict[str, list[np.ndarray]] = field(default_factory=lambda: {
+        k: [] for k in ("rel_distance", "objective_gap", "consensus_spread", "lambda_star")})
+    layer_end: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, run: _Setup, lay: _Layer, Os: list[np.ndarray], Yts: list[np.ndarray],
+            t_start: np.ndarray, t_end: np.ndarray) -> None:
+        """Record a solved layer: every node's row (cost, accuracies) and the check."""
+        cfg, shards = run.cfg, run.shards
+        for m in range(len(Os)):
+            self.Os[m].append(Os[m])
+        self.layer_end.append(t_end)
         row_layer = []
-        for m, (run, p) in enumerate(zip(runs, probs)):
-            row = _row(cfg, run, phases[m], begin[m], t_start[m], pens[m], neighbors[m],
-                       nbytes, rounds, rule.reason(all_done))
+        for m, (node, p) in enumerate(zip(lay.runs, lay.probs)):
+            row = _row(cfg, node, lay.phases[m], lay.begin[m], t_start[m], lay.pens[m],
+                       run.neighbors[m], lay.message_bytes, run.rounds,
+                       run.rule.reason(lay.all_done))
             resid = shards.T[m] - Os[m] @ p.Y
             row.update(train_cost=float(np.vdot(resid, resid)),
                        train_accuracy=accuracy(Os[m], p.Y, shards.y[m]),
@@ -214,52 +304,11 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
             if not cfg.evaluate:
                 row["train_accuracy"] = math.nan
             row_layer.append(row)
-        rows.append(row_layer)
+        self.rows.append(row_layer)
         if cfg.check:
-            for k, v in check_fields(G_sum, B_sum, sum(tt), np.stack(Os), target).items():
-                checks_rows[k].append(v)
-        prev_Os = Os
-        Ys = [p.Y for p in probs]
-        del probs, invs, G_sum
-        if not quiet:
-            _progress(cfg, layer, runs, checks_rows, rule.reason(all_done), layer_end)
-        result = _result(attrs, rows, checks_rows, ranks, layer_end, Os_all, wall0,
-                         complete=layer == cfg.layers)
-        if cfg.out is not None:
-            _write(cfg.out, result)
-    if cfg.save_model is not None:
-        _save_model(cfg, shards, hidden, M, Os_all)
-    return result
-
-
-def _factorise(cfg: TrainConfig, probs, pens) -> tuple[list[LocalInverse], np.ndarray]:
-    """Each node's local inverse of the layer and the CPU seconds it took (its factor phase)."""
-    invs, factor_cpu = [], np.empty(len(probs))
-    for m, p in enumerate(probs):
-        c0 = time.thread_time()
-        shift = float(np.sum(pens[m])) if cfg.mode == "async" else float(pens[m])
-        invs.append(LocalInverse(p.Y, shift, p.G))
-        factor_cpu[m] = time.thread_time() - c0
-        p.G = None
-    return invs, factor_cpu
-
-
-def _layer_begin(mode: str, auto: bool, t_prev: np.ndarray, phases: np.ndarray,
-                 hops: np.ndarray, rounds: int, net: Network, M: int, library: str,
-                 layer_end: list[np.ndarray], neighbors: list[tuple[int, ...]]) -> np.ndarray:
-    """When each node's solve begins (the layer-start rules of docs/REPLAY.md)."""
-    ready = t_prev + phases[:, 0] + phases[:, 1]
-    if auto:
-        if mode == "sync":
-            ready = np.full(M, ready.max() + allreduce_seconds(net, M, PENALTY_BYTES, library))
-        else:
-            ready = exchange_end(ready, hops, 1 if mode == "async" else rounds,
-                                 net.message_seconds(PENALTY_BYTES))
-    if mode == "async" and len(layer_end) >= 2:
-        older = layer_end[-2]
-        parity = np.array([max((older[n] for n in nb), default=-np.inf) for nb in neighbors])
-        ready = np.maximum(ready, parity + net.alpha)
-    return ready + phases[:, 2]
+            for k, v in check_fields(lay.G_sum, lay.B_sum, sum(run.tt), np.stack(Os),
+                                     lay.target).items():
+                self.checks[k].append(v)
 
 
 def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens, eps,
@@ -290,7 +339,7 @@ def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens,
             K = cpu.shape[1]
             cost = np.array([[opts.speed.activation(layer, m, k, cpu[m, k]) for k in range(K)]
                              for m in range(M)]) + put
-            start, end = bounded_delay_times(begin, cost, neighbors, cfg.max_lead)
+            start, end = bounded_delay(begin, cost, neighbor_table(neighbors), cfg.max_lead)
             return node_runs(final, start, end, cost, put, versions[layer], neighbors,
                              begin), False
         res = solve_async(layer, steps, checks, neighbors, begin, rule, cfg.iters,
@@ -334,26 +383,25 @@ def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: f
     return row
 
 
-def _result(attrs, rows, checks_rows, ranks, layer_end, Os_all, wall0,
-            complete: bool) -> SimResult:
+def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
     from .. import schema
 
     missing = {k: (-1 if schema.layer_field(k).dtype == np.int64 else math.nan)
                for k in schema.names(schema.ENGINE, schema.LOOP)}
-    layers = {k: np.array([[r.get(k, missing[k]) for r in row] for row in rows])
+    layers = {k: np.array([[r.get(k, missing[k]) for r in row] for row in rec.rows])
               for k in missing}
-    for k, v in checks_rows.items():
+    for k, v in rec.checks.items():
         if v:
             layers[k] = np.array(v)
-    ends = np.array(layer_end)
-    out = {**attrs, "complete": complete, "layers_done": len(rows),
+    ends = np.array(rec.layer_end)
+    out = {**run.attrs, "complete": complete, "layers_done": len(rec.rows),
            "sim_total_seconds": float(ends[-1].max()),
-           "sim_wall_seconds": time.perf_counter() - wall0,
+           "sim_wall_seconds": time.perf_counter() - run.wall0,
            "sim_peak_rss_bytes": _peak_rss_bytes()}
     if complete:
         out["end_time"] = datetime.now(timezone.utc).isoformat()
-    return SimResult(attrs=out, layers=layers, ranks=ranks, extra={"sim_layer_end": ends},
-                     Os=Os_all)
+    return SimResult(attrs=out, layers=layers, ranks=run.ranks, extra={"sim_layer_end": ends},
+                     Os=rec.Os)
 
 
 def _write(path: str, result: SimResult) -> None:
@@ -378,12 +426,12 @@ def _save_model(cfg: TrainConfig, shards, hidden: int, M: int,
     save_model(cfg.save_model, attrs, Os_all)
 
 
-def _progress(cfg: TrainConfig, layer: int, runs: list[NodeRun], checks_rows, reason: int,
-              layer_end: list[np.ndarray]) -> None:
+def _progress(cfg: TrainConfig, layer: int, rec: _Record, reason: int) -> None:
+    layer_end = rec.layer_end
     done = float(layer_end[-1].max()) - (float(layer_end[-2].max()) if len(layer_end) > 1
                                          else 0.0)
-    acts = np.mean([r.activations for r in runs])
-    rel = checks_rows["rel_distance"][-1].max() if checks_rows["rel_distance"] else math.nan
+    acts = np.mean([r["activations"] for r in rec.rows[-1]])
+    rel = rec.checks["rel_distance"][-1].max() if rec.checks["rel_distance"] else math.nan
     stop = "-" if cfg.mode in ONESHOT_MODES else REASONS[reason]
     print(f"layer {layer:>3}/{cfg.layers}  {cfg.mode:<10} simulated {done:10.4f} s  "
           f"activations {acts:7.1f}  max rel dist {rel:.2e}  stop {stop}",

@@ -6,7 +6,7 @@ average is the network mean (``oneshot``: one allreduce) or ``mix_rounds``
 rounds of Metropolis mixing (``oneshot-graph``: :func:`.nodes.mix`, the
 sync-graph engine's arithmetic); then each node solves its averaged statistics
 with :func:`dssfn_mpi.solver.exact_solve`, as live. Times follow the replay
-(:func:`dssfn_mpi.replay.oneshot_end`): the exchange once every node (the
+(:func:`dssfn_mpi.timeline.oneshot_end`): the exchange once every node (the
 allreduce) or its neighbours (each round) are ready, then the node's solve.
 """
 
@@ -18,8 +18,8 @@ import numpy as np
 
 from ..gramstats import StatsLayout
 from ..network import Network
-from ..replay import oneshot_end
 from ..solver import exact_solve
+from ..timeline import oneshot_end
 from .asyncsim import NodeRun
 from .nodes import Layer, mix
 

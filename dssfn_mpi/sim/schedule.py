@@ -10,7 +10,7 @@ version of every node's outbox, so memory grows with K: this mode is for
 checking the simulator against live runs, not for scale.
 
 The times of such a layer follow the bounded-delay rule alone
-(:func:`bounded_delay_times`), which does not depend on what was read.
+(:func:`dssfn_mpi.timeline.bounded_delay`), which does not depend on what was read.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..engines.updates import EdgeStep
 from ..errors import UserError
 from .asyncsim import NodeRun
 
-__all__ = ["bounded_delay_times", "replay_reads"]
+__all__ = ["node_runs", "replay_reads"]
 
 
 def replay_reads(steps: list[EdgeStep], neighbors: list[tuple[int, ...]],
@@ -83,29 +83,6 @@ def replay_reads(steps: list[EdgeStep], neighbors: list[tuple[int, ...]],
         raise UserError(f"{source}: its recorded reads cannot all be satisfied (a read of a "
                         "version not yet written); the file is damaged")
     return final, cpu
-
-
-def bounded_delay_times(begin: np.ndarray, cost: np.ndarray, neighbors: list[tuple[int, ...]],
-                        max_lead: int | None) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (M, K) of every activation under the bounded-delay rule.
-
-    Activation k of node m starts when its activation k-1 ended and every
-    neighbour's activation k-s-1 ended (its version k-s arrived); it lasts
-    ``cost[m, k]`` (compute plus puts).
-    """
-    M, K = cost.shape
-    start, end = np.empty_like(cost), np.empty_like(cost)
-    prev = np.asarray(begin, dtype=float).copy()
-    for k in range(K):
-        j = -1 if max_lead is None else k - max_lead - 1
-        s = prev.copy()
-        if j >= 0:
-            for m in range(M):
-                for n in neighbors[m]:
-                    s[m] = max(s[m], end[n, j])
-        start[:, k] = s
-        end[:, k] = prev = s + cost[:, k]
-    return start, end
 
 
 def node_runs(final: list[np.ndarray], start: np.ndarray, end: np.ndarray,

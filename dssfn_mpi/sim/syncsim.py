@@ -4,11 +4,12 @@ Per iteration, each node runs :func:`~dssfn_mpi.engines.updates.consensus_primal
 the average of ``O_m + U_m`` is the network mean (``sync``, one allreduce) or
 ``mix_rounds`` rounds of :func:`~dssfn_mpi.engines.updates.mix_round` with
 Metropolis weights (``sync-graph``); then
-:func:`~dssfn_mpi.engines.updates.consensus_dual`. Times follow the replay's
-rules (docs/REPLAY.md): an iteration ends on every rank at the slowest rank's
-compute end plus the allreduce (:func:`dssfn_mpi.network.allreduce_seconds`);
-in sync-graph, round r ends on a node one message after the latest round r-1
-end among it and its neighbours.
+:func:`~dssfn_mpi.engines.updates.consensus_dual`. Times follow the rules of
+:mod:`dssfn_mpi.timeline` (docs/REPLAY.md), one iteration at a time: an
+iteration ends on every node at the slowest node's compute end plus the
+allreduce (:func:`~dssfn_mpi.timeline.collective_end`); in sync-graph, round r
+ends on a node one message after the latest round r-1 end among it and its
+neighbours (:func:`~dssfn_mpi.timeline.exchange_end`).
 
 Under ``--stop eps:E`` / ``local:TOL`` each node's flag of iteration k
 (:meth:`~dssfn_mpi.stoprule.NodeCheck.sync_done`) rides in iteration
@@ -27,20 +28,13 @@ import numpy as np
 
 from ..engines.updates import consensus_dual, consensus_primal
 from ..network import Network, allreduce_seconds
-from ..replay import exchange_end
 from ..solver import LocalInverse
 from ..stoprule import NodeCheck, StopRule
+from ..timeline import collective_end, exchange_end
 from .asyncsim import NodeRun
 from .nodes import mix
 
-__all__ = ["hop_matrix", "solve_sync"]
-
-
-def hop_matrix(graph) -> np.ndarray:
-    """Graph distance between every pair of nodes, shape (M, M)."""
-    from scipy.sparse.csgraph import shortest_path
-
-    return shortest_path(graph.adjacency_matrix().astype(float), unweighted=True)
+__all__ = ["solve_sync"]
 
 
 def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list[np.ndarray],
@@ -94,7 +88,7 @@ def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list
             Zbar = new
         cost = speed.activations(layer, k, measured + share)
         ready = t + cost
-        end = (np.full(M, ready.max() + reduce) if mode == "sync"
+        end = (collective_end(ready, reduce) if mode == "sync"
                else exchange_end(ready, hops, rounds, message))
         for m in range(M):
             runs[m].starts.append(float(t[m]))
