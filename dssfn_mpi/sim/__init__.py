@@ -5,7 +5,7 @@ Every node's activation (iteration) runs the functions the live engines run
 is simulated is *when* each one happens and what it reads: a priority queue
 of activations in simulated time, under a speed model (:mod:`.speed`) and one
 of the replay's network models (:mod:`dssfn_mpi.network`), by the timing rules
-of :mod:`dssfn_mpi.replay` (docs/SIMULATE.md).
+the replay uses too, :mod:`dssfn_mpi.timeline` (docs/SIMULATE.md).
 
 Modules: :mod:`.speed` (how long compute takes), :mod:`.nodes` (each node's
 data, features and penalty), :mod:`.asyncsim` (the event loop of the async
