@@ -321,8 +321,8 @@ def test_presets_and_overrides():
 
 def test_table2_markdown_quotes_the_paper():
     assert PAPER_TABLE2["mnist"][0] == (95.8, 0.2) and PAPER_TABLE2["vowel"][4] == 7.8
-    text = table2_markdown({})
-    assert "no table2 runs" in text
+    empty = {"network": "shm", "eps": 1e-2, "info": {}, "records": [], "tables": {}}
+    assert "no table2 runs" in table2_markdown(empty)
 
 
 def test_only_dssfn_mpi_is_installed():
@@ -371,10 +371,8 @@ def test_collect_dry_run_needs_files(tmp_path):
         run_collect(Args())
 
 
-def test_table2_markdown_uses_each_settings_own_central(monkeypatch):
+def test_table2_markdown_uses_each_settings_own_central():
     # The paper setting's central model is the authors' ADMM, not the exact solve.
-    import types
-
     import dssfn_mpi.bench.table2 as t2
 
     def row(setting, mode, acc):
@@ -384,11 +382,15 @@ def test_table2_markdown_uses_each_settings_own_central(monkeypatch):
 
     rows = [row("exact", "central", 0.111), row("exact", "sync", 0.2),
             row("paper", "central", 0.333), row("paper", "sync", 0.4)]
-    monkeypatch.setattr(t2, "table2_rows", lambda runs, *args: rows)
-    run = types.SimpleNamespace(attrs={"bench_dataset": "vowel", "layers": 2, "mode": "sync"})
-    lines = t2.table2_markdown({"r": run}).splitlines()
-    assert any(ln.startswith("| vowel | exact |") and "| 11.1±0.0 |" in ln for ln in lines)
-    assert any(ln.startswith("| vowel | paper |") and "| 33.3±0.0 |" in ln for ln in lines)
+    summary = {"network": "shm", "eps": 1e-2, "info": {"nodes": 4},
+               "records": [{"kind": "live", "dataset": "vowel", "layers": 2}],
+               "tables": {"table2": rows}}
+    lines = t2.table2_markdown(summary).splitlines()
+    # one seed: no "± std" (it would say nothing)
+    assert any(ln.startswith("| vowel | exact | 2 |") and "| 11.1 |" in ln for ln in lines)
+    assert any(ln.startswith("| vowel | paper |") and "| 33.3 |" in ln for ln in lines)
+    rows[0].update(seeds=3, acc_std=0.01)
+    assert "| 11.1±1.0 |" in t2.table2_markdown(summary)
 
 
 def test_penalty_sweep_backs_the_auto_rho():
@@ -521,7 +523,9 @@ def _degree_runs() -> dict:
 def test_sweep_markdown_measured_projected_and_time_to_eps(fake_replay):
     from dssfn_mpi.bench.tables import sweep_markdown
 
-    text = sweep_markdown(_degree_runs(), "degree", network="ib", eps=1e-2)
+    from dssfn_mpi.bench.records import sweep_summaries
+
+    text = sweep_markdown(sweep_summaries(_degree_runs(), network="ib", eps=1e-2)["degree"])
     head = text.splitlines()[0]
     for col in ("async measured [s]", "sync-graph projected ib [s]", "sync to eps 0.01 [s]",
                 "async acc [%]"):
@@ -549,7 +553,9 @@ def test_table2_time_table_with_sync_graph_and_paper_ratio(fake_replay):
     assert rows["sync-graph"]["projected"] == pytest.approx(1.8)
     assert rows["async"]["projected"] == pytest.approx(1.08)
     assert math.isnan(rows["central"]["projected"])
-    text = table2_markdown(runs)
+    from dssfn_mpi.bench.records import sweep_summaries
+
+    text = table2_markdown(sweep_summaries(runs)["table2"])
     line = next(ln for ln in text.splitlines() if ln.startswith("| vowel | exact | 1 | 2.0"))
     # sync-graph / async = 1.8 / 1.08, sync / async = 1.16 / 1.08, paper 34.9 / 7.8
     assert line.endswith("| 1.67 | 1.07 | 4.5 |"), line
@@ -588,7 +594,9 @@ def test_straggler_rows_project_the_slowed_case_from_the_unslowed_run(fake_repla
     assert rows[("one", "sync")]["projected_live"] == pytest.approx(1.4)
     assert any(c[2] == {0: 5.0} and c[0] == "mem:sync-graph-4-1.0-none"
                for c in fake_replay.calls)
-    text = straggler_markdown(_straggler_runs())
+    from dssfn_mpi.bench.records import sweep_summaries
+
+    text = straggler_markdown(sweep_summaries(_straggler_runs())["straggler"])
     assert "| one (0) | 5 | sync-graph | - | - | - | - | - | 1.400 |" in text
 
 
@@ -607,7 +615,9 @@ def test_jitter_rows_project_noise_and_a_straggler(fake_replay):
     assert rows["rank 0 x5"]["seconds"]["async"] == pytest.approx(1.4)
     seeds = {c[4] for c in fake_replay.calls if c[3] == ("exp", 1.0)}
     assert seeds == {0, 1}  # jitter averaged over replay seeds
-    text = jitter_markdown(runs, seeds=2)
+    from dssfn_mpi.bench.records import sweep_summaries
+
+    text = jitter_markdown(sweep_summaries(runs)["straggler"])
     assert "| no jitter |" in text and "sync / async" in text and "sync-graph / async" in text
     # nodes: the largest M; degree: the degree nearest 8
     deg, what = baseline_runs(_degree_runs())

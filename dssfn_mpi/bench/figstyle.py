@@ -16,15 +16,27 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from ..runlog import RunLog  # noqa: E402
 
-__all__ = ["MODE_STYLE", "describe", "ok_runs", "plt", "save", "style"]
+__all__ = ["ENGINE_COLOURS", "MODE_STYLE", "describe", "describe_info", "engine_of",
+           "ok_runs", "plt", "save", "style"]
 
-MODE_STYLE = {
-    "async": dict(color="tab:blue", marker="o"),
-    "async-unbounded": dict(color="tab:cyan", marker="v"),
-    "sync": dict(color="tab:orange", marker="s"),
-    "sync-graph": dict(color="tab:green", marker="^"),
-    "central": dict(color="black", marker="x"),
+#: The one colour of each engine, in every figure. Variants of an engine (async's bounded
+#: delays) keep its colour and differ by marker.
+ENGINE_COLOURS = {
+    "async": "tab:blue",
+    "sync": "tab:orange",
+    "sync-graph": "tab:green",
+    "oneshot": "tab:red",
+    "oneshot-graph": "tab:purple",
+    "central": "black",
 }
+
+#: Marker of each mode or variant (colour: its engine's).
+_MARKERS = {"async": "o", "async-unbounded": "v", "sync": "s", "sync-graph": "^",
+            "oneshot": "D", "oneshot-graph": "P", "central": "x"}
+_LEAD_MARKERS = {"4": "o", "16": "<", "64": ">"}
+
+MODE_STYLE = {mode: dict(color=ENGINE_COLOURS[mode.split("-unbounded")[0]], marker=marker)
+              for mode, marker in _MARKERS.items()}
 _DPI = 100
 
 
@@ -52,9 +64,23 @@ def _shrink_png(path: Path) -> None:
     small.save(path, optimize=True)
 
 
+def engine_of(mode: str) -> str:
+    """The engine of a mode or variant: ``async-lead16``, ``async-unbounded`` -> ``async``."""
+    if mode.startswith("async-lead") or mode == "async-unbounded":
+        return "async"
+    return mode
+
+
 def style(mode: str) -> dict:
-    """Colour and marker of a mode (a fresh dict the caller may change)."""
-    return dict(MODE_STYLE.get(mode, {}))
+    """Colour (its engine's) and marker of a mode or variant (a fresh dict the caller may
+    change); ``{}`` for a name that is no mode."""
+    if mode in MODE_STYLE:
+        return dict(MODE_STYLE[mode])
+    engine = engine_of(mode)
+    if engine not in ENGINE_COLOURS:
+        return {}
+    lead = mode.removeprefix("async-lead")
+    return dict(color=ENGINE_COLOURS[engine], marker=_LEAD_MARKERS.get(lead, "d"))
 
 
 def describe(run: RunLog) -> str:
@@ -62,6 +88,13 @@ def describe(run: RunLog) -> str:
     a = run.attrs
     return (f"{a.get('dataset', '?')}, L = {a.get('layers', '?')}, n = {a.get('hidden', '?')}, "
             f"K = {a.get('bench_target_iters', a.get('iters', '?'))}")
+
+
+def describe_info(info: dict) -> str:
+    """``dataset, L, n, K`` of a sweep summary's ``info``, for titles."""
+    ds = ", ".join(info.get("datasets") or [str(info.get("dataset", "?"))])
+    return (f"{ds}, L = {info.get('layers', '?')}, n = {info.get('hidden', '?')}, "
+            f"K = {info.get('bench_target_iters', info.get('iters', '?'))}")
 
 
 def ok_runs(runs: dict[str, RunLog]) -> dict[str, RunLog]:

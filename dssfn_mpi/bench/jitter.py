@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -111,20 +112,16 @@ def jitter_rows(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
     return rows
 
 
-def _shortened(run: RunLog) -> bool:
-    target = run.attrs.get("bench_target_iters")
-    return target is not None and int(run.attrs.get("iters", 0)) != int(target)
-
-
-def jitter_markdown(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
-                    eps: float = DEFAULT_EPS, seeds: int = 3) -> str:
-    """The jitter view as a Markdown table (``jitter.md`` of ``dssfn-mpi plot``)."""
-    base, what = baseline_runs(runs)
-    rows = jitter_rows(runs, network, eps, seeds)
-    if not rows or not base:
+def jitter_markdown(summary: Mapping[str, Any]) -> str:
+    """The jitter view of a sweep summary's ``jitter`` table as Markdown (``jitter.md`` of
+    ``dssfn-mpi plot``)."""
+    table = summary["tables"].get("jitter")
+    if not table or not table["rows"]:
         return "(no unslowed runs to project)"
-    modes = list(base)
-    star = {m: "*" if _shortened(base[m]) else "" for m in modes}
+    network, eps, rows, what = summary["network"], summary["eps"], table["rows"], table["what"]
+    seeds = table.get("seeds", 3)
+    modes = list(rows[0]["seconds"])
+    star = {m: "*" if table.get("shortened", {}).get(m) else "" for m in modes}
     others = [m for m in modes if m != "async"]
     lines = [
         "| case | " + " | ".join(f"{m}{star[m]} projected [s]" for m in modes) + " | "
@@ -136,7 +133,8 @@ def jitter_markdown(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
         lines.append(f"| {r['case']} | "
                      + " | ".join(number(r["seconds"][m], ".3f") for m in modes) + " | "
                      + " | ".join(number(r["time_to_eps"][m], ".3f") for m in modes) + " | "
-                     + " | ".join(number(r["ratio"][m], ".2f") for m in others) + " |")
+                     + " | ".join(number(r["ratio"].get(m, math.nan), ".2f") for m in others)
+                     + " |")
     lines += ["", f"Projected from the unslowed runs at {what} (one core per rank, network "
               f"{network}); jitter rows: each activation's compute times a seeded random factor, "
               f"mean over replay seeds 0..{seeds - 1}; rank 0 x5: one straggler applied in "

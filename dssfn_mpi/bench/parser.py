@@ -25,6 +25,7 @@ SWEEPS = {
     "nodes": "rank counts M",
     "table2": None,
     "straggler": "slow-down factors of the one slowed rank",
+    "noise": "slow-down factors of the one slowed rank",
     "contention": "busy processes beside the job",
 }
 
@@ -45,6 +46,8 @@ _DESCRIPTIONS = {
               "whose files are found.",
     "straggler": "One rank slowed by each factor; async (bounded and unbounded delay) "
                  "against sync.",
+    "noise": "Time to eps under noise on the circular graph: every engine live (projected "
+             "from its trace) and simulated, with per-activation jitter and one straggler.",
     "contention": "Every mode and wait policy with busy processes beside the job (a shared "
                   "machine).",
     "rma": "The one-sided micro-benchmark: put latency and bandwidth, passive progress, "
@@ -101,6 +104,21 @@ def _jobs(p: argparse.ArgumentParser, bench: str) -> None:
                    help="target relative distance to O* of the projected time to eps (> 0)")
 
 
+def _eps_form(p: argparse.ArgumentParser, bench: str) -> None:
+    """``--to-eps``: the sweep at equal accuracy, with the one-shot baseline and simulated
+    runs."""
+    sim = {"degree": "every degree at the same M",
+           "nodes": f"the ring at M = {_by_preset('nodes', 'sim_values')}",
+           "table2": "every dataset at the same M and d"}[bench]
+    p.add_argument("--to-eps", type=positive, metavar="EPS",
+                   help="time-to-eps form: every layer (the input layer too) runs until every "
+                   f"node is within EPS (> 0, e.g. 1e-2) of O*, K the cap (by preset: "
+                   f"{_by_preset(bench, 'eps_iters')}); adds the one-shot baseline (oneshot, "
+                   f"oneshot-graph) to the modes and simulated runs ({sim})")
+    p.add_argument("--no-simulate", action="store_true",
+                   help="with --to-eps: the live runs only")
+
+
 def _add_sweep(sub: Any, name: str, **kw: Any) -> argparse.ArgumentParser:
     text = _DESCRIPTIONS[name].rstrip(".")
     p = sub.add_parser(name, help=text[0].lower() + text[1:],
@@ -132,6 +150,8 @@ def add_bench_parser(sub: Any, **kw: Any) -> argparse.ArgumentParser:
                            f"{_by_preset('table2', 'datasets')}; those whose files load)")
             b.add_argument("--seeds", type=at_least(1), help="repetitions with seeds 0..SEEDS-1 "
                            f"(default, by preset: {_by_preset('table2', 'seeds')})")
+        if name in ("degree", "nodes", "table2"):
+            _eps_form(b, name)
         _jobs(b, name)
     _common(_add_sweep(benches, "rma", **kw), data=False)
     c = _add_sweep(benches, "collect", **kw)

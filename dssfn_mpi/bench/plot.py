@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +31,10 @@ from matplotlib.ticker import MaxNLocator
 from ..errors import UserError
 from ..runlog import RunLog, read_runlog, read_sweep
 from .figstyle import describe as _describe
-from .figstyle import ok_runs as _ok_runs
-from .figstyle import plt
+from .figstyle import describe_info, plt
 from .figstyle import save as _save
 from .figstyle import style as _style
 from .projection import DEFAULT_EPS, DEFAULT_NETWORK, check_network, has_trace
-from .summary import summarize
 
 __all__ = ["plot_file", "plot_runs"]
 
@@ -52,30 +49,32 @@ def _line_style(label: str) -> dict:
     return style
 
 
-def _per_layer(runs: list[tuple[str, RunLog]], outdir: Path, stem: str, title: str) -> list[Path]:
-    """Accuracy per layer, and the relative distance per layer if it was measured."""
+def _per_layer(recs: list[tuple[str, dict]], outdir: Path, stem: str,
+               title: str) -> list[Path]:
+    """Accuracy per layer, and the relative distance per layer if it was measured, of
+    ``(label, record)`` pairs."""
     out: list[Path] = []
-    sums = [(label, summarize(label, run)) for label, run in runs]
-    if not sums:
+    if not recs:
         return out
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for label, s in sums:
-        ax.plot(np.arange(s.acc_per_layer.size), s.acc_per_layer * 100, label=label,
-                **_line_style(label))
-    ax.set_xlabel("layer l")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel("test accuracy [%] (mean over nodes)")
-    ax.set_title(title, fontsize=9)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    out += _save(fig, outdir, f"{stem}_accuracy_per_layer")
-    with_rel = [(label, s) for label, s in sums if np.isfinite(s.rel_per_layer).any()]
+    with_acc = [(label, np.asarray(r["acc_per_layer"], dtype=float)) for label, r in recs]
+    if any(np.isfinite(a).any() for _label, a in with_acc):
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for label, acc in with_acc:
+            ax.plot(np.arange(acc.size), acc * 100, label=label, **_line_style(label))
+        ax.set_xlabel("layer l")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel("test accuracy [%] (mean over nodes)")
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        out += _save(fig, outdir, f"{stem}_accuracy_per_layer")
+    with_rel = [(label, np.asarray(r["rel_per_layer"], dtype=float)) for label, r in recs]
+    with_rel = [(label, rel) for label, rel in with_rel if np.isfinite(rel).any()]
     if with_rel:
         fig, ax = plt.subplots(figsize=(6, 4))
-        for label, s in with_rel:
-            ax.semilogy(np.arange(s.rel_per_layer.size), s.rel_per_layer, label=label,
-                        **_line_style(label))
+        for label, rel in with_rel:
+            ax.semilogy(np.arange(rel.size), rel, label=label, **_line_style(label))
         ax.set_xlabel("layer l")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(r"max$_m$ $\|O_m - O^*\|_F / \|O^*\|_F$  (log scale)")
@@ -87,40 +86,37 @@ def _per_layer(runs: list[tuple[str, RunLog]], outdir: Path, stem: str, title: s
     return out
 
 
-def _pick_layer_runs(runs: dict[str, RunLog], bench: str) -> tuple[list, str]:
+def _ok_records(summary: dict, kind: str = "live") -> list[dict]:
+    return [r for r in summary["records"] if r["status"] == "ok" and r["kind"] == kind
+            and r["layer_seconds"]]
+
+
+def _pick_layer_runs(summary: dict) -> tuple[list, str]:
     """Runs shown per layer: one per mode at a representative swept value."""
-    ok = _ok_runs(runs)
-    values = sorted({float(r.attrs.get("bench_value", -1)) for r in ok.values()} - {-1.0})
+    bench, ok = summary["bench"], _ok_records(summary)
+    values = sorted({r["value"] for r in ok} - {-1.0})
     if bench == "degree":
         pick = min(values, key=lambda v: abs(v - 8)) if values else -1
         what = f"d = {pick:g}"
-    elif bench == "nodes":
+    else:
         pick = max(values) if values else -1
         what = f"M = {pick:g}"
-    else:
-        pick, what = -1, ""
     chosen = []
-    for _name, run in ok.items():
-        mode = str(run.attrs.get("bench_mode", run.attrs.get("mode")))
-        if mode == "central" or float(run.attrs.get("bench_value", -1)) == pick:
-            k, target = run.attrs.get("iters"), run.attrs.get("bench_target_iters", None)
-            shorter = mode != "central" and target is not None and k != target
-            chosen.append((mode + (f" (K={k})" if shorter else ""), run))
-    example = next(iter(ok.values()), None)
-    title = f"{bench} sweep, {what}; {_describe(example)}" if example is not None else bench
-    return chosen, title
+    for r in ok:
+        if r["mode"] == "central" or r["value"] == pick:
+            shorter = r["mode"] != "central" and r["iters"] != r["target_iters"]
+            chosen.append((r["mode"] + (f" (K={r['iters']})" if shorter else ""), r))
+    return chosen, f"{bench} sweep, {what}; {describe_info(summary['info'])}"
 
 
 _WAIT_COLOR = {"spin": "tab:red", "hybrid": "tab:purple", "auto": "tab:green"}
 
 
-def _contention(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
+def _contention(summary: dict, outdir: Path) -> list[Path]:
     """Idle solve time, then the slowdown beside each busy-process count: bars per
     wait policy, grouped by mode (medians over repetitions; log scale; the label on a
     bar is its value)."""
-    from .tables import contention_rows
-
-    rows = contention_rows(runs)
+    rows = summary["tables"].get("contention", [])
     if not rows:
         return []
     modes = list(dict.fromkeys(r["mode"] for r in rows))
@@ -133,10 +129,8 @@ def _contention(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
     for ax, busy in zip(axes[0], levels):
         for i, wait in enumerate(waits):
             got = [by.get((m, wait, busy)) for m in modes]
-            if busy == 0:
-                vals = [r["solve"] if r else np.nan for r in got]
-            else:
-                vals = [r["slowdown"] if r else np.nan for r in got]
+            key = "solve" if busy == 0 else "slowdown"
+            vals = [float(r[key]) if r else np.nan for r in got]
             off = x + (i - (len(waits) - 1) / 2) * width
             bars = ax.bar(off, vals, width, color=_WAIT_COLOR.get(wait), label=f"--wait {wait}")
             ax.bar_label(bars, [f"{v:.2g}" if np.isfinite(v) else "" for v in vals],
@@ -152,71 +146,85 @@ def _contention(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
         ax.set_xticks(x, modes)
         ax.grid(alpha=0.3, axis="y", which="both")
         ax.legend(fontsize=7)
-    example = runs[rows[0]["names"][0]]
-    a = example.attrs
+    info = summary["info"]
     reps = max(len(r["names"]) for r in rows)
-    fig.suptitle(f"Contention: M = {a.get('nodes')} ranks on {a.get('topology', 'ring')}, "
-                 f"{_describe(example)}; busy = Python CPU hogs beside the job; "
+    fig.suptitle(f"Contention: M = {info.get('nodes')} ranks on {info.get('topology', 'ring')}, "
+                 f"{describe_info(info)}; busy = Python CPU hogs beside the job; "
                  f"median of {reps} run{'s' if reps > 1 else ''}", fontsize=9)
     fig.tight_layout()
     return _save(fig, outdir, "contention")
 
 
-def _table2(runs: dict[str, RunLog], outdir: Path, network: str, eps: float) -> list[Path]:
-    from .table2 import PAPER_TABLE2, table2_markdown, table2_rows
+def _table2(summary: dict, outdir: Path) -> list[Path]:
+    """``table2.md``, the time figure and the accuracy figure of a table2 summary."""
+    from .table2 import PAPER_TABLE2, table2_markdown
     from .timeplots import table2_time_figure
 
-    rows = [r for r in table2_rows(runs, network, eps) if r["seeds"]]
+    rows = [r for r in summary["tables"].get("table2", []) if r["seeds"]]
     md = outdir / "table2.md"
-    md.write_text(table2_markdown(runs, network, eps) + "\n")
-    out = [md]
+    md.write_text(table2_markdown(summary) + "\n")
+    out = [md, *table2_time_figure(rows, outdir, summary["network"], summary["info"])]
     if not rows:
         return out
-    out += table2_time_figure(rows, outdir, network)
-    datasets = sorted({r["dataset"] for r in rows})
-    bars = [(setting, mode) for setting in ("exact", "paper")
-            for mode in ("central", "sync", "sync-graph", "async")]
-    bars = [b for b in bars if any((r["setting"], r["mode"]) == b for r in rows)]
+    datasets = sorted({r["dataset"] for r in rows},
+                      key=lambda d: list(PAPER_TABLE2).index(d) if d in PAPER_TABLE2 else 99)
+    bars = [(st, m) for st in ("exact", "paper") for m in ("central", "sync", "sync-graph",
+                                                          "async")
+            if any(r["setting"] == st and r["mode"] == m for r in rows)]
     by = {(r["dataset"], r["setting"], r["mode"]): r for r in rows}
     x = np.arange(len(datasets))
     width = 0.8 / max(len(bars), 1)
-    fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(datasets)), 4.2))
+    fig, ax = plt.subplots(figsize=(max(7, 2.6 * len(datasets)), 4.8))
     for i, (setting, mode) in enumerate(bars):
         off = x + (i - (len(bars) - 1) / 2) * width
         vals = [by.get((d, setting, mode)) for d in datasets]
-        mean = np.array([v["acc_mean"] * 100 if v else np.nan for v in vals])
-        std = np.array([v["acc_std"] * 100 if v else 0 for v in vals])
-        ax.bar(off, mean, width, yerr=std, capsize=2, color=_style(mode).get("color"),
-               hatch="//" if setting == "paper" else None, edgecolor="white",
-               label=f"{mode} ({setting})")
-    # The paper's synchronous dSSFN is consensus over the graph: its tick goes on sync-graph.
-    paper_cols = {"central": 0, "sync-graph": 1, "async": 3}
-    for j, d in enumerate(datasets):
-        if d in PAPER_TABLE2:
-            for i, (setting, mode) in enumerate(bars):
-                if setting == "exact" and mode in paper_cols:
-                    off = j + (i - (len(bars) - 1) / 2) * width
-                    ax.plot(off, PAPER_TABLE2[d][paper_cols[mode]][0], "k_", markersize=12,
-                            label="paper, Table 2" if (j, i) == (0, 0) else None)
-    accs = [r["acc_mean"] * 100 for r in rows]
-    ax.set_ylim(max(0.0, min(accs) - 15), 100)
+        mean = np.array([v["acc_mean"] * 100 if v else np.nan for v in vals], dtype=float)
+        # a spread over one seed says nothing: error bars only over several
+        std = np.array([v["acc_std"] * 100 if v and v["seeds"] > 1 else 0.0 for v in vals],
+                       dtype=float)
+        ax.bar(off, mean, width, yerr=std if std.any() else None, capsize=2,
+               color=_style(mode).get("color"), hatch="//" if setting == "paper" else None,
+               edgecolor="white", label=f"{mode} ({setting})")
+    _paper_ticks(ax, datasets, bars, width)
+    ax.set_ylim(0, 100)  # a zero baseline: bar heights compare
     ax.set_xticks(x, datasets)
-    ax.set_ylabel("test accuracy, last layer [%]\n(mean ± std over seeds of the node-mean)")
-    ex = next((r.attrs for r in runs.values() if r.attrs.get("mode") != "central"),
-              next(iter(runs.values())).attrs)
-    ax.set_title(f"Table 2: M = {ex.get('nodes')}, d = {ex.get('degree')}, "
-                 f"K = {ex.get('iters')}, L = {ex.get('layers')}; black ticks: the paper's "
+    seeds = max(r["seeds"] for r in rows)
+    ax.set_ylabel("test accuracy, last layer [%]\n(node mean" + (
+        ", mean ± std over seeds)" if seeds > 1 else ", one seed)"))
+    info = summary["info"]
+    ax.set_title(f"Table 2: M = {info.get('nodes')}, d = {info.get('degree')}, "
+                 f"K = {info.get('iters')}, L = {info.get('layers')}; black ticks: the paper's "
                  "numbers (L = 20)", fontsize=9)
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=7, ncol=2)
+    # below the axes, so the legend hides no bar
+    ax.legend(fontsize=7, ncol=min(len(bars) + 1, 5), loc="upper center",
+              bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
     return out + _save(fig, outdir, "table2_accuracy")
 
 
-def _table2_layers(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
+def _paper_ticks(ax, datasets: list[str], bars: list, width: float) -> None:
+    """The paper's Table 2 accuracies as black ticks on our exact-setting bars (its
+    synchronous dSSFN is consensus over the graph: its tick goes on sync-graph)."""
+    from .table2 import PAPER_TABLE2
+
+    paper_cols = {"central": 0, "sync-graph": 1, "async": 3}
+    first = True
+    for j, d in enumerate(datasets):
+        if d not in PAPER_TABLE2:
+            continue
+        for i, (setting, mode) in enumerate(bars):
+            if setting == "exact" and mode in paper_cols:
+                off = j + (i - (len(bars) - 1) / 2) * width
+                ax.plot(off, PAPER_TABLE2[d][paper_cols[mode]][0], "k_", markersize=12,
+                        label="paper, Table 2" if first else None)
+                first = False
+
+
+def _table2_layers(summary: dict, outdir: Path) -> list[Path]:
     """Per-layer accuracy and distance of the seed-0 runs, one panel per dataset."""
-    ok = {k: r for k, r in _ok_runs(runs).items() if int(r.attrs.get("bench_seed", 0)) == 0}
-    datasets = sorted({str(r.attrs.get("bench_dataset")) for r in ok.values()})
+    ok = [r for r in _ok_records(summary) if int(r.get("seed", 0)) == 0]
+    datasets = sorted({str(r.get("dataset")) for r in ok})
     if not datasets:
         return []
     out: list[Path] = []
@@ -230,19 +238,17 @@ def _table2_layers(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
                                  squeeze=False)
         drawn = False
         for ax, d in zip(axes[0], datasets):
-            for _name, run in ok.items():
-                if run.attrs.get("bench_dataset") != d:
+            for r in ok:
+                if r.get("dataset") != d:
                     continue
-                mode = str(run.attrs.get("bench_mode"))
-                setting = str(run.attrs.get("bench_setting", "exact"))
-                s = summarize(_name, run)
-                y = getattr(s, field) * (1 if log else 100)
+                y = np.asarray(r[field], dtype=float) * (1 if log else 100)
                 if not np.isfinite(y).any():
                     continue
                 drawn = True
-                ls = "--" if setting == "paper" else "-"
+                ls = "--" if r.get("setting") == "paper" else "-"
                 (ax.semilogy if log else ax.plot)(np.arange(y.size), y, linestyle=ls,
-                                                  label=f"{mode} ({setting})", **_style(mode))
+                                                  label=f"{r['mode']} ({r.get('setting')})",
+                                                  **_style(r["mode"]))
             ax.set_title(d, fontsize=9)
             ax.set_xlabel("layer l")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -257,29 +263,126 @@ def _table2_layers(runs: dict[str, RunLog], outdir: Path) -> list[Path]:
     return out
 
 
-def _timing_tables(group: dict[str, RunLog], bench: str, outdir: Path, network: str,
-                   eps: float) -> list[Path]:
+def _timing_tables(summary: dict, outdir: Path) -> list[Path]:
     """``<bench>.md`` and, when the runs carry traces, ``jitter.md`` and the jitter figure."""
     from .jitter import jitter_markdown
     from .tables import straggler_markdown, sweep_markdown
     from .timeplots import jitter_figure
 
+    bench = summary["bench"]
     md = outdir / f"{bench}.md"
-    md.write_text((straggler_markdown(group, network, eps) if bench == "straggler"
-                   else sweep_markdown(group, bench, network, eps)) + "\n")
+    md.write_text((straggler_markdown(summary) if bench == "straggler"
+                   else sweep_markdown(summary)) + "\n")
     out = [md]
-    if any(has_trace(r) for r in group.values()):
-        fig = jitter_figure(group, outdir, network, eps)
-        if fig:
-            jmd = outdir / "jitter.md"
-            jmd.write_text(jitter_markdown(group, network, eps) + "\n")
-            out += [jmd, *fig]
+    fig = jitter_figure(summary, outdir)
+    if fig:
+        jmd = outdir / "jitter.md"
+        jmd.write_text(jitter_markdown(summary) + "\n")
+        out += [jmd, *fig]
+    return out
+
+
+def summary_markdown(summary: dict) -> str:
+    """The main Markdown table of a summary (the one ``bench`` prints at the end)."""
+    from . import ttefigs as T
+    from .table2 import table2_markdown
+    from .tables import contention_markdown, straggler_markdown, sweep_markdown
+
+    bench, tte = summary["bench"], summary_stem(summary) != summary["bench"]
+    if bench == "noise":
+        return T.noise_markdown(summary)
+    if bench == "table2":
+        return T.table2_tte_markdown(summary) if tte else table2_markdown(summary)
+    if bench in ("degree", "nodes"):
+        return T.tte_markdown(summary) if tte else sweep_markdown(summary)
+    return {"straggler": straggler_markdown, "contention": contention_markdown}.get(
+        bench, lambda s: f"(no table for {bench})")(summary)
+
+
+def summary_stem(summary: dict) -> str:
+    """The name of a summary's files: its benchmark, ``_tte`` for a sweep to accuracy."""
+    bench = summary["bench"]
+    eps_form = str(summary["info"].get("stop", "iters")).startswith("eps")
+    return f"{bench}_tte" if eps_form and bench in ("degree", "nodes", "table2") else bench
+
+
+def _save_figure(fig: Any, outdir: Path, stem: str) -> list[Path]:
+    return [] if fig is None else _save(fig, outdir, stem)
+
+
+def _plot_tte(summary: dict, outdir: Path) -> list[Path]:
+    """The figure and table of a sweep to accuracy (degree, nodes, table2 or noise)."""
+    from . import ttefigs as T
+
+    bench, stem = summary["bench"], summary_stem(summary)
+    figure, markdown = {"noise": (T.noise_figure, T.noise_markdown),
+                        "table2": (T.table2_tte_figure, T.table2_tte_markdown)}.get(
+        bench, (T.sweep_tte_figure, T.tte_markdown))
+    md = outdir / f"{stem}.md"
+    md.write_text(markdown(summary) + "\n")
+    return [md, *_save_figure(figure(summary), outdir, stem)]
+
+
+def plot_summary(summary: dict, outdir: Path, name: str = "sweep") -> list[Path]:
+    """Every figure and table of one benchmark's sweep summary (:mod:`.records`).
+
+    Parameters
+    ----------
+    summary : dict
+        As made by :func:`dssfn_mpi.bench.records.sweep_summaries` or read by
+        :func:`~dssfn_mpi.bench.records.read_summary`.
+    outdir : pathlib.Path
+        Existing folder for the files.
+    name : str
+        Title of runs that belong to no benchmark.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+    """
+    from .tables import contention_markdown
+    from .timeplots import straggler_figure, sweep_time_figure
+
+    bench = summary["bench"]
+    if summary_stem(summary) != bench or bench == "noise":
+        out = _plot_tte(summary, outdir)
+        if bench in ("degree", "nodes"):
+            chosen, title = _pick_layer_runs(summary)
+            out += _per_layer(chosen, outdir, summary_stem(summary), title)
+        return out
+    out: list[Path] = []
+    if bench in ("degree", "nodes", "straggler"):
+        out += _timing_tables(summary, outdir)
+    if bench in ("degree", "nodes"):
+        out += sweep_time_figure(summary, outdir)
+        chosen, title = _pick_layer_runs(summary)
+        out += _per_layer(chosen, outdir, bench, title)
+    elif bench == "straggler":
+        out += straggler_figure(summary, outdir)
+        ok = _ok_records(summary)
+        top = max((float(r.get("factor", 1)) for r in ok), default=1.0)
+        base = [(f"{r['mode']} {r.get('pattern')} x{float(r.get('factor', 1)):g}", r)
+                for r in ok if r.get("pattern") == "none" or float(r.get("factor", 1)) == top]
+        out += _per_layer(base, outdir, "straggler", "stragglers: no straggler vs the "
+                          "largest slow-down")
+    elif bench == "contention":
+        md = outdir / "contention.md"
+        md.write_text(contention_markdown(summary) + "\n")
+        out += [md, *_contention(summary, outdir)]
+    elif bench == "table2":
+        out += _table2(summary, outdir)
+        out += _table2_layers(summary, outdir)
+    else:
+        out += _per_layer([(r["mode"], r) for r in _ok_records(summary)], outdir, "sweep", name)
     return out
 
 
 def plot_runs(runs: dict[str, RunLog], outdir: Path, name: str = "sweep",
               network: str = DEFAULT_NETWORK, eps: float = DEFAULT_EPS) -> list[Path]:
-    """Every figure and table of the runs of a sweep file, per benchmark found in them.
+    """Every figure and table of the runs of a sweep file, per benchmark found in them,
+    and each benchmark's summary (``<bench>.json``, or ``<bench>_tte.json`` for a sweep
+    to accuracy), from which ``plot --summary`` draws the same again.
 
     Parameters
     ----------
@@ -299,46 +402,16 @@ def plot_runs(runs: dict[str, RunLog], outdir: Path, name: str = "sweep",
     list of pathlib.Path
         The files written.
     """
-    from .timeplots import straggler_figure, sweep_time_figure
+    from .records import sweep_summaries, write_summary
 
     if any(has_trace(r) for r in runs.values()):
         check_network(network)  # a bad --network fails before any file is written
-    by_bench: dict[str, dict[str, RunLog]] = defaultdict(dict)
-    for key, run in runs.items():
-        by_bench[str(run.attrs.get("bench", "sweep"))][key] = run
     out: list[Path] = []
-    for bench, group in by_bench.items():
-        if bench in ("degree", "nodes", "straggler"):
-            out += _timing_tables(group, bench, outdir, network, eps)
-        if bench == "contention":
-            from .tables import contention_markdown
-
-            md = outdir / "contention.md"
-            md.write_text(contention_markdown(group) + "\n")
-            out.append(md)
-        if bench in ("degree", "nodes"):
-            out += sweep_time_figure(group, bench, outdir, network, eps)
-            chosen, title = _pick_layer_runs(group, bench)
-            out += _per_layer(chosen, outdir, bench, title)
-        elif bench == "straggler":
-            out += straggler_figure(group, outdir, network, eps)
-            base = [(str(r.attrs.get("bench_mode")) + " " + str(r.attrs.get("bench_pattern"))
-                     + f" x{float(r.attrs.get('bench_factor', 1)):g}", r)
-                    for r in _ok_runs(group).values()
-                    if r.attrs.get("bench_pattern") == "none"
-                    or float(r.attrs.get("bench_factor", 1)) == max(
-                        float(x.attrs.get("bench_factor", 1)) for x in group.values())]
-            out += _per_layer(base, outdir, "straggler", "stragglers: no straggler vs the "
-                              "largest slow-down")
-        elif bench == "contention":
-            out += _contention(group, outdir)
-        elif bench == "table2":
-            out += _table2(group, outdir, network, eps)
-            out += _table2_layers(group, outdir)
-        else:
-            out += _per_layer([(str(r.attrs.get("mode")), r) for r in _ok_runs(group).values()],
-                              outdir, "sweep", name)
+    for summary in sweep_summaries(runs, network, eps).values():
+        out.append(write_summary(summary, outdir / f"{summary_stem(summary)}.json"))
+        out += plot_summary(summary, outdir, name)
     return out
+
 
 
 # --------------------------------------------------------------------------- RMA

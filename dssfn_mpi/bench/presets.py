@@ -21,7 +21,8 @@ from typing import Any
 
 from ..errors import UserError, require
 
-__all__ = ["PRESETS", "WAIT_POLICIES", "Preset", "apply_overrides", "as_dict", "get_preset"]
+__all__ = ["ALL_ENGINES", "ONESHOT_MODES", "PRESETS", "WAIT_POLICIES", "Preset",
+           "apply_overrides", "as_dict", "get_preset"]
 
 #: The training's wait policies (``dssfn-mpi train --wait``), swept by ``bench contention``
 #: in this order. The one list of them in the benchmarks (the shared-laptop sweep).
@@ -63,6 +64,14 @@ class Preset:
     stop : str
         ``train --stop`` of every run: ``iters`` (K activations) or, e.g.,
         ``eps:1e-2`` (every layer to accuracy, K the cap: time to eps live).
+    eps_iters : int
+        The cap K of the time-to-eps form (``--to-eps``; the noise benchmark's runs).
+    sim_values : tuple
+        The time-to-eps form's simulated swept values (``dssfn-mpi simulate``, one
+        process): node counts (nodes, past what the machine runs live) or degrees
+        (degree; empty: the live ones). table2 and noise simulate their live cases.
+    jitters : tuple of str
+        noise: the per-activation jitters (``exp:MEAN``), projected and simulated.
     """
 
     dataset: str = "digits"
@@ -80,6 +89,9 @@ class Preset:
     reps: int = 20
     policies: tuple[str, ...] = WAIT_POLICIES
     stop: str = "iters"
+    eps_iters: int = 500
+    sim_values: tuple = ()
+    jitters: tuple[str, ...] = ("exp:0.5", "exp:1.0")
 
 
 _TABLE2_ALL = ("vowel", "satimage", "letter", "mnist", "norb", "caltech101")
@@ -88,30 +100,50 @@ _STRAGGLER_MODES = ("async", "async-unbounded", "sync")
 # sync-graph runs only without a straggler (its engine has no --slow); the straggler and
 # jitter views project it from that run.
 _STRAGGLER_ALL = (*_STRAGGLER_MODES, "sync-graph")
+#: The one-shot baseline's modes, added to every engine in the time-to-eps form.
+ONESHOT_MODES = ("oneshot", "oneshot-graph")
+#: Every engine, as the noise benchmark and the time-to-eps form run them.
+ALL_ENGINES = ("async", "sync", "sync-graph", *ONESHOT_MODES)
+# The simulated node counts of the time-to-eps form: the live ones and past them.
+_SIM_NODES = (2, 4, 8, 12, 16, 20, 32, 64, 128, 256)
 
 PRESETS: dict[str, dict[str, Preset]] = {
     "degree": {
         "quick": Preset(nodes=6, values=(2, 4, 5)),
         "mid": Preset(dataset="satimage", layers=2, hidden=None, iters=200, nodes=20,
-                      values=(2, 4, 8, 12, 19)),
+                      values=(2, 4, 8, 12, 19), eps_iters=3000),
         "paper": Preset(dataset="satimage", layers=20, hidden=None, iters=200, nodes=20,
-                        values=(2, 4, 6, 8, 10, 12, 14, 16, 18, 19)),
+                        values=(2, 4, 6, 8, 10, 12, 14, 16, 18, 19), eps_iters=3000),
     },
     "nodes": {
-        "quick": Preset(values=(2, 4, 6)),
+        "quick": Preset(values=(2, 4, 6), sim_values=(2, 4, 6, 8, 12)),
         "mid": Preset(dataset="satimage", layers=2, hidden=None, iters=200,
-                      values=(2, 4, 8, 12, 16, 20)),
+                      values=(2, 4, 8, 12, 16, 20), eps_iters=3000, sim_values=_SIM_NODES),
         "paper": Preset(dataset="satimage", layers=20, hidden=None, iters=200,
-                        values=(2, 4, 6, 8, 10, 12, 14, 16, 18, 20)),
+                        values=(2, 4, 6, 8, 10, 12, 14, 16, 18, 20), eps_iters=3000,
+                        sim_values=_SIM_NODES),
     },
     "table2": {
         "quick": Preset(nodes=4, degree=2, modes=_TABLE2_MODES,
                         datasets=("digits", "vowel"), central=False),
         "mid": Preset(layers=2, hidden=None, iters=200, nodes=20, degree=8,
-                      modes=_TABLE2_MODES, datasets=_TABLE2_ALL, central=False),
+                      modes=_TABLE2_MODES, datasets=_TABLE2_ALL, central=False,
+                      eps_iters=3000),
         "paper": Preset(layers=20, hidden=None, iters=200, nodes=20, degree=8,
                         modes=_TABLE2_MODES, datasets=_TABLE2_ALL, seeds=3,
-                        central=False),
+                        central=False, eps_iters=3000),
+    },
+    # Time to eps under noise at the paper's graph (M = 20, d = 8 in mid and paper): every
+    # engine live (projected) and simulated, with per-activation jitter and one straggler.
+    "noise": {
+        "quick": Preset(nodes=4, degree=2, values=(2.0, 5.0, 10.0), modes=ALL_ENGINES,
+                        central=False, stop="eps:1e-2", iters=500, eps_iters=500),
+        "mid": Preset(dataset="satimage", layers=2, hidden=None, iters=3000, nodes=20, degree=8,
+                      values=(2.0, 5.0, 10.0), modes=ALL_ENGINES, central=False,
+                      stop="eps:1e-2", eps_iters=3000),
+        "paper": Preset(dataset="satimage", layers=20, hidden=None, iters=3000, nodes=20,
+                        degree=8, values=(2.0, 5.0, 10.0), modes=ALL_ENGINES, central=False,
+                        stop="eps:1e-2", eps_iters=3000),
     },
     "straggler": {
         "quick": Preset(nodes=4, degree=2, values=(5.0,), modes=_STRAGGLER_MODES,
@@ -163,7 +195,7 @@ def _parse_value(key: str, text: str, current: Any, kind: Any) -> Any:
             return None
         if kind_s.startswith("tuple"):
             items = [s for s in text.split(",") if s]
-            if key in ("modes", "datasets", "policies"):
+            if key in ("modes", "datasets", "policies", "jitters"):
                 return tuple(items)
             return tuple(float(s) if "." in s else int(s) for s in items)
         if kind_s.startswith("bool"):
@@ -180,7 +212,7 @@ def _parse_value(key: str, text: str, current: Any, kind: Any) -> Any:
 #: The least value of each numeric preset field (``None`` is also allowed where the
 #: field's type allows it); ``--set`` outside is a user error, before any job.
 _AT_LEAST = {"layers": 0, "hidden": 1, "iters": 1, "nodes": 2, "degree": 1, "sync_graph_iters": 1,
-             "seeds": 1, "reps": 1}
+             "seeds": 1, "reps": 1, "eps_iters": 1}
 
 
 def _check_range(key: str, value: Any) -> None:

@@ -13,10 +13,11 @@ from itertools import product
 from typing import Any
 
 from ..errors import require
-from .presets import WAIT_POLICIES, Preset
+from .presets import ONESHOT_MODES, WAIT_POLICIES, Preset
 
-__all__ = ["RunSpec", "contention_specs", "degree_specs", "nodes_specs", "slow_ranks",
-           "straggler_specs", "table2_specs", "wait_args"]
+__all__ = ["RunSpec", "contention_specs", "degree_specs", "eps_form", "noise_specs",
+           "nodes_specs", "simulated_specs", "slow_ranks", "straggler_specs", "table2_specs",
+           "wait_args"]
 
 
 @dataclass
@@ -260,4 +261,121 @@ def contention_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
                   "bench_busy": busy, "bench_value": busy, "bench_rep": rep},
             busy=busy,
         ))
+    return specs
+
+
+# ----------------------------------------------------------------- time to eps, simulated
+
+
+def eps_form(p: Preset, eps: float, modes_given: bool) -> Preset:
+    """The time-to-eps form of a preset (``bench degree|nodes|table2 --to-eps E``): every
+    layer, the input layer included, runs until every node is within ``eps`` of O*
+    (``--stop eps:E``) with the preset's ``eps_iters`` as the cap K, and the one-shot
+    baseline (``oneshot``, ``oneshot-graph``) joins the modes unless ``--modes`` chose."""
+    from dataclasses import replace
+
+    modes = p.modes if modes_given else tuple(dict.fromkeys((*p.modes, *ONESHOT_MODES)))
+    return replace(p, stop=f"eps:{eps:g}", iters=p.eps_iters, modes=modes)
+
+
+def _simulate(p: Preset, dataset: str, data_dir: str | None, nodes: int,
+              graph: list[str], mode: str, seed: int = 0) -> list[str]:
+    """``dssfn-mpi simulate`` arguments of one configuration (no evaluation: the
+    simulated runs give times and distances)."""
+    args = ["simulate", "--dataset", dataset, "--nodes", str(nodes), "--layers", str(p.layers),
+            "--iters", str(p.iters), "--seed", str(seed), "--stop", p.stop, "--no-eval",
+            *graph, *_variant_args(mode)]
+    if p.hidden is not None:
+        args += ["--hidden", str(p.hidden)]
+    if data_dir:
+        args += ["--data-dir", data_dir]
+    return args
+
+
+def _variant_args(mode: str) -> list[str]:
+    """``--mode`` (and ``--max-lead``) of a mode or async variant."""
+    if mode == "async-unbounded":
+        return ["--mode", "async", "--max-lead", "-1"]
+    lead = mode.removeprefix("async-lead")
+    if lead != mode and lead.isdigit():
+        return ["--mode", "async", "--max-lead", lead]
+    return ["--mode", mode]
+
+
+def simulated_specs(bench: str, p: Preset, data_dir: str | None,
+                    datasets: list[str] | None = None) -> list[RunSpec]:
+    """The time-to-eps form's simulated runs (one process each, simulated time): degree at
+    M = ``p.nodes`` for every degree (``p.sim_values`` or the live ones), nodes on the ring
+    for every M of ``p.sim_values`` (past the live ones), table2 every dataset at M, d."""
+    cases: list[tuple[str, int, list[str], dict]] = []
+    if bench == "degree":
+        for d in p.sim_values or p.values:
+            cases.append((p.dataset, p.nodes, ["--topology", "circular", "--degree", str(d)],
+                          {"bench_value": int(d), "tag": f"d{int(d):02d}"}))
+    elif bench == "nodes":
+        for M in p.sim_values or p.values:
+            cases.append((p.dataset, int(M), ["--topology", "ring"],
+                          {"bench_value": int(M), "tag": f"M{int(M):03d}"}))
+    elif bench == "table2":
+        for ds in datasets or []:
+            cases.append((ds, p.nodes, ["--topology", "circular", "--degree", str(p.degree)],
+                          {"bench_value": -1, "bench_dataset": ds, "bench_setting": "exact",
+                           "bench_seed": 0, "tag": f"{ds}-exact"}))
+    specs = []
+    for dataset, nodes, graph, meta in cases:
+        tag = meta.pop("tag")
+        for mode in p.modes:
+            if mode == "central":
+                continue
+            specs.append(RunSpec(
+                group=f"sim-{tag}-{mode}" if bench == "table2" else f"sim-{mode}-{tag}",
+                label=f"simulated {mode} M={nodes} {' '.join(graph[1:])} {dataset}",
+                nodes=None,
+                train_args=_simulate(p, dataset, data_dir, nodes, graph, mode),
+                meta={"bench": bench, "bench_mode": mode, "bench_kind": "simulated", **meta},
+            ))
+    return specs
+
+
+#: Engines whose ``train`` has ``--slow``; the others' straggler cases are projected.
+_LIVE_SLOW = ("async", "sync", "oneshot")
+
+
+def _noise_cases(p: Preset) -> list[tuple[str, str, list[str]]]:
+    """(case, jitter, slow args) of the noise benchmark: none, each jitter, each factor."""
+    cases = [("none", "", [])]
+    cases += [(j, j, []) for j in p.jitters]
+    cases += [(f"slow:{float(f):g}", "", ["--slow", f"0:{float(f):g}"]) for f in p.values]
+    return cases
+
+
+def noise_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
+    """Time to eps under noise on M nodes of the circular graph of degree d: every mode
+    live without noise and with one straggler (rank 0 slowed by each factor; engines
+    without ``--slow`` are projected from their unslowed run), and simulated in every case
+    (no noise, each ``exp:MEAN`` jitter, each straggler). The jitter's live side is the
+    unslowed run replayed with it (``plot``)."""
+    for f in p.values:
+        require(float(f) >= 1.0, f"noise: slow-down factors must be >= 1, got {f:g}")
+    graph = ["--topology", "circular", "--degree", str(p.degree)]
+    specs: list[RunSpec] = []
+    for case, jitter, slow in _noise_cases(p):
+        factor = float(slow[1].split(":")[1]) if slow else 1.0
+        meta = {"bench": "noise", "bench_case": case, "bench_jitter": jitter,
+                "bench_factor": factor, "bench_slow_ranks": "0" if slow else "",
+                "bench_value": factor}
+        for mode in p.modes:
+            if not jitter and (not slow or mode.split("-lead")[0] in _LIVE_SLOW
+                               or mode == "async-unbounded"):
+                specs.append(RunSpec(
+                    group=f"{mode}-{case.replace(':', '')}", label=f"{mode} {case}",
+                    nodes=p.nodes, train_args=[*_common(p, p.dataset, data_dir),
+                                               *_variant_args(mode), *graph, *slow],
+                    meta={**meta, "bench_mode": mode, "bench_kind": "live"}))
+            noise = ["--jitter", jitter, "--jitter-seed", "0"] if jitter else slow
+            specs.append(RunSpec(
+                group=f"sim-{mode}-{case.replace(':', '')}", label=f"simulated {mode} {case}",
+                nodes=None, train_args=[*_simulate(p, p.dataset, data_dir, p.nodes, graph, mode),
+                                        *noise],
+                meta={**meta, "bench_mode": mode, "bench_kind": "simulated"}))
     return specs

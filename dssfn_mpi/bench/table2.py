@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,7 @@ def table2_rows(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
     groups: dict[tuple[str, str, str], list] = defaultdict(list)
     for name, run in runs.items():
         a = run.attrs
-        if a.get("bench") != "table2":
+        if a.get("bench") != "table2" or a.get("simulated"):
             continue
         key = (str(a.get("bench_dataset", a.get("dataset", ""))),
                str(a.get("bench_setting", "exact")), str(a.get("bench_mode", a.get("mode", ""))))
@@ -125,7 +126,9 @@ def table2_rows(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
 def _acc(row: dict | None) -> str:
     if row is None or not row["seeds"]:
         return "failed" if row is not None and row["failed"] else "-"
-    txt = f"{100 * row['acc_mean']:.1f}±{100 * row['acc_std']:.1f}"
+    txt = f"{100 * row['acc_mean']:.1f}"
+    if row["seeds"] > 1:  # a spread over one seed would say nothing
+        txt += f"±{100 * row['acc_std']:.1f}"
     if row["mode"] != "central":
         txt += f" [{100 * row['acc_min']:.1f}, {100 * row['acc_max']:.1f}]"
     return txt + _star(row)
@@ -156,15 +159,14 @@ def _datasets(rows: list[dict]) -> list[str]:
                   key=lambda d: (paper_order.index(d) if d in paper_order else 99, d))
 
 
-def _accuracy_lines(runs: Mapping[str, RunLog], by: dict, datasets: list[str]) -> list[str]:
+def _accuracy_lines(layers_of: dict[str, Any], by: dict, datasets: list[str]) -> list[str]:
     lines = [
         "| dataset | setting | L | seeds | central acc | sync acc | sync-graph acc | async acc "
         "| sync rel | sync-graph rel | async rel |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for ds in datasets:
-        layers = next((run.attrs.get("layers") for run in runs.values()
-                       if run.attrs.get("bench_dataset") == ds), "?")
+        layers = layers_of.get(ds, "?")
         for setting in ("exact", "paper"):
             got = [by.get((ds, setting, m)) for m in _MODES]
             if not any(got):
@@ -212,10 +214,9 @@ def _time_lines(by: dict, datasets: list[str]) -> list[str]:
     return lines
 
 
-def table2_markdown(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
-                    eps: float = DEFAULT_EPS) -> str:
-    """The comparison in Markdown: an accuracy table and a time table, the paper's
-    numbers on the line below ours.
+def table2_markdown(summary: Mapping[str, Any]) -> str:
+    """The comparison of a table2 summary (:mod:`dssfn_mpi.bench.records`) in Markdown: an
+    accuracy table and a time table, the paper's numbers on the line below ours.
 
     Accuracy: central, sync, sync-graph and async test accuracy (mean ± std
     over seeds [min, max over nodes]) and relative distance to O*. Time:
@@ -224,21 +225,23 @@ def table2_markdown(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
     async ratios and the paper's sync / async ratio (its synchronous dSSFN is
     consensus over the graph, our sync-graph).
     """
-    rows = table2_rows(runs, network, eps)
+    network, eps, info = summary["network"], summary["eps"], summary["info"]
+    rows = [r for r in summary["tables"].get("table2", []) if r["mode"] in ("central", *_MODES)]
     if not rows:
         return "(no table2 runs in this file)"
     by = {(r["dataset"], r["setting"], r["mode"]): r for r in rows}
-    dist = [r for r in runs.values() if r.attrs.get("mode") != "central"]
-    info = (dist or list(runs.values()))[0].attrs  # M and d of the decentralized runs
+    layers_of = {str(r.get("dataset")): r["layers"] for r in summary["records"]
+                 if r["kind"] == "live"}
     datasets = _datasets(rows)
     lines = [
         f"M = {info.get('nodes', '?')}, d = {info.get('degree', '?')}, "
         f"K = {info.get('bench_target_iters', info.get('iters', '?'))} (per node per layer), "
-        f"test accuracy at the last layer in %: mean ± std over seeds of the node-mean "
-        f"[min, max over nodes]; rel = max_m ||O_m − O*|| / ||O*|| at the last layer. The "
-        f"paper's synchronous dSSFN is consensus over the graph: its row is under sync-graph.",
+        f"test accuracy at the last layer in %: mean (± std when more than one) over seeds "
+        f"of the node-mean [min, max over nodes]; rel = max_m ||O_m − O*|| / ||O*|| at the "
+        f"last layer. The paper's synchronous dSSFN is consensus over the graph: its row is "
+        f"under sync-graph.",
         "",
-        *_accuracy_lines(runs, by, datasets),
+        *_accuracy_lines(layers_of, by, datasets),
         "",
         f"Time in s: measured = training time (slowest rank, layers only) as run on this "
         f"machine, ranks sharing its cores; proj. = the same run replayed with one core per "

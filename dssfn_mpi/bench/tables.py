@@ -23,32 +23,32 @@ def _ok(runs: Mapping[str, RunLog]) -> dict[str, RunLog]:
     return {k: r for k, r in runs.items() if r.attrs.get("bench_status", "ok") == "ok"}
 
 
-def _shortened(runs: Mapping[str, RunLog], s: RunSummary) -> bool:
-    """Whether ``s`` was run at fewer iterations than its sweep's K (sync_graph_iters)."""
-    return s.iters != int(runs[s.name].attrs.get("bench_target_iters", s.iters))
+def _shortened(rec: Mapping[str, Any]) -> bool:
+    """Whether a record's run was made at fewer iterations than its sweep's K
+    (sync_graph_iters)."""
+    return int(rec["iters"]) != int(rec.get("target_iters", rec["iters"]))
 
 
-def sweep_markdown(runs: Mapping[str, RunLog], bench: str, network: str = DEFAULT_NETWORK,
-                   eps: float = DEFAULT_EPS) -> str:
+def sweep_markdown(summary: Mapping[str, Any]) -> str:
     """One row per swept value (degree or node count), per mode: measured training time
-    [s], projected dedicated-core time [s] under ``network``, projected time to ``eps`` [s]
-    and test accuracy [%] (mean over nodes, last layer). ``*``: measured at fewer
-    iterations; both times are then scaled to the sweep's K (solver part only), the time
-    to eps and the accuracy are not."""
-    cells: dict[tuple[float, str], RunSummary] = {}
+    [s], projected dedicated-core time [s] under the summary's network, projected time to
+    its eps [s] and test accuracy [%] (mean over nodes, last layer), from a sweep summary
+    (:mod:`dssfn_mpi.bench.records`). ``*``: measured at fewer iterations; both times are
+    then scaled to the sweep's K (solver part only), the time to eps and the accuracy are
+    not."""
+    network, eps, bench = summary["network"], summary["eps"], summary["bench"]
+    cells: dict[tuple[float, str], Mapping[str, Any]] = {}
     modes: list[str] = []
     central = None
-    for name, run in _ok(runs).items():
-        a = run.attrs
-        mode = str(a.get("bench_mode", a.get("mode")))
-        s = summarize(name, run, int(a.get("bench_target_iters", 0) or 0) or None,
-                      network=network, eps=eps)
-        if mode == "central":
-            central = s
+    for rec in summary["records"]:
+        if rec["status"] != "ok" or rec["kind"] != "live":
             continue
-        if mode not in modes:
-            modes.append(mode)
-        cells[(float(a.get("bench_value", -1)), mode)] = s
+        if rec["mode"] == "central":
+            central = rec
+            continue
+        if rec["mode"] not in modes:
+            modes.append(rec["mode"])
+        cells[(rec["value"], rec["mode"])] = rec
     values = sorted({v for v, _ in cells})
     head = "d" if bench == "degree" else "M"
     kinds = ("measured [s]", f"projected {network} [s]", f"to eps {eps:g} [s]", "acc [%]")
@@ -64,22 +64,24 @@ def sweep_markdown(runs: Mapping[str, RunLog], bench: str, network: str = DEFAUL
                 for c in cols:
                     c.append("-")
                 continue
-            star = "*" if _shortened(runs, s) else ""
-            cols[0].append(number(s.scaled_seconds if star else s.train_seconds, ".2f") + star)
-            cols[1].append(number(s.projected_scaled_seconds if star else s.projected_seconds,
-                                  ".3f") + star)
-            cols[2].append(number(s.time_to_eps, ".3f") + star)
-            cols[3].append(percent(s.acc_mean) + star)
+            star = "*" if _shortened(s) else ""
+            cols[0].append(number(s["scaled_seconds" if star else "train_seconds"], ".2f")
+                           + star)
+            cols[1].append(number(s["projected_scaled_seconds" if star else
+                                    "projected_seconds"], ".3f") + star)
+            cols[2].append(number(s["time_to_eps"], ".3f") + star)
+            cols[3].append(percent(s["acc_mean"]) + star)
         lines.append(f"| {v:g} | " + " | ".join(" | ".join(c) for c in cols) + " |")
     lines += ["", f"measured = training time, slowest rank, as run on this machine (ranks "
               f"share its cores); projected = the same run replayed with one core per rank "
               f"and network {network} (dssfn-mpi replay); to eps = projected time until every "
-              f"rank's last layer is within {eps:g} of O* (- = never within K, or no check)."]
+              f"rank's last layer is within {eps:g} of O* (- = never within K, or no check). "
+              f"Fixed K per layer, the paper's protocol."]
     if central is not None:
         lines.append("")
-        lines.append(f"central (1 process, exact): {number(central.train_seconds, '.2f')} s, "
-                     f"{percent(central.acc_mean)} %")
-    if any(_shortened(runs, s) for s in cells.values()):
+        lines.append(f"central (1 process, exact): {number(central['train_seconds'], '.2f')} "
+                     f"s, {percent(central['acc_mean'])} %")
+    if any(_shortened(s) for s in cells.values()):
         lines.append("")
         lines.append("`*`: run with fewer iterations; measured and projected time = solver "
                      "time scaled linearly to the sweep's K; time to eps and accuracy as "
@@ -144,23 +146,24 @@ def straggler_rows(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
     return rows
 
 
-def straggler_markdown(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
-                       eps: float = DEFAULT_EPS) -> str:
-    """One row per (case, variant): the live run's slowest-rank and median-rank training
-    time, largest total wait of a rank, max relative distance and accuracy at the last
-    layer; next to them the projection of the same case from the unslowed run (straggler
-    applied in replay) and its time to eps."""
+def straggler_markdown(summary: Mapping[str, Any]) -> str:
+    """One row per (case, variant) of a straggler summary's ``straggler`` table: the live
+    run's slowest-rank and median-rank training time, largest total wait of a rank, max
+    relative distance and accuracy at the last layer; next to them the projection of the
+    same case from the unslowed run (straggler applied in replay) and its time to eps."""
+    network, eps = summary["network"], summary["eps"]
     lines = [
         "| slowed | factor | variant | slowest rank [s] | median rank [s] | max wait [s] "
         f"| max rel. distance | test acc [%] | projected {network} [s] "
         f"| to eps {eps:g} [s] | projected, live run [s] |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in straggler_rows(runs, network, eps):
+    for r in summary["tables"].get("straggler", []):
         s = r["live"]
         live = (["-"] * 5 if s is None else [
-            number(s.train_seconds, ".2f"), number(s.median_rank_seconds, ".2f"),
-            number(s.wait_seconds, ".2f"), number(s.rel_distance, ".1e"), percent(s.acc_mean)])
+            number(s["train_seconds"], ".2f"), number(s["median_rank_seconds"], ".2f"),
+            number(s["wait_seconds"], ".2f"), number(s["rel_distance"], ".1e"),
+            percent(s["acc_mean"])])
         lines.append(f"| {r['pattern']} ({r['ranks'] or '-'}) | {r['factor']:g} | {r['mode']} | "
                      + " | ".join(live) + f" | {number(r['projected'], '.3f')} "
                      f"| {number(r['time_to_eps'], '.3f')} "
@@ -171,7 +174,7 @@ def straggler_markdown(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWOR
               "--slow); `-` on the left: no live run (sync-graph has no --slow). Projected, "
               "live run: the live run's own trace replayed likewise (its --slow re-applied by "
               "replay, since a sleep is not CPU time): it should match the column before."]
-    stops = {str(r.config.get("stop", "iters")) for r in _ok(runs).values()}
+    stops = {str(r["stop"]) for r in summary["records"] if r["status"] == "ok"}
     if stops - {"iters"}:
         lines += ["", f"Runs to accuracy (`--stop {', '.join(sorted(stops))}`): replay moves "
                   "activations in time and adds none, so the projection from the unslowed run "
@@ -220,16 +223,16 @@ def contention_rows(runs: Mapping[str, RunLog]) -> list[dict[str, Any]]:
     return sorted(rows, key=order)
 
 
-def contention_markdown(runs: Mapping[str, RunLog]) -> str:
-    """The contention table: per mode, wait policy and busy-process count, the medians of
-    the solve time, the slowdown against idle, CPU and wait time, accuracy; failed runs
-    listed."""
+def contention_markdown(summary: Mapping[str, Any]) -> str:
+    """The contention table of a contention summary: per mode, wait policy and
+    busy-process count, the medians of the solve time, the slowdown against idle, CPU and
+    wait time, accuracy; failed runs listed."""
     lines = [
         "| mode | wait | busy | runs | solve [s] | slowdown [x] | CPU [s per rank] "
         "| max wait [s] | test acc [%] |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in contention_rows(runs):
+    for r in summary["tables"].get("contention", []):
         cells = [r["mode"], r["wait"] or "-", str(r["busy"]), str(len(r["names"])),
                  number(r["solve"], ".2f"), number(r["slowdown"], ".1f"),
                  number(r["cpu"], ".2f"), number(r["wait_seconds"], ".2f"), percent(r["acc"])]
@@ -238,8 +241,8 @@ def contention_markdown(runs: Mapping[str, RunLog]) -> str:
               "summed over layers (measured wall time); slowdown: median solve / median solve "
               "of the same mode and policy with no busy process; CPU: mean over ranks of the "
               "CPU time in the layers; max wait: the largest rank's summed wait time."]
-    failed = [f"{k} ({r.attrs.get('bench_error', '')})" for k, r in runs.items()
-              if r.attrs.get("bench_status", "ok") != "ok"]
+    failed = [f"{r['name']} ({r.get('error', '')})" for r in summary["records"]
+              if r["status"] != "ok"]
     if failed:
         lines += ["", "failed: " + "; ".join(failed)]
     return "\n".join(lines)

@@ -13,22 +13,20 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..runlog import RunLog
-from .figstyle import describe, ok_runs, plt, save, style
-from .jitter import baseline_runs, jitter_rows
-from .summary import RunSummary, summarize
-from .tables import straggler_rows
+from .figstyle import describe_info, plt, save, style
+from .ttefigs import mode_order
 
 __all__ = ["jitter_figure", "straggler_figure", "sweep_time_figure", "table2_time_figure"]
 
 
-def _cores_note(run: RunLog) -> str:
-    hosts = len(set(run.hostnames)) or 1
-    return (f"all ranks on {hosts} host{'s' if hosts > 1 else ''}, sharing its cores "
-            "(oversubscribed when ranks > cores)")
+def _cores_note(info: Mapping[str, Any]) -> str:
+    return ("all ranks on one host, sharing its cores (oversubscribed when ranks > cores)"
+            if info.get("hosts", 1) <= 1 else
+            f"ranks on {info['hosts']} hosts, sharing their cores")
 
 
 def _empty(ax, what: str) -> None:
@@ -36,70 +34,85 @@ def _empty(ax, what: str) -> None:
             va="center", transform=ax.transAxes, fontsize=8)
 
 
-def _series(runs: Mapping[str, RunLog], network: str, eps: float):
-    series: dict[str, list[tuple[float, RunSummary]]] = defaultdict(list)
-    central, example = None, None
-    for name, run in ok_runs(dict(runs)).items():
-        target = int(run.attrs.get("bench_target_iters", run.attrs.get("iters", 0)) or 0)
-        s = summarize(name, run, target or None, network=network, eps=eps)
-        mode = str(run.attrs.get("bench_mode", run.attrs.get("mode", "")))
-        if mode == "central":
-            central = s
+def _series(summary: Mapping[str, Any]):
+    """The live decentralized records per mode, sorted by the swept value, and central's."""
+    series: dict[str, list[dict]] = defaultdict(list)
+    central = None
+    for rec in summary["records"]:
+        if rec["status"] != "ok" or rec["kind"] != "live" or not rec["layer_seconds"]:
             continue
-        example = example or run
-        series[mode].append((float(run.attrs.get("bench_value", -1)), s))
+        if rec["mode"] == "central":
+            central = rec
+            continue
+        series[rec["mode"]].append(rec)
     for pts in series.values():
-        pts.sort(key=lambda p: p[0])
-    return series, central, example
+        pts.sort(key=lambda r: r["value"])
+    return series, central
 
 
-def sweep_time_figure(runs: Mapping[str, RunLog], bench: str, outdir: Path,
-                      network: str, eps: float) -> list[Path]:
-    """``<bench>_time``: measured wall, projected time, time to eps and accuracy against
-    the degree (paper fig. 2) or the node count (fig. 3), one panel each."""
-    series, central, example = _series(runs, network, eps)
-    if not series or example is None:
-        return []
-    xlabel = "node degree d" if bench == "degree" else "number of nodes M (ranks)"
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    (ax_m, ax_p), (ax_e, ax_a) = axes
+def _sweep_panels(series: dict, axes, network: str) -> dict:
+    """Draw every mode's measured, projected, time-to-eps and accuracy series."""
+    ax_m, ax_p, ax_e, ax_a = axes
     drawn = {ax_p: False, ax_e: False}
-    for mode, pts in sorted(series.items()):
-        x = [p[0] for p in pts]
-        k_run = pts[0][1].iters
-        short = any(s.iters != int(runs[s.name].attrs.get("bench_target_iters", s.iters))
-                    for _, s in pts)
+    for mode in mode_order(series):
+        pts = series[mode]
+        x = [r["value"] for r in pts]
+        k_run = pts[0]["iters"]
+        short = any(r["iters"] != r["target_iters"] for r in pts)
         ls = "--" if short else "-"
         scaled = f" (run at K={k_run}, solver time scaled)" if short else ""
-        ax_m.plot(x, [s.scaled_seconds if short else s.train_seconds for _, s in pts],
+        ax_m.plot(x, [r["scaled_seconds" if short else "train_seconds"] for r in pts],
                   linestyle=ls, **style(mode), label=mode + scaled)
-        proj = [s.projected_scaled_seconds if short else s.projected_seconds for _, s in pts]
-        tte = [s.time_to_eps for _, s in pts]
+        proj = np.array([r["projected_scaled_seconds" if short else "projected_seconds"]
+                         for r in pts], dtype=float)
+        tte = np.array([r["time_to_eps"] for r in pts], dtype=float)
         for ax, y, note in ((ax_p, proj, scaled), (ax_e, tte, f" (K={k_run})" if short else "")):
             if np.isfinite(y).any():
                 ax.plot(x, y, linestyle=ls, **style(mode), label=mode + note)
                 drawn[ax] = True
-        if np.isfinite(proj).any() and not np.isfinite(tte).any():
-            ax_e.plot([], [], linestyle="none", **style(mode),
-                      label=f"{mode}: never within eps in K={k_run}")
-        acc = np.array([s.acc_mean for _, s in pts]) * 100
-        lo = np.clip(acc - np.array([s.acc_min for _, s in pts]) * 100, 0, None)
-        hi = np.clip(np.array([s.acc_max for _, s in pts]) * 100 - acc, 0, None)
+        missed = np.isfinite(proj) & ~np.isfinite(tte)
+        if missed.any():  # marked, not dropped: at the projected time, hollow
+            ax_e.plot(np.asarray(x)[missed], proj[missed], linestyle="none",
+                      marker=style(mode)["marker"], markerfacecolor="none",
+                      markeredgecolor=style(mode)["color"], gid="unreached",
+                      label=f"{mode}: not within eps in K={k_run} (at its projected time)")
+            drawn[ax_e] = True
+        acc = np.array([r["acc_mean"] for r in pts], dtype=float) * 100
+        lo = np.clip(acc - np.array([r["acc_min"] for r in pts], dtype=float) * 100, 0, None)
+        hi = np.clip(np.array([r["acc_max"] for r in pts], dtype=float) * 100 - acc, 0, None)
         ax_a.errorbar(x, acc, yerr=[lo, hi], capsize=3, **style(mode),
                       label=mode + (f" (K={k_run})" if short else ""))
+    return drawn
+
+
+def sweep_time_figure(summary: Mapping[str, Any], outdir: Path) -> list[Path]:
+    """``<bench>_time``: measured wall, projected time, time to eps and accuracy against
+    the degree (paper fig. 2) or the node count (fig. 3) at a fixed K per layer (the
+    paper's protocol), one panel each, from a sweep summary."""
+    series, central = _series(summary)
+    if not series:
+        return []
+    bench, network, eps, info = (summary["bench"], summary["network"], summary["eps"],
+                                 summary["info"])
+    xlabel = "node degree d" if bench == "degree" else "number of nodes M (ranks)"
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
+    (ax_m, ax_p), (ax_e, ax_a) = axes
+    drawn = _sweep_panels(series, (ax_m, ax_p, ax_e, ax_a), network)
     if central is not None:
-        ax_m.axhline(central.train_seconds, color="black", linestyle=":",
+        ax_m.axhline(central["train_seconds"], color="black", linestyle=":",
                      label="central (1 process, exact)")
-        ax_a.axhline(central.acc_mean * 100, color="black", linestyle=":", label="central")
-    ax_m.set_title(f"measured wall, slowest rank\n({_cores_note(example)})", fontsize=9)
-    ax_p.set_title(f"projected, dedicated cores (one per rank), network {network}", fontsize=9)
+        ax_a.axhline(central["acc_mean"] * 100, color="black", linestyle=":", label="central")
+    ax_p.set_title(f"projected (main): dedicated cores (one per rank), network {network}",
+                   fontsize=9)
+    ax_m.set_title(f"measured wall, slowest rank (secondary)\n({_cores_note(info)})",
+                   fontsize=9)
     ax_e.set_title(f"projected time to eps = {eps:g} (every rank's last layer within eps "
                    f"of O*),\ndedicated cores, network {network}", fontsize=9)
     ax_a.set_title("test accuracy, last layer (mean over nodes, bars: min-max)", fontsize=9)
     for ax, what in ((ax_p, "projection"), (ax_e, "time to eps")):
         if not drawn[ax]:
             _empty(ax, what)
-    xs = sorted({p[0] for pts in series.values() for p in pts})
+    xs = sorted({r["value"] for pts in series.values() for r in pts})
     for ax in (ax_m, ax_p, ax_e, ax_a):
         ax.set_xticks(xs, [f"{v:g}" for v in xs])
         ax.set_xlabel(xlabel)
@@ -112,19 +125,18 @@ def sweep_time_figure(runs: Mapping[str, RunLog], bench: str, outdir: Path,
         if ax is ax_m or drawn[ax]:
             ax.set_yscale("log")  # sync-graph is orders of magnitude above at low degree
     ax_a.set_ylabel("test accuracy [%]")
-    where = (f"M = {example.attrs.get('nodes')}, circular graph" if bench == "degree"
+    where = (f"M = {info.get('nodes')}, circular graph" if bench == "degree"
              else "ring (d = 2; d = 1 for M = 2)")
-    fig.suptitle(f"{'Time vs degree' if bench == 'degree' else 'Time vs nodes'}: {where}; "
-                 f"{describe(example)}", fontsize=10)
+    fig.suptitle(f"{'Time vs degree' if bench == 'degree' else 'Time vs nodes'}, the paper's "
+                 f"protocol (fixed K per layer): {where}; {describe_info(info)}", fontsize=10)
     fig.tight_layout()
     return save(fig, outdir, f"{bench}_time")
 
 
-def straggler_figure(runs: Mapping[str, RunLog], outdir: Path, network: str,
-                     eps: float) -> list[Path]:
+def straggler_figure(summary: Mapping[str, Any], outdir: Path) -> list[Path]:
     """``straggler``: the live ``--slow`` runs (slowest and median rank, distance to O*,
     accuracy) and, next to them, the same cases projected from the unslowed runs."""
-    rows = straggler_rows(runs, network, eps)
+    rows, network, eps = summary["tables"].get("straggler"), summary["network"], summary["eps"]
     if not rows:
         return []
     cases = list(dict.fromkeys((r["pattern"], r["factor"]) for r in rows))
@@ -142,8 +154,8 @@ def straggler_figure(runs: Mapping[str, RunLog], outdir: Path, network: str,
         live = [g["live"] if g else None for g in got]
 
         def val(attr: str, scale: float = 1.0, live=live) -> np.ndarray:
-            return np.array([getattr(v, attr) * scale if v is not None else np.nan
-                             for v in live])
+            return np.array([v[attr] * scale if v is not None else np.nan for v in live],
+                            dtype=float)
 
         color = style(mode).get("color")
         ax_l.bar(off, val("train_seconds"), width, color=color, label=f"{mode}: slowest rank")
@@ -158,8 +170,8 @@ def straggler_figure(runs: Mapping[str, RunLog], outdir: Path, network: str,
                       label=f"time to eps {eps:g}" if i == 0 else None)
         ax_r.bar(off, val("rel_distance"), width, color=color, label=mode)
         ax_a.bar(off, val("acc_mean", 100), width, color=color, label=mode)
-    example = next(iter(ok_runs(dict(runs)).values()))
-    ax_l.set_title(f"measured wall, live --slow runs ({_cores_note(example)})", fontsize=9)
+    info = summary["info"]
+    ax_l.set_title(f"measured wall, live --slow runs ({_cores_note(info)})", fontsize=9)
     ax_l.set_ylabel("training time [s]")
     ax_p.set_title(f"projected from the unslowed run, straggler applied in replay;\n"
                    f"dedicated cores, network {network}", fontsize=9)
@@ -169,8 +181,8 @@ def straggler_figure(runs: Mapping[str, RunLog], outdir: Path, network: str,
     ax_r.set_yscale("log")
     ax_r.set_ylabel(r"max$_m$ $\|O_m - O^*\| / \|O^*\|$, last layer (log)")
     ax_a.set_ylabel("test accuracy, last layer [%] (mean over nodes)")
-    accs = [r["live"].acc_mean * 100 for r in rows
-            if r["live"] is not None and math.isfinite(r["live"].acc_mean)]
+    accs = [r["live"]["acc_mean"] * 100 for r in rows
+            if r["live"] is not None and math.isfinite(r["live"]["acc_mean"])]
     if accs:
         ax_a.set_ylim(max(0.0, min(accs) - 5), min(100.0, max(accs) + 2))
     for ax in axes.ravel():
@@ -181,22 +193,22 @@ def straggler_figure(runs: Mapping[str, RunLog], outdir: Path, network: str,
     if any_proj:
         ax_p.legend(fontsize=6)
     ax_r.legend(fontsize=7)
-    fig.suptitle(f"Stragglers: M = {example.attrs.get('nodes')}, d = "
-                 f"{example.attrs.get('degree')}; {describe(example)}; async = bounded delay "
+    fig.suptitle(f"Stragglers: M = {info.get('nodes')}, d = "
+                 f"{info.get('degree')}; {describe_info(info)}; async = bounded delay "
                  f"(--max-lead 4), async-unbounded = --max-lead -1", fontsize=9)
     fig.tight_layout()
     return save(fig, outdir, "straggler")
 
 
-def jitter_figure(runs: Mapping[str, RunLog], outdir: Path, network: str, eps: float,
-                  seeds: int = 3) -> list[Path]:
+def jitter_figure(summary: Mapping[str, Any], outdir: Path, stem: str = "jitter") -> list[Path]:
     """``jitter``: projected time per mode with no jitter, jitter exp:0.5 and exp:1.0 and
     one 5x straggler, and each mode's ratio to async; nothing without traces."""
-    base, what = baseline_runs(runs)
-    rows = jitter_rows(runs, network, eps, seeds)
-    if not rows or not any(np.isfinite(v) for r in rows for v in r["seconds"].values()):
+    table, network, eps = summary["tables"].get("jitter"), summary["network"], summary["eps"]
+    rows = table["rows"] if table else []
+    if not rows or not any(np.isfinite(float(v)) for r in rows for v in r["seconds"].values()):
         return []
-    modes = list(base)
+    what, seeds = table["what"], table.get("seeds", 3)
+    modes = list(rows[0]["seconds"])
     x = np.arange(len(rows))
     width = 0.8 / max(len(modes), 1)
     fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -207,7 +219,7 @@ def jitter_figure(runs: Mapping[str, RunLog], outdir: Path, network: str, eps: f
         ax_t.plot(off, [r["time_to_eps"][mode] for r in rows], "k_", markersize=8,
                   label=f"time to eps {eps:g}" if i == 0 else None)
         if mode != "async":
-            ax_r.plot(x, [r["ratio"][mode] for r in rows], **style(mode),
+            ax_r.plot(x, [r["ratio"].get(mode, np.nan) for r in rows], **style(mode),
                       label=f"{mode} / async")
     ax_r.axhline(1.0, color="black", linestyle=":", linewidth=1)
     for ax in (ax_t, ax_r):
@@ -218,13 +230,15 @@ def jitter_figure(runs: Mapping[str, RunLog], outdir: Path, network: str, eps: f
     ax_t.set_title(f"projected, dedicated cores, network {network}", fontsize=9)
     ax_r.set_ylabel("projected time / async's")
     ax_r.set_title("ratio to async (> 1: async faster)", fontsize=9)
-    fig.suptitle(f"Jitter and stragglers projected from the unslowed runs at {what}; "
-                 f"jitter: mean over {seeds} replay seeds", fontsize=9)
+    fig.suptitle(f"Jitter and stragglers projected from the unslowed runs at {what}, fixed K "
+                 f"per layer; {describe_info(summary['info'])}; jitter: mean over {seeds} replay "
+                 f"seeds", fontsize=9)
     fig.tight_layout()
-    return save(fig, outdir, "jitter")
+    return save(fig, outdir, stem)
 
 
-def table2_time_figure(rows: list[dict], outdir: Path, network: str) -> list[Path]:
+def table2_time_figure(rows: list[dict], outdir: Path, network: str,
+                       info: Mapping[str, Any]) -> list[Path]:
     """``table2_time``: measured and projected time per dataset and mode (exact setting),
     and the projected async speed-ups next to the paper's sync / async ratio."""
     from .table2 import paper_ratio
@@ -257,8 +271,9 @@ def table2_time_figure(rows: list[dict], outdir: Path, network: str) -> list[Pat
     ax_r.axhline(1.0, color="black", linestyle=":", linewidth=1)
     ax_t.set_yscale("log")
     ax_t.set_ylabel("training time [s] (log)")
-    ax_t.set_title(f"exact setting; hatched: measured wall (ranks sharing this machine's "
-                   f"cores),\nsolid: projected, dedicated cores, network {network}", fontsize=8)
+    ax_t.set_title(f"exact setting; solid (main): projected, dedicated cores, network "
+                   f"{network};\nhatched: measured wall (ranks sharing this machine's cores)",
+                   fontsize=8)
     ax_r.set_ylabel("time ratio to async")
     ax_r.set_title("async speed-up (exact setting):\nours projected vs the paper's measured",
                    fontsize=9)
@@ -266,5 +281,8 @@ def table2_time_figure(rows: list[dict], outdir: Path, network: str) -> list[Pat
         ax.set_xticks(x, datasets)
         ax.grid(alpha=0.3, axis="y", which="both")
         ax.legend(fontsize=7)
+    fig.suptitle(f"Table 2's times at a fixed K = {info.get('iters', '?')} per layer (the "
+                 f"paper's protocol): M = {info.get('nodes', '?')}, d = "
+                 f"{info.get('degree', '?')}, L = {info.get('layers', '?')}", fontsize=9)
     fig.tight_layout()
     return save(fig, outdir, "table2_time")
