@@ -28,7 +28,7 @@ ifeq ($(origin DSSFN_DATA_DIR),undefined)
   endif
 endif
 
-.PHONY: demo test lint clean venv
+.PHONY: demo test lint clean venv figures
 
 venv: $(VENV)/.installed
 
@@ -46,6 +46,12 @@ demo: $(VENV)/.installed
 	$(MPIRUN) -n $(NP) $(PY) -m dssfn_mpi train --dataset digits --mode async \
 	    --degree 2 --layers 5 --hidden 300 --iters 200 --out runs/demo.h5 --overwrite
 	$(PY) -m dssfn_mpi report runs/demo.h5
+
+# Every published figure (docs/figures) and every marked table of BENCHMARKS.md, rebuilt from
+# the committed result data in results/data (its MANIFEST.json says what made each file).
+figures: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[plot]'
+	$(PY) -m dssfn_mpi plot --all --data results/data --out docs/figures --page BENCHMARKS.md
 
 # The last line runs the RMA tests once more under another one-sided component
 # (osc/rdma over TCP): the seqlock must not depend on osc/sm.

@@ -222,13 +222,34 @@ def _add_doctor_parser(sub: Any) -> None:
 
 def _add_plot_parser(sub: Any) -> None:
     p = _command(sub, "plot", "draw the figures of a benchmark or run file",
-                 "Draw every figure of a sweep file written by bench (or of a run log or an "
-                 "RMA file) as PNG and PDF, with a Markdown summary table: measured against "
-                 "projected dedicated-core time, time to eps, and (on traced sweeps) the "
-                 "jitter view. Needs matplotlib (pip install 'dssfn-mpi[plot]').")
-    p.add_argument("file", help="HDF5 file written by bench or train")
-    p.add_argument("--out", default="figures", help="folder for the PNG and PDF figures")
+                 "Draw every figure of a sweep file written by bench (or of its summary, a run "
+                 "log or an RMA file) as PNG and PDF, with Markdown summary tables and the "
+                 "sweep's summary (<bench>.json): measured against projected dedicated-core "
+                 "time, time to eps, and (on traced sweeps) the jitter view. --all redraws "
+                 "every published figure from the committed data (results/data) and "
+                 "regenerates the results page's tables; --add records a data file there. "
+                 "Needs matplotlib (pip install 'dssfn-mpi[plot]').")
+    p.add_argument("file", nargs="?", help="HDF5 file written by bench or train, or a sweep "
+                   "summary (.json) written by plot")
+    p.add_argument("--out", help="folder for the PNG and PDF figures (default: figures; "
+                   "with --all: docs/figures)")
     _add_projection_arguments(p)
+    g = p.add_argument_group("committed result data")
+    g.add_argument("--all", action="store_true", help="redraw every figure listed in the data "
+                   "folder's MANIFEST.json and regenerate the page's marked tables")
+    g.add_argument("--check", action="store_true", help="with --all: write nothing; exit 1 "
+                   "if a marked table of the page is not what the data give")
+    g.add_argument("--add", metavar="FILE", help="copy a sweep summary, the one-shot cost "
+                   "JSON or an RMA file into the data folder and record it in the manifest")
+    g.add_argument("--made-by", metavar="COMMAND", help="with --add: the command that made "
+                   "the data (for a summary: its bench command)")
+    g.add_argument("--figures", metavar="STEM[=NAME],...", default="",
+                   help="with --add: the figures drawn from it that are published, each "
+                   "under NAME in docs/figures (default: its own stem)")
+    g.add_argument("--data", default="results/data", help="the data folder (default "
+                   "results/data)")
+    g.add_argument("--page", default="BENCHMARKS.md", help="with --all: the results page "
+                   "whose marked tables are regenerated (default BENCHMARKS.md)")
 
 
 def _add_data_parser(sub: Any) -> None:
@@ -425,14 +446,38 @@ def _cmd_data(args: argparse.Namespace) -> int:
 
 def _cmd_plot(args: argparse.Namespace) -> int:
     try:
-        from .bench.plot import plot_file
+        from .bench.plot import plot_file  # noqa: F401  (matplotlib present?)
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] != "matplotlib":
             raise  # something else is broken: a bug, keep its traceback
         raise UserError("plot needs matplotlib, which is not installed: install the [plot] "
                         "extra, pip install 'dssfn-mpi[plot]' (in a checkout: "
                         "pip install -e '.[plot]')") from None
-    for path in plot_file(args.file, args.out, args.network, args.eps):
+    return _plot_action(args)
+
+
+def _plot_action(args: argparse.Namespace) -> int:
+    """What ``plot`` was asked: one file, ``--all`` or ``--add``."""
+    from .bench import resultsdir
+
+    if args.all:
+        if args.file or args.add:
+            raise UserError("plot --all takes no FILE and no --add")
+        return resultsdir.rebuild(args.data, args.out or "docs/figures", args.page, args.check)
+    if args.add:
+        if not args.made_by:
+            raise UserError("plot --add FILE needs --made-by 'COMMAND' (the command that made "
+                            "the data)")
+        figures = dict(f.partition("=")[::2] for f in args.figures.split(",") if f)
+        path = resultsdir.add_file(args.data, args.add, args.made_by,
+                                   {k: v or k for k, v in figures.items()})
+        print(f"{path} recorded in {os.path.join(args.data, resultsdir.MANIFEST)}")
+        return 0
+    if not args.file:
+        raise UserError("plot needs a FILE, --all or --add FILE")
+    from .bench.plot import plot_file
+
+    for path in plot_file(args.file, args.out or "figures", args.network, args.eps):
         print(path)
     return 0
 

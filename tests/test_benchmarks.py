@@ -521,9 +521,8 @@ def _degree_runs() -> dict:
 
 
 def test_sweep_markdown_measured_projected_and_time_to_eps(fake_replay):
-    from dssfn_mpi.bench.tables import sweep_markdown
-
     from dssfn_mpi.bench.records import sweep_summaries
+    from dssfn_mpi.bench.tables import sweep_markdown
 
     text = sweep_markdown(sweep_summaries(_degree_runs(), network="ib", eps=1e-2)["degree"])
     head = text.splitlines()[0]

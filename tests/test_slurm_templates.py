@@ -275,13 +275,15 @@ def test_sbatch_asks_for_memory_and_writes_its_output_under_results(name):
     (output,) = [ln for ln in header if ln.startswith("#SBATCH --output=")]
     assert output.startswith("#SBATCH --output=results/%x-")
     # Slurm does not create an output's folder: results/ is in the repository (and ignored
-    # by git apart from its README), so `sbatch` from the repository root finds it.
+    # by git apart from its README and the committed result data in results/data), so
+    # `sbatch` from the repository root finds it.
     assert (REPO / "results" / "README.md").is_file()
-    ignored = subprocess.run(["git", "check-ignore", "-q", "results/README.md"], cwd=REPO)
-    assert ignored.returncode == 1
-    ignored = subprocess.run(["git", "check-ignore", "-q", "results/dssfn-single-1.out"],
-                             cwd=REPO)
-    assert ignored.returncode == 0
+    for path, tracked in (("results/README.md", True), ("results/data/MANIFEST.json", True),
+                          ("results/data/degree.json", True),
+                          ("results/dssfn-single-1.out", False),
+                          ("results/degree-12_3.h5", False)):
+        ignored = subprocess.run(["git", "check-ignore", "-q", path], cwd=REPO)
+        assert ignored.returncode == (1 if tracked else 0), path
 
 
 def test_template_datasets_are_what_the_readme_fetches(tmp_path):

@@ -1,6 +1,6 @@
 """The one-shot baseline's cost per layer against the hidden width n, and its break-even K.
 
-``python -m dssfn_mpi.bench.oneshot --out docs/figures/oneshot_cost.json --figure docs/figures``
+``python -m dssfn_mpi.bench.oneshot --out results/data/oneshot_cost.json --figure docs/figures``
 measures, on this machine and in this process (one BLAS thread), per width n:
 
 - ``solve``: wall seconds of one node's one-shot step without the exchange:
@@ -39,7 +39,7 @@ from ..gramstats import StatsLayout, stats_bytes
 from ..network import NETWORKS, allreduce_seconds
 from ..solver import LocalInverse, exact_solve
 
-__all__ = ["measure", "plot", "main"]
+__all__ = ["cost_markdown", "measure", "plot", "main"]
 
 WIDTHS = (100, 250, 500, 1000, 1500, 2000)
 
@@ -119,6 +119,33 @@ def plot(data: dict, outdir: Path) -> list[Path]:
            title="break-even K")
     bx.legend(fontsize=7)
     return save(fig, outdir, "oneshot_cost")
+
+
+def _sig(x: float, digits: int) -> str:
+    """``x`` to ``digits`` significant digits, never rounding its integer part."""
+    return f"{x:.{max(digits, len(str(int(abs(x)))))}g}"
+
+
+def cost_markdown(data: dict) -> str:
+    """The results page's table of the measurements: per n the statistics' size, the
+    measured one-shot step, factorisation and sync iteration, the projected one-shot layer
+    and sync round (ib / eth10) and the break-even K in bytes and in time."""
+    lines = ["| n | statistics [MB] | one-shot step [ms] | ADMM factorisation [ms] "
+             "| sync iteration [ms] | one-shot layer, ib / eth10 [ms] "
+             "| sync round, ib / eth10 [ms] | break-even K: bytes | time, ib / eth10 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        ms = {k: 1e3 * r[k] for k in ("solve", "factor", "iteration", "oneshot_seconds_ib",
+                                       "oneshot_seconds_eth10", "round_seconds_ib",
+                                       "round_seconds_eth10")}
+        lines.append(
+            f"| {r['n']} | {r['stats_bytes'] / 1e6:.2f} | {_sig(ms['solve'], 3)} "
+            f"| {_sig(ms['factor'], 3)} | {_sig(ms['iteration'], 2)} "
+            f"| {_sig(ms['oneshot_seconds_ib'], 4)} / {_sig(ms['oneshot_seconds_eth10'], 4)} "
+            f"| {_sig(ms['round_seconds_ib'], 2)} / {_sig(ms['round_seconds_eth10'], 2)} "
+            f"| {r['breakeven_bytes']:.0f} | {r['breakeven_time_ib']:.0f} / "
+            f"{r['breakeven_time_eth10']:.0f} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:

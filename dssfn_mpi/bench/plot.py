@@ -36,7 +36,8 @@ from .figstyle import save as _save
 from .figstyle import style as _style
 from .projection import DEFAULT_EPS, DEFAULT_NETWORK, check_network, has_trace
 
-__all__ = ["plot_file", "plot_runs"]
+__all__ = ["plot_file", "plot_rma", "plot_runs", "plot_summary", "summary_markdown",
+           "summary_stem"]
 
 # --------------------------------------------------------------------------- sweeps
 
@@ -498,7 +499,7 @@ def _rma_activation(groups: dict[str, Any], outdir: Path) -> list[Path]:
     return _save(fig, outdir, "rma_activation")
 
 
-def _plot_rma(path: Path, outdir: Path) -> list[Path]:
+def plot_rma(path: Path, outdir: Path) -> list[Path]:
     with h5py.File(path, "r") as f:
         groups = _rma_groups(path, f)
         return _rma_latency(groups, outdir) + _rma_activation(groups, outdir)
@@ -560,24 +561,37 @@ def plot_file(path: str | os.PathLike, outdir: str | os.PathLike,
                         "e.g. --eps 1e-2")
     if not p.is_file():
         raise UserError(f"{p} does not exist; give a file written by dssfn-mpi bench or train")
+    if p.suffix == ".json":
+        from .records import read_summary
+
+        summary = read_summary(p)
+        out = _make_folder(outdir)
+        return plot_summary(summary, out, p.name) or _nothing(p)
     try:
         with h5py.File(p, "r") as f:
             kind = f.attrs.get("kind", "")
             kind = kind.decode() if isinstance(kind, bytes) else str(kind)
     except OSError:
         raise UserError(f"{p} is not an HDF5 file; give a file written by dssfn-mpi") from None
+    out = _make_folder(outdir)
+    if kind == "rma":
+        paths = plot_rma(p, out)
+    elif kind == "sweep":
+        paths = plot_runs(read_sweep(p), out, p.name, network, eps)
+    else:
+        paths = _plot_run(p, out)
+    return paths or _nothing(p)
+
+
+def _nothing(path: Path) -> list[Path]:
+    raise UserError(f"{path}: no successful runs to plot")
+
+
+def _make_folder(outdir: str | os.PathLike) -> Path:
     out = Path(outdir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create --out {out}: {exc.strerror}; choose another folder") \
             from None
-    if kind == "rma":
-        paths = _plot_rma(p, out)
-    elif kind == "sweep":
-        paths = plot_runs(read_sweep(p), out, p.name, network, eps)
-    else:
-        paths = _plot_run(p, out)
-    if not paths:
-        raise UserError(f"{p}: no successful runs to plot")
-    return paths
+    return out

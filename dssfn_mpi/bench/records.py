@@ -225,8 +225,10 @@ def sweep_summaries(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
         records = [run_record(k, r, network, eps) for k, r in group.items()]
         if bench == "noise":
             records += derived_records(group, network, eps)
+        ends = [str(r.attrs.get("end_time", "")) for r in group.values()]
         out[bench] = {"format": SUMMARY_FORMAT, "version": SUMMARY_VERSION, "bench": bench,
-                      "network": network, "eps": eps, "info": _info(group),
+                      "network": network, "eps": eps, "made": max(ends, default="") or now(),
+                      "machine": machine(), "info": _info(group),
                       "records": records, "tables": _tables(bench, group, network, eps)}
     return out
 

@@ -1,0 +1,111 @@
+"""Tables of the results page generated from the committed data, so prose cannot drift.
+
+A table in a Markdown page (BENCHMARKS.md) that is made from a data file of
+``results/data`` sits between two marker lines naming the file, and optionally a view::
+
+    <!-- table: oneshot_cost.json -->
+    | n | statistics [MB] | ... |
+    <!-- /table -->
+
+    <!-- table: degree.json jitter -->
+    ...
+    <!-- /table -->
+
+:func:`render` rewrites every such block from its file (``dssfn-mpi plot --all``);
+:func:`differences` names the blocks whose text is not what their file gives
+(``dssfn-mpi plot --all --check``, and the test that keeps the page honest).
+Views: a sweep summary's main table (default) or ``jitter``; the one-shot cost's
+``cost`` table (default).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from ..errors import UserError
+
+__all__ = ["blocks", "differences", "render", "table_for"]
+
+_START = re.compile(r"^<!-- table: (?P<file>\S+)(?: (?P<view>\S+))? -->$")
+_END = "<!-- /table -->"
+
+
+def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -> str:
+    """The Markdown table of data file ``name`` (and ``view``).
+
+    Raises
+    ------
+    UserError
+        The file is missing, of an unknown kind, or has no such view.
+    """
+    from .resultsdir import file_kind
+
+    path = Path(data_dir) / name
+    if not path.is_file():
+        raise UserError(f"{path}: no such data file (a table of the results page names it)")
+    kind = file_kind(path)
+    if kind == "oneshot" and view in (None, "cost"):
+        from .oneshot import cost_markdown
+
+        return cost_markdown(json.loads(path.read_text()))
+    if kind == "summary" and view in (None, "jitter"):
+        from .jitter import jitter_markdown
+        from .plot import summary_markdown
+        from .records import read_summary
+
+        summary = read_summary(path)
+        return jitter_markdown(summary) if view == "jitter" else summary_markdown(summary)
+    raise UserError(f"{path}: no table view {view!r} for a file of kind {kind}")
+
+
+def blocks(text: str) -> list[tuple[int, int, str, str | None]]:
+    """``(first line, end marker line, file, view)`` of every marked block (0-based).
+
+    Raises
+    ------
+    UserError
+        A block without its end marker.
+    """
+    lines = text.splitlines()
+    out = []
+    i = 0
+    while i < len(lines):
+        m = _START.match(lines[i])
+        if m:
+            try:
+                end = lines.index(_END, i + 1)
+            except ValueError:
+                raise UserError(f"line {i + 1}: table block for {m['file']} has no "
+                                f"{_END}") from None
+            out.append((i, end, m["file"], m["view"]))
+            i = end
+        i += 1
+    return out
+
+
+def render(text: str, data_dir: str | os.PathLike) -> str:
+    """``text`` with every marked block regenerated from its data file."""
+    lines = text.splitlines()
+    for start, end, name, view in reversed(blocks(text)):
+        lines[start + 1:end] = table_for(data_dir, name, view).splitlines()
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+def differences(text: str, data_dir: str | os.PathLike) -> list[str]:
+    """The blocks of ``text`` whose content is not what their data file gives, as
+    ``"FILE[ VIEW] (line N)"``; a block whose file is missing counts as different."""
+    lines = text.splitlines()
+    out = []
+    for start, end, name, view in blocks(text):
+        label = f"{name}{' ' + view if view else ''} (line {start + 1})"
+        try:
+            want = table_for(data_dir, name, view).splitlines()
+        except UserError as exc:
+            out.append(f"{label}: {exc}")
+            continue
+        if lines[start + 1:end] != want:
+            out.append(label)
+    return out

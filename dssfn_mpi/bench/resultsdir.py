@@ -1,0 +1,227 @@
+"""The committed result data (``results/data/``) and the one build of every figure from it.
+
+The folder holds the small files behind every published figure and results table
+(sweep summaries of :mod:`dssfn_mpi.bench.records`, the one-shot cost JSON, RMA
+files), never raw traces, and ``MANIFEST.json``, which says for each file the
+command that made it, when, on what machine, its size, and which published
+figures (``docs/figures/<name>.png`` and ``.pdf``) are drawn from it::
+
+    {"budget_bytes": 20000000,
+     "files": {"degree.json": {"kind": "summary", "command": "dssfn-mpi bench degree ...",
+                               "made": "2026-11-25T10:00:00Z", "machine": {...},
+                               "bytes": 51234, "figures": {"degree_time": "degree_time",
+                                                           "jitter": "degree_jitter"}}}}
+
+``figures`` maps a figure the file's plot draws to the name it is published
+under; figures not listed are not published. ``dssfn-mpi plot --all`` redraws
+every listed figure (:func:`build_figures`) and regenerates the results page's
+tables (:mod:`dssfn_mpi.bench.mdtables`); ``dssfn-mpi plot --add FILE`` records a
+new or re-measured file (:func:`add_file`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError, require
+
+__all__ = ["BUDGET_BYTES", "KINDS", "MANIFEST", "add_file", "build_figures", "file_kind",
+           "read_manifest", "rebuild", "total_bytes"]
+
+MANIFEST = "MANIFEST.json"
+#: The size budget of the whole folder (manifest included).
+BUDGET_BYTES = 20_000_000
+#: The kinds of data file, by what draws them.
+KINDS = ("summary", "oneshot", "rma")
+
+
+def read_manifest(data_dir: str | os.PathLike) -> dict[str, Any]:
+    """The folder's manifest (``{"budget_bytes", "files"}``); empty when there is none yet."""
+    path = Path(data_dir) / MANIFEST
+    if not path.exists():
+        return {"budget_bytes": BUDGET_BYTES, "files": {}}
+    try:
+        data = json.loads(path.read_text())
+    except ValueError as exc:
+        raise UserError(f"{path}: not valid JSON ({exc}); restore it from git") from None
+    require(isinstance(data.get("files"), dict), f"{path}: no 'files' table; restore it from git")
+    return data
+
+
+def _write_manifest(data_dir: Path, manifest: dict[str, Any]) -> None:
+    tmp = data_dir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    tmp.replace(data_dir / MANIFEST)
+
+
+def file_kind(path: str | os.PathLike) -> str:
+    """``summary``, ``oneshot`` or ``rma`` of a data file, from its content.
+
+    Raises
+    ------
+    UserError
+        A file of none of these kinds.
+    """
+    p = Path(path)
+    if p.suffix == ".h5":
+        import h5py
+
+        try:
+            with h5py.File(p, "r") as f:
+                kind = f.attrs.get("kind", "")
+        except OSError:
+            raise UserError(f"{p}: not an HDF5 file") from None
+        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        require(kind == "rma", f"{p}: only RMA files (bench rma) are kept as HDF5 data; "
+                "summarise a sweep with dssfn-mpi plot SWEEP.h5 and add its JSON")
+        return "rma"
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{p}: not a JSON data file ({exc})") from None
+    from .records import SUMMARY_FORMAT
+
+    if isinstance(data, dict) and data.get("format") == SUMMARY_FORMAT:
+        return "summary"
+    if isinstance(data, dict) and "rows" in data and "n_classes" in data:
+        return "oneshot"
+    raise UserError(f"{p}: neither a sweep summary (dssfn-mpi plot) nor the one-shot cost "
+                    "(python -m dssfn_mpi.bench.oneshot --out)")
+
+
+def total_bytes(data_dir: str | os.PathLike) -> int:
+    """Bytes of every file in the folder."""
+    return sum(p.stat().st_size for p in Path(data_dir).iterdir() if p.is_file())
+
+
+def add_file(data_dir: str | os.PathLike, source: str | os.PathLike, command: str,
+             figures: dict[str, str], name: str | None = None) -> Path:
+    """Copy ``source`` into the data folder and record it in the manifest.
+
+    Parameters
+    ----------
+    data_dir : path
+        The folder (``results/data``); created if missing.
+    source : path
+        A sweep summary, the one-shot cost JSON or an RMA file.
+    command : str
+        The command that made the file (with a summary, its sweep's ``bench``
+        command), as the manifest records it.
+    figures : dict of str to str
+        Figure drawn from it -> name published under in docs/figures.
+    name : str, optional
+        File name in the folder (default: the source's).
+
+    Returns
+    -------
+    pathlib.Path
+        The file in the folder.
+
+    Raises
+    ------
+    UserError
+        An unknown kind of file, or the folder would exceed its budget.
+    """
+    from .records import machine, now
+
+    src, folder = Path(source), Path(data_dir)
+    kind = file_kind(src)
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = read_manifest(folder)
+    dest = folder / (name or src.name)
+    old = dest.stat().st_size if dest.exists() else 0
+    budget = int(manifest.get("budget_bytes", BUDGET_BYTES))
+    require(total_bytes(folder) - old + src.stat().st_size <= budget,
+            f"{src}: the data folder would exceed its budget of {budget / 1e6:g} MB; keep "
+            "summaries, not sweep files")
+    made, where = now(), machine()
+    if kind == "summary":
+        data = json.loads(src.read_text())
+        made, where = data.get("made", made), data.get("machine", where)
+    if src.resolve() != dest.resolve():
+        shutil.copyfile(src, dest)
+    manifest["files"][dest.name] = {"kind": kind, "command": command, "made": made,
+                                    "machine": where, "bytes": dest.stat().st_size,
+                                    "figures": dict(figures)}
+    _write_manifest(folder, manifest)
+    return dest
+
+
+def _draw(kind: str, path: Path, outdir: Path) -> list[Path]:
+    """Every figure of one data file into ``outdir``."""
+    if kind == "summary":
+        from .plot import plot_summary
+        from .records import read_summary
+
+        return plot_summary(read_summary(path), outdir)
+    if kind == "oneshot":
+        from .oneshot import plot
+
+        return plot(json.loads(path.read_text()), outdir)
+    if kind == "rma":
+        from .plot import plot_rma
+
+        return plot_rma(path, outdir)
+    raise UserError(f"{path}: unknown kind {kind!r} in the manifest; one of {', '.join(KINDS)}")
+
+
+def build_figures(data_dir: str | os.PathLike, fig_dir: str | os.PathLike) -> list[Path]:
+    """Redraw every figure the manifest lists into ``fig_dir`` (PNG and PDF).
+
+    Raises
+    ------
+    UserError
+        A listed file is missing, or its plot does not draw a figure the
+        manifest says it does.
+    """
+    folder, out = Path(data_dir), Path(fig_dir)
+    manifest = read_manifest(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for name, entry in sorted(manifest["files"].items()):
+        path = folder / name
+        require(path.is_file(), f"{path}: listed in {MANIFEST} but missing")
+        with tempfile.TemporaryDirectory() as tmp:
+            drawn = {p.stem: p for p in _draw(entry["kind"], path, Path(tmp))}
+            for stem, published in entry.get("figures", {}).items():
+                require(stem in drawn, f"{path}: its plot draws no figure {stem!r} (it draws "
+                        f"{', '.join(sorted(drawn)) or 'none'}); fix figures in {MANIFEST}")
+                for ext in ("png", "pdf"):
+                    src = drawn[stem].with_suffix(f".{ext}")
+                    if src.exists():
+                        written.append(Path(shutil.copyfile(src, out / f"{published}.{ext}")))
+    return written
+
+
+def rebuild(data_dir: str | os.PathLike, fig_dir: str | os.PathLike,
+            page: str | os.PathLike | None, check: bool = False) -> int:
+    """``dssfn-mpi plot --all``: every figure from the data folder and the page's tables.
+
+    With ``check``, write nothing: compare the page's marked tables with what the data
+    give and return 1 (naming them on stderr) when one differs, else 0.
+    """
+    import sys
+
+    from .mdtables import differences, render
+
+    require(page is None or Path(page).is_file(), f"--page {page}: no such file")
+    text = Path(page).read_text() if page else None
+    if check:
+        diff = differences(text, data_dir) if text is not None else []
+        for d in diff:
+            print(f"{page}: table {d} is not what the data give (dssfn-mpi plot --all "
+                  "rewrites it)", file=sys.stderr)
+        return 1 if diff else 0
+    for path in build_figures(data_dir, fig_dir):
+        print(path)
+    if text is not None:
+        new = render(text, data_dir)
+        if new != text:
+            Path(page).write_text(new)
+            print(f"{page}: tables regenerated")
+    return 0

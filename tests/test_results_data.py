@@ -1,0 +1,250 @@
+"""The committed result data, the one build from it, and the figures at equal accuracy.
+
+No MPI and no replay: summaries are built by hand or from the made-up runs of
+tests/benchfakes.py, so every plotted number is known.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dssfn_mpi.bench import mdtables, resultsdir
+from dssfn_mpi.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "results" / "data"
+PAGE = REPO / "BENCHMARKS.md"
+
+
+# ------------------------------------------------------------------ the committed data
+
+
+def test_results_page_tables_are_what_the_data_give():
+    text = PAGE.read_text()
+    assert mdtables.blocks(text), "BENCHMARKS.md has no table generated from results/data"
+    assert mdtables.differences(text, DATA) == []
+
+
+def test_an_edited_number_in_a_generated_table_is_caught(tmp_path):
+    text = PAGE.read_text()
+    start, end, name, _view = mdtables.blocks(text)[0]
+    lines = text.splitlines()
+    row = next(i for i in range(start + 3, end) if any(c.isdigit() for c in lines[i]))
+    cells = lines[row].split("|")
+    cells[2] = " 9" + cells[2].strip() + " "  # one number of the row changed
+    lines[row] = "|".join(cells)
+    edited = "\n".join(lines)
+    assert mdtables.differences(edited, DATA) == [f"{name} (line {start + 1})"]
+    # regenerating restores the page exactly
+    assert text.endswith("\n") and mdtables.render(edited + "\n", DATA) == text
+
+
+def test_manifest_records_every_file_within_the_budget():
+    manifest = resultsdir.read_manifest(DATA)
+    on_disk = {p.name for p in DATA.iterdir()} - {resultsdir.MANIFEST}
+    assert set(manifest["files"]) == on_disk
+    for name, entry in manifest["files"].items():
+        assert entry["kind"] == resultsdir.file_kind(DATA / name), name
+        assert entry["command"] and entry["made"] and entry["machine"], name
+        assert entry["bytes"] == (DATA / name).stat().st_size, f"{name} changed: --add it again"
+        for published in entry["figures"].values():
+            assert (REPO / "docs" / "figures" / f"{published}.png").is_file(), published
+    assert resultsdir.total_bytes(DATA) <= manifest["budget_bytes"] <= 20_000_000
+
+
+def test_add_and_build_from_a_data_folder(tmp_path):
+    src = DATA / "oneshot_cost.json"
+    data = tmp_path / "data"
+    resultsdir.add_file(data, src, "python -m dssfn_mpi.bench.oneshot", {"oneshot_cost": "cost"})
+    entry = resultsdir.read_manifest(data)["files"]["oneshot_cost.json"]
+    assert entry["kind"] == "oneshot" and entry["machine"]["cpus"] >= 1
+    written = {p.name for p in resultsdir.build_figures(data, tmp_path / "fig")}
+    assert written == {"cost.png", "cost.pdf"}
+    manifest = json.loads((data / resultsdir.MANIFEST).read_text())
+    manifest["files"]["oneshot_cost.json"]["figures"] = {"nonesuch": "x"}
+    (data / resultsdir.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="draws no figure 'nonesuch'"):
+        resultsdir.build_figures(data, tmp_path / "fig")
+    manifest["budget_bytes"] = 10
+    (data / resultsdir.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match="budget"):
+        resultsdir.add_file(data, src, "x", {}, name="again.json")
+    (tmp_path / "raw.json").write_text("{}")
+    with pytest.raises(UserError, match="neither a sweep summary"):
+        resultsdir.add_file(data, tmp_path / "raw.json", "x", {})
+
+
+# ------------------------------------------------------------------ equal accuracy
+
+
+def _rec(mode, value, t, reached=True, kind="live", **kw):
+    rec = {"name": f"{kind}-{mode}-{value}", "mode": mode, "kind": kind, "value": float(value),
+           "ok": True, "status": "ok", "time_at_eps": t, "train_seconds": 10 * t,
+           "eps_reached": reached, "dataset": "satimage", "case": "none"}
+    rec.update(kw)
+    return rec
+
+
+def _summary(bench, records):
+    return {"format": "dssfn-mpi sweep summary", "version": 1, "bench": bench,
+            "network": "shm", "eps": 1e-2, "records": records, "tables": {},
+            "info": {"dataset": "satimage", "datasets": ["satimage"], "nodes": 20,
+                     "degree": 8, "layers": 2, "hidden": 1012, "iters": 3000,
+                     "stop": "eps:1e-2"}}
+
+
+def _unreached_points(fig):
+    return [tuple(xy) for ax in fig.axes for line in ax.get_lines()
+            if line.get_gid() == "unreached" for xy in line.get_xydata()]
+
+
+def test_unreached_points_are_drawn_hollow_not_dropped():
+    from dssfn_mpi.bench import ttefigs
+    from dssfn_mpi.bench.figstyle import plt
+
+    recs = [_rec("async", 2, 0.9, reached=False), _rec("async", 8, 0.3),
+            _rec("sync", 2, 0.2), _rec("sync", 8, 0.2),
+            _rec("async", 2, 0.8, kind="simulated"), _rec("async", 8, 0.25, kind="simulated"),
+            _rec("oneshot", 2, 0.5), _rec("oneshot", 8, 0.5)]
+    summary = _summary("degree", recs)
+    fig = ttefigs.sweep_tte_figure(summary)
+    # the unreached async point at d = 2: hollow in the projected and the measured panel
+    assert sorted(_unreached_points(fig)) == [(2.0, 0.9), (2.0, 9.0)]
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert ttefigs.CAP_NOTE in labels and "async, simulated" in labels
+    assert "satimage" in fig._suptitle.get_text() and "1e-2" in fig._suptitle.get_text() \
+        or "0.01" in fig._suptitle.get_text()
+    plt.close(fig)
+    table = ttefigs.tte_markdown(summary)
+    row = next(ln for ln in table.splitlines() if ln.startswith("| 2 |"))
+    assert "0.900 (cap)" in row and "0.200" in row and "(cap)" not in row.split("0.900")[0]
+
+
+def test_noise_and_table2_views_mark_unreached_cases():
+    from dssfn_mpi.bench import ttefigs
+    from dssfn_mpi.bench.figstyle import plt
+
+    recs = [_rec("async", 1, 0.3), _rec("sync", 1, 0.1),
+            _rec("async", 5, 2.0, reached=False, case="slow:5"),
+            _rec("sync", 5, 0.5, case="slow:5"),
+            _rec("sync-graph", 1, 0.7, kind="replay", case="exp:1.0"),
+            _rec("async", 5, 1.5, kind="simulated", case="slow:5")]
+    summary = _summary("noise", recs)
+    fig = ttefigs.noise_figure(summary)
+    cases = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert cases == ["no noise", "jitter exp:1.0", "rank 0 x5"]
+    assert _unreached_points(fig) == [(2.0, 2.0)]
+    plt.close(fig)
+    text = ttefigs.noise_markdown(summary)
+    assert "| rank 0 x5 | 2.000 (cap) |" in text
+    t2 = _summary("table2", [_rec("async", -1, 3.0, reached=False), _rec("sync", -1, 1.0),
+                             _rec("sync", -1, 0.9, kind="simulated")])
+    fig = ttefigs.table2_tte_figure(t2)
+    hollow = [p for ax in fig.axes for p in ax.patches if p.get_gid() == "unreached"]
+    assert len(hollow) == 2 and all(p.get_facecolor()[3] == 0 for p in hollow)
+    plt.close(fig)
+    assert "3.000 (cap)" in ttefigs.table2_tte_markdown(t2)
+
+
+def test_eps_reached_reads_every_layer_and_counts_oneshot_exact():
+    import numpy as np
+    from benchfakes import traced_run
+
+    from dssfn_mpi.bench.records import eps_reached
+
+    run = traced_run("async", 2, config={"stop": "eps:1e-2"})
+    run.layers["stop_reason"] = np.array([[1, 1], [1, 1]])
+    assert eps_reached(run) is True
+    run.layers["stop_reason"] = np.array([[3, 1], [1, 1]])  # input layer at the cap
+    assert eps_reached(run) is False
+    one = traced_run("oneshot", 2, config={"stop": "eps:1e-2"})
+    one.layers["stop_reason"] = np.full((2, 2), -1)
+    assert eps_reached(one) is True
+    assert eps_reached(traced_run("sync", 2)) is None  # --stop iters
+
+
+def test_a_summary_redraws_what_its_sweep_draws(tmp_path, monkeypatch):
+    from benchfakes import install, traced_run
+
+    from dssfn_mpi.bench.plot import plot_file, plot_runs
+
+    install(monkeypatch)
+    runs = {f"{m}-d{d:02d}": traced_run(m, 2, bench="degree", bench_mode=m, bench_value=d,
+                                        bench_target_iters=4)
+            for m in ("async", "sync") for d in (2, 4)}
+    (tmp_path / "a").mkdir()
+    first = {p.name: p for p in plot_runs(runs, tmp_path / "a")}
+    assert "degree.json" in first and "degree_time.png" in first
+    again = {p.name for p in plot_file(first["degree.json"], tmp_path / "b")}
+    assert again == set(first) - {"degree.json"}
+    assert (tmp_path / "a" / "degree.md").read_text() == (tmp_path / "b" / "degree.md").read_text()
+    data = json.loads(first["degree.json"].read_text())
+    assert all(math.isfinite(r["projected_seconds"]) for r in data["records"])
+    assert data["info"]["dataset"] == "digits" and data["machine"]["cpus"] >= 1
+
+
+# ------------------------------------------------------------------ the sweeps' forms
+
+
+def test_time_to_eps_form_adds_the_oneshot_baseline_and_simulated_runs():
+    from dssfn_mpi.bench.presets import get_preset
+    from dssfn_mpi.bench.specs import eps_form, nodes_specs, simulated_specs
+
+    p = eps_form(get_preset("nodes", "mid"), 1e-2, modes_given=False)
+    assert p.stop == "eps:0.01" and p.iters == 3000
+    assert {"oneshot", "oneshot-graph", "async", "sync", "sync-graph"} <= set(p.modes)
+    live = nodes_specs(p, None)
+    assert all("eps:0.01" in s.train_args for s in live if s.nodes)
+    sim = simulated_specs("nodes", p, None)
+    assert max(int(s.train_args[s.train_args.index("--nodes") + 1]) for s in sim) == 256
+    assert all(s.nodes is None and s.train_args[0] == "simulate" for s in sim)
+    assert {s.meta["bench_kind"] for s in sim} == {"simulated"}
+    kept = eps_form(get_preset("nodes", "mid"), 1e-2, modes_given=True)
+    assert "oneshot" not in kept.modes
+
+
+def test_noise_preset_every_engine_at_the_papers_graph():
+    from dssfn_mpi.bench.presets import get_preset
+    from dssfn_mpi.bench.specs import noise_specs
+
+    p = get_preset("noise", "mid")
+    assert (p.nodes, p.degree, p.stop, p.values) == (20, 8, "eps:1e-2", (2.0, 5.0, 10.0))
+    specs = noise_specs(p, None)
+    sims = {(s.meta["bench_mode"], s.meta["bench_case"]) for s in specs
+            if s.meta["bench_kind"] == "simulated"}
+    cases = {"none", "exp:0.5", "exp:1.0", "slow:2", "slow:5", "slow:10"}
+    assert sims == {(m, c) for m in p.modes for c in cases}
+    live = {(s.meta["bench_mode"], s.meta["bench_case"]) for s in specs
+            if s.meta["bench_kind"] == "live"}
+    assert ("sync-graph", "slow:5") not in live and ("sync-graph", "none") in live
+    assert ("async", "slow:10") in live and not any(c.startswith("exp") for _m, c in live)
+    jit = next(s for s in specs if s.meta["bench_case"] == "exp:0.5")
+    assert jit.train_args[jit.train_args.index("--jitter") + 1] == "exp:0.5"
+
+
+def test_one_colour_per_engine():
+    from dssfn_mpi.bench.figstyle import ENGINE_COLOURS, style
+
+    assert len(set(ENGINE_COLOURS.values())) == len(ENGINE_COLOURS)
+    for variant in ("async-unbounded", "async-lead16", "async-lead64"):
+        assert style(variant)["color"] == ENGINE_COLOURS["async"]
+    assert style("oneshot-graph")["color"] == ENGINE_COLOURS["oneshot-graph"]
+
+
+def test_plot_all_command_checks_and_rebuilds(tmp_path, capsys):
+    from dssfn_mpi.cli import main
+
+    page = tmp_path / "B.md"
+    shutil.copyfile(PAGE, page)
+    assert main(["plot", "--all", "--check", "--page", str(page)]) == 0
+    page.write_text(page.read_text().replace("| 1000 | 4.08 |", "| 1000 | 4.09 |"))
+    assert main(["plot", "--all", "--check", "--page", str(page)]) == 1
+    assert "oneshot_cost.json" in capsys.readouterr().err
+    assert main(["plot", "--all", "--page", str(page), "--out", str(tmp_path / "f")]) == 0
+    assert page.read_text() == PAGE.read_text()
+    assert (tmp_path / "f" / "oneshot_cost.png").is_file()
