@@ -94,15 +94,24 @@ def simulated_points(paths: list[str]) -> list[dict]:
 
 
 def _style(variant: str) -> dict:
-    from .figstyle import MODE_STYLE
+    """The engine's colour (figstyle), the variant's marker."""
+    from .figstyle import style
 
-    base, _, lead = variant.partition("-lead")
-    style = dict(MODE_STYLE.get(variant, MODE_STYLE.get(base, {"color": "tab:purple",
-                                                               "marker": "D"})))
-    if lead:  # the bounded delays apart: one marker and shade each
-        style.update({"4": {}, "16": {"marker": "D", "color": "tab:purple"},
-                      "64": {"marker": "P", "color": "tab:brown"}}.get(lead, {}))
-    return style
+    return style("async" if variant == "async-lead4" else variant) or {"color": "gray",
+                                                                      "marker": "D"}
+
+
+def _title(args: argparse.Namespace, sim: list[dict]) -> str:
+    """Dataset, M and eps of the figure, from the runs themselves."""
+    runs = [read_runlog(p) for p in args.sim]
+    if args.live:
+        runs += list(read_sweep(args.live).values())[:1]
+    datasets = sorted({str(r.attrs.get("dataset", "?")) for r in runs})
+    stops = sorted({str(r.config.get("stop", "?")).partition(":")[2] for r in runs} - {""})
+    live_m = sorted({int(r.attrs.get("nodes", 0)) for r in runs if not r.attrs.get("simulated")})
+    return (f"Time to eps = {', '.join(stops) or '?'} (layers >= 1): "
+            f"{', '.join(datasets)}; live M = {', '.join(map(str, live_m)) or '-'}, simulated "
+            f"M = {', '.join(map(str, sorted({r['nodes'] for r in sim}))) or '-'}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,8 +158,14 @@ def run(args: argparse.Namespace) -> int:
                       marker=style["marker"], color=style["color"],
                       label=label + (f", x{max(factors):g} straggler" if max(factors) > 1
                                      else ""))
+    drawn = {lab.removeprefix("sim ").split(" ")[0] for lab in
+             ax_f.get_legend_handles_labels()[1] if lab.startswith("sim ")}
+    for variant in sorted(set(live) - drawn):  # every live series names its simulated line
+        ax_f.plot([], [], "-", color=_style(variant)["color"],
+                  label=f"sim {variant}: no simulated run given")
     ax_f.set(xlabel="straggler factor (one rank slowed)", ylabel="time to eps, layers >= 1 [s]",
-             yscale="log", title="against a straggler")
+             yscale="log", title="against a straggler: live points (projected), simulated lines")
+    fig.suptitle(_title(args, sim), fontsize=10)
     ax_m.set(xlabel="nodes M", ylabel="simulated time to eps, layers >= 1 [s]", xscale="log",
              yscale="log", title="against the node count (simulated)")
     from matplotlib.ticker import NullFormatter

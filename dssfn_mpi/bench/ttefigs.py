@@ -90,7 +90,7 @@ def _cap_legend(ax, any_unreached: bool) -> None:
     if any_unreached:
         ax.plot([], [], linestyle="none", marker="o", markerfacecolor="none",
                 markeredgecolor="gray", label=CAP_NOTE)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # hides no point
 
 
 def _series(recs: list[dict], mode: str, kind: str) -> list[dict]:
@@ -106,7 +106,7 @@ def sweep_tte_figure(summary: Mapping[str, Any]) -> Any:
     if not recs:
         return None
     bench, info = summary["bench"], summary["info"]
-    fig, (ax, ax_m) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (ax, ax_m) = plt.subplots(1, 2, figsize=(15, 5), gridspec_kw={"width_ratios": [3, 2]})
     unreached = False
     for mode in mode_order(r["mode"] for r in recs):
         st = style(mode)
@@ -270,7 +270,7 @@ def noise_figure(summary: Mapping[str, Any]) -> Any:
         return None
     cases = sorted({str(r.get("case", "none")) for r in recs}, key=_case_key)
     pos = {c: i for i, c in enumerate(cases)}
-    fig, ax = plt.subplots(figsize=(max(9, 1.6 * len(cases)), 5))
+    fig, ax = plt.subplots(figsize=(max(11, 1.8 * len(cases)), 5))
     unreached = False
     for mode in mode_order(r["mode"] for r in recs):
         st = style(mode)
