@@ -41,7 +41,7 @@ def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -
     UserError
         The file is missing, of an unknown kind, or has no such view.
     """
-    from .resultsdir import file_kind
+    from .records import file_kind
 
     path = Path(data_dir) / name
     if not path.is_file():

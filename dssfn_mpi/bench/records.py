@@ -38,13 +38,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import UserError, require
 from ..runlog import RunLog
 from ..stoprule import reason_code
 from .projection import DEFAULT_EPS, DEFAULT_NETWORK, project_run
 from .summary import summarize
 
-__all__ = ["SUMMARY_FORMAT", "derived_records", "eps_reached", "machine", "read_summary",
+__all__ = ["SUMMARY_FORMAT", "derived_records", "eps_reached", "file_kind", "machine",
+           "read_summary",
            "run_record", "sweep_summaries", "write_summary"]
 
 SUMMARY_FORMAT = "dssfn-mpi sweep summary"
@@ -268,6 +269,39 @@ def read_summary(path: str | os.PathLike) -> dict[str, Any]:
         raise UserError(f"{p}: sweep summary of version {data.get('version')}, this version "
                         f"reads {SUMMARY_VERSION}; summarise the sweep file again")
     return data
+
+
+def file_kind(path: str | os.PathLike) -> str:
+    """``summary``, ``oneshot`` or ``rma`` of a data file, from its content.
+
+    Raises
+    ------
+    UserError
+        A file of none of these kinds.
+    """
+    p = Path(path)
+    if p.suffix == ".h5":
+        import h5py
+
+        try:
+            with h5py.File(p, "r") as f:
+                kind = f.attrs.get("kind", "")
+        except OSError:
+            raise UserError(f"{p}: not an HDF5 file") from None
+        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        require(kind == "rma", f"{p}: only RMA files (bench rma) are kept as HDF5 data; "
+                "summarise a sweep with dssfn-mpi plot SWEEP.h5 and add its JSON")
+        return "rma"
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{p}: not a JSON data file ({exc})") from None
+    if isinstance(data, dict) and data.get("format") == SUMMARY_FORMAT:
+        return "summary"
+    if isinstance(data, dict) and "rows" in data and "n_classes" in data:
+        return "oneshot"
+    raise UserError(f"{p}: neither a sweep summary (dssfn-mpi plot) nor the one-shot cost "
+                    "(python -m dssfn_mpi.bench.oneshot --out)")
 
 
 def now() -> str:

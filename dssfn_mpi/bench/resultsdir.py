@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UserError, require
+from .records import file_kind
 
 __all__ = ["BUDGET_BYTES", "KINDS", "MANIFEST", "add_file", "build_figures", "file_kind",
            "read_manifest", "rebuild", "total_bytes"]
@@ -57,41 +58,6 @@ def _write_manifest(data_dir: Path, manifest: dict[str, Any]) -> None:
     tmp = data_dir / (MANIFEST + ".tmp")
     tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     tmp.replace(data_dir / MANIFEST)
-
-
-def file_kind(path: str | os.PathLike) -> str:
-    """``summary``, ``oneshot`` or ``rma`` of a data file, from its content.
-
-    Raises
-    ------
-    UserError
-        A file of none of these kinds.
-    """
-    p = Path(path)
-    if p.suffix == ".h5":
-        import h5py
-
-        try:
-            with h5py.File(p, "r") as f:
-                kind = f.attrs.get("kind", "")
-        except OSError:
-            raise UserError(f"{p}: not an HDF5 file") from None
-        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
-        require(kind == "rma", f"{p}: only RMA files (bench rma) are kept as HDF5 data; "
-                "summarise a sweep with dssfn-mpi plot SWEEP.h5 and add its JSON")
-        return "rma"
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{p}: not a JSON data file ({exc})") from None
-    from .records import SUMMARY_FORMAT
-
-    if isinstance(data, dict) and data.get("format") == SUMMARY_FORMAT:
-        return "summary"
-    if isinstance(data, dict) and "rows" in data and "n_classes" in data:
-        return "oneshot"
-    raise UserError(f"{p}: neither a sweep summary (dssfn-mpi plot) nor the one-shot cost "
-                    "(python -m dssfn_mpi.bench.oneshot --out)")
 
 
 def total_bytes(data_dir: str | os.PathLike) -> int:
