@@ -25,6 +25,7 @@ __all__ = [
     "RMA_PATHS",
     "PAPER_TABLE3",
     "UPDATES",
+    "METRICS",
     "TrainConfig",
     "add_train_arguments",
     "apply_preset",
@@ -40,6 +41,7 @@ __all__ = [
 MODES = ("async", "sync", "sync-graph", "oneshot", "oneshot-graph", "central")
 RMA_PATHS = ("auto", "put", "store")
 UPDATES = ("edge", "paper")
+METRICS = ("gram", "identity")
 
 # Table 3 of Liang et al. (ICASSP 2020): (mu_0, mu_l) of the central and sync
 # dSSFN ADMM, (gamma_0, gamma_l) of async dSSFN. eta = 0.5 in the paper.
@@ -189,6 +191,11 @@ class TrainConfig:
     mode: str = option("method", f"{MODES[0]} (default), {', '.join(MODES[1:])}", MODES[0])
     update: str = option("method", "async update form: edge (exact, default) or paper (eq. 7)",
                          "edge")
+    metric: str = option(
+        "method", "the penalty's metric on the input layer (layer 0): gram (default: the "
+        "nodes' Gram matrices, agreed per edge with each neighbour, averaged by sync) or "
+        "identity (the paper's scalar penalty on every layer); --update paper is scalar",
+        "gram")
     topology: str = option("method", "circular (default), ring, complete, random-regular, file",
                            "circular")
     degree: int | None = option("method", "node degree d of circular/random-regular graphs "
@@ -305,6 +312,12 @@ class TrainConfig:
             return None
         return values[min(layer, len(values) - 1)]
 
+    def metric_at(self, layer: int) -> bool:
+        """Whether ``layer`` is solved in the Gram metric (:mod:`dssfn_mpi.metric`): the
+        input layer under ``--metric gram``, by the engines that have a metric form."""
+        scalar = self.mode == "central" or (self.mode == "async" and self.update == "paper")
+        return layer == 0 and self.metric == "gram" and not scalar
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dictionary of every setting."""
         d = asdict(self)
@@ -330,6 +343,8 @@ class TrainConfig:
         require(
             self.update in UPDATES, f"--update {self.update!r}: choose one of {', '.join(UPDATES)}"
         )
+        require(self.metric in METRICS,
+                f"--metric {self.metric!r}: choose one of {', '.join(METRICS)}")
         require(
             self.central_solver in ("exact", "admm"),
             f"--central-solver {self.central_solver!r}: choose exact or admm",
@@ -467,8 +482,9 @@ def apply_preset(cfg: TrainConfig, explicit: set[str]) -> None:
     """Fill settings from ``cfg.preset`` unless the user set them explicitly.
 
     ``paper``: the paper's Table 3 gamma pair, eta = 0.5, the paper's update
-    form (eq. 7), sync rho = 1/mu (Table 3, sync dSSFN), the central model by
-    the authors' ADMM with Table 3's central mu, L = 20, n = 2Q + 1000, K = 200.
+    form (eq. 7) and its scalar penalty on every layer, sync rho = 1/mu (Table 3,
+    sync dSSFN), the central model by the authors' ADMM with Table 3's central
+    mu, L = 20, n = 2Q + 1000, K = 200.
     """
     if cfg.preset is None:
         return
@@ -486,6 +502,7 @@ def apply_preset(cfg: TrainConfig, explicit: set[str]) -> None:
         "mu": table["central_mu"],
         "eta": 0.5,
         "update": "paper",
+        "metric": "identity",
         "layers": 20,
         "iters": 200,
     }

@@ -26,6 +26,9 @@ __all__ = [
     "AUTO_FLOOR",
     "AUTO_SCALE",
     "AUTO_SYNC",
+    "AUTO_METRIC_EDGE",
+    "AUTO_METRIC_SYNC",
+    "metric_penalty",
     "AUTHORS_ADMM_ITERS",
     "ExactSolution",
     "auto_penalty",
@@ -312,6 +315,19 @@ AUTO_SCALE = 0.1
 # gamma = 0.002 and ended 34 % from O* at K = 200; with it, 7.5 % (M = 20, d = 8).
 # Layer 0 stays the slowest to converge (digits: 0.1 - 0.3 from O* for every penalty).
 AUTO_FLOOR = 0.02
+# The metric forms (--metric gram, the input layer; dssfn_mpi/metric.py) have penalties in
+# units of the metric, S ~ a node's Gram matrix, so no data statistic enters them.
+# Consensus ADMM: rho = AUTO_METRIC_SYNC, the best of rho in 0.1 .. 4 on digits and
+# satimage (M = 20: 23 and 12 iterations to 1e-2 of O*, against 1426 and 138 for the best
+# scalar rho). Edge form: gamma_mn = AUTO_METRIC_EDGE / sqrt(d_mn lambda_2), d_mn the mean
+# degree of the edge's ends and lambda_2 the graph's algebraic connectivity. The
+# activations to a tolerance fall as 1 / (gamma lambda_2) while the graph limits them and
+# grow as gamma d once the penalty outweighs the data, so the best gamma goes as
+# 1 / sqrt(d lambda_2); 2.2 is the fit on rings of 4 and 20 nodes, the circular graph
+# M = 20, d = 8, the complete graph M = 8 and a random-regular graph d = 3, M = 16 (digits
+# and satimage, round-robin activations): within 1.3x of the best gamma's count on each.
+AUTO_METRIC_SYNC = 2.0
+AUTO_METRIC_EDGE = 2.2
 
 
 def local_multiplier(Y: np.ndarray, T: np.ndarray, eps: float) -> float:
@@ -367,3 +383,25 @@ def auto_penalty(
     else:
         value = AUTO_SCALE * lam
     return float(max(value, AUTO_FLOOR * mean_scale, 1e-12))
+
+
+def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1.0) -> float:
+    """The ``auto`` penalty of the metric forms (``--metric gram``, the input layer).
+
+    Parameters
+    ----------
+    consensus : bool
+        True for consensus ADMM's rho (:data:`AUTO_METRIC_SYNC`), False for an edge's
+        gamma, ``AUTO_METRIC_EDGE / sqrt(degree * connectivity)``.
+    degree : float
+        The mean degree of the edge's two ends (edge form).
+    connectivity : float
+        The graph's algebraic connectivity ``lambda_2`` (edge form), > 0 on a connected graph.
+
+    Returns
+    -------
+    float
+    """
+    if consensus:
+        return AUTO_METRIC_SYNC
+    return float(AUTO_METRIC_EDGE / np.sqrt(max(degree * connectivity, 1e-12)))

@@ -128,6 +128,9 @@ class NodeCheck:
         The node's edge penalties (async ``local``).
     eta : float
         The async step size (async ``local``).
+    K : ndarray, optional
+        In the metric form (``--metric gram``), the node's penalty matrix
+        ``sum_n gamma_mn S_mn`` in place of ``sum_n gamma_mn I`` (async ``local``).
 
     Attributes
     ----------
@@ -138,7 +141,7 @@ class NodeCheck:
 
     def __init__(self, rule: StopRule, target: np.ndarray | None = None,
                  B2: np.ndarray | None = None, gamma: np.ndarray | None = None,
-                 eta: float = 1.0) -> None:
+                 eta: float = 1.0, K: np.ndarray | None = None) -> None:
         if rule.fixed:
             raise ValueError("the iters rule has nothing to check")
         if rule.needs_target and target is None:
@@ -152,6 +155,10 @@ class NodeCheck:
         # Async local: S = sum_n Z_mn, carried along (Z_mn starts at 0).
         self._B2 = None if B2 is None else np.asarray(B2, dtype=float)
         self._c = float(np.sum(gamma)) if gamma is not None else 0.0
+        # The metric form's K: the gap is P - O K, measured in units of K's mean eigenvalue.
+        self._K = K
+        if K is not None:
+            self._c = float(np.trace(K)) / K.shape[0]
         self._eta = float(eta)
         self._S: np.ndarray | None = None
         self._P: np.ndarray | None = None
@@ -194,7 +201,10 @@ class NodeCheck:
         np.subtract(rhs, self._B2, out=P)
         P -= self._S
         P *= 0.5
-        np.multiply(O, self._c, out=g)
+        if self._K is None:
+            np.multiply(O, self._c, out=g)
+        else:
+            np.matmul(O, self._K, out=g)
         np.subtract(P, g, out=g)
         edge = _ratio(math.sqrt(float(np.vdot(g, g))) / self._c,
                       math.sqrt(float(np.vdot(O, O))))

@@ -121,7 +121,9 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
             (Y,) = layer_features(O_prev, cfg.seed, layer, state.hidden, Y)
         G, B = Y @ Y.T, T @ Y.T
         t1, tc1 = time.perf_counter(), time.thread_time()
-        penalty = _penalty(cfg, engine, layer, Y, T, G, eps)
+        # The metric's exchange and factorisation count in the layer's time, as the penalty's.
+        metric = engine.metric(layer, G) if cfg.metric_at(layer) else None
+        penalty = _penalty(cfg, engine, layer, Y, T, G, eps, metric is not None)
         tp, tcp = time.perf_counter(), time.thread_time()
         t_penalty = tp - t1
         if trace is not None:
@@ -135,7 +137,7 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
             target = exact_target(state.comm, G, B, eps, state.wait_policy, cfg.timeout)
             untimed, untimed_cpu = time.perf_counter() - ta, time.process_time() - ca
         problem = LayerProblem(layer=layer, Y=Y, T=T, G=G, B=B, eps=eps, penalty=penalty,
-                               target=target)
+                               metric=metric, target=target)
         O, solved = engine.solve(problem, trace)
         t2, cpu = time.perf_counter(), time.process_time() - c0 - untimed_cpu
         row = {
@@ -179,18 +181,21 @@ def _inject_failure(cfg: TrainConfig, rank: int, layer: int) -> None:
 
 
 def _penalty(cfg: TrainConfig, engine: Engine, layer: int, Y: np.ndarray, T: np.ndarray,
-             G: np.ndarray, eps: float) -> float | np.ndarray:
+             G: np.ndarray, eps: float, metric: bool) -> float | np.ndarray:
     """The layer's ADMM penalty: as configured, or ``auto`` from the data.
 
     ``auto`` costs an estimate of the node's own multiplier and the engine's
     combination of it over the ranks it talks to anyway (async: its neighbours;
-    sync: everyone), before the layer's solve, never inside it.
+    sync: everyone), before the layer's solve, never inside it. In the metric
+    (``metric`` True) it is the engine's constant of the metric form instead.
     """
     if engine.direct:  # solved exactly: no penalty
         return float("nan")
     fixed = cfg.penalty_at(layer)
     if fixed is not None:
         return fixed
+    if metric:
+        return engine.metric_penalty()
     # Mean nonzero eigenvalue of G_m: a shard with J_m < d samples has rank J_m.
     stats = np.array([local_multiplier(Y, T, eps), float(np.trace(G)) / min(Y.shape)])
     return engine.auto_penalty(layer, stats)

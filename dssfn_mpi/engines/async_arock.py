@@ -34,13 +34,14 @@ import numpy as np
 
 from ..doneboard import DoneBoard
 from ..errors import RankError
-from ..solver import LocalInverse, auto_penalty
+from ..metric import DenseInverse, Metric, gram_metric, pack_symmetric, unpack_symmetric
+from ..solver import LocalInverse, auto_penalty, metric_penalty
 from ..stoprule import NodeCheck
 from ..trace import LayerTrace
 from ..transport import NeighborTimeout, ZMailbox
 from ..waiting import WaitPolicy
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
-from .updates import EdgeStep, paper_activation
+from .updates import EdgeStep, MetricEdgeStep, paper_activation
 
 
 class AsyncEngine(Engine):
@@ -89,6 +90,33 @@ class AsyncEngine(Engine):
         Both ends of an edge compute the same value.
         """
         mine = np.ascontiguousarray(stats, dtype=float)
+        pair = 0.5 * (self._gather(layer, mine) + mine)
+        size = self.ctx.size
+        return np.array([auto_penalty(lam, s, size, consensus=False) for lam, s in pair])
+
+    def metric(self, layer: int, G: np.ndarray) -> list[Metric]:
+        """One metric per edge, the mean of the two ends' ``G``, agreed with each neighbour.
+
+        One neighbourhood allgather of the upper triangle of ``G_m`` (as
+        :meth:`auto_penalty`'s, it waits for the neighbours only). Both ends
+        build ``S_mn`` from the same unpacked numbers, so they hold the same metric.
+        """
+        mine = pack_symmetric(G)
+        theirs = self._gather(layer, mine)
+        d = G.shape[0]
+        own = unpack_symmetric(mine, d)
+        return [Metric(gram_metric(own, unpack_symmetric(row, d))) for row in theirs]
+
+    def metric_penalty(self) -> np.ndarray:
+        """gamma_mn of the metric form: from the graph alone (the edge's mean degree and
+        the graph's algebraic connectivity), the same at both ends."""
+        graph, me = self.ctx.graph, self.ctx.rank
+        lam2 = graph.algebraic_connectivity
+        return np.array([metric_penalty(False, 0.5 * (graph.degree(me) + graph.degree(n)), lam2)
+                         for n in self.neighbors])
+
+    def _gather(self, layer: int, mine: np.ndarray) -> np.ndarray:
+        """Every neighbour's ``mine`` (rows in the order of the neighbours), at a layer's start."""
         theirs = np.empty((len(self.neighbors), mine.size))
         request = self.dcomm.Ineighbor_allgather(mine, theirs)
         if not self.waits.wait_request(request, self.ctx.cfg.timeout).ready:
@@ -97,9 +125,7 @@ class AsyncEngine(Engine):
                 f"layer {layer}: neighbours did not start it within {self.ctx.cfg.timeout:g} s "
                 "(a rank died or hangs; see --timeout)",
             )
-        pair = 0.5 * (theirs + mine)
-        size = self.ctx.size
-        return np.array([auto_penalty(lam, s, size, consensus=False) for lam, s in pair])
+        return theirs
 
     def solve(self, prob: LayerProblem,
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
@@ -108,9 +134,12 @@ class AsyncEngine(Engine):
         first_use = layer - 2 < self.ctx.first_layer
         record.parity_waited(0.0 if first_use else self._wait_neighbors_done(layer - 2, layer))
         gamma = np.broadcast_to(np.asarray(prob.penalty, dtype=float), (len(self.neighbors),))
-        inv = LocalInverse(prob.Y, float(gamma.sum()), prob.G)
+        # The local matrix 2 G_m + K: K = sum_n gamma_mn S_mn, or sum_n gamma_mn I.
+        K = None if prob.metric is None else sum(g * s.S for g, s in zip(gamma, prob.metric))
+        inv = (LocalInverse(prob.Y, float(gamma.sum()), prob.G) if K is None
+               else DenseInverse(2.0 * prob.G + K))
         record.factored()
-        O, passed_O, done = self._activations(prob, gamma, inv, record)
+        O, passed_O, done = self._activations(prob, gamma, inv, K, record)
         if not np.all(np.isfinite(O)):
             raise RankError(
                 self.ctx.rank,
@@ -133,6 +162,7 @@ class AsyncEngine(Engine):
             raise RankError(self.ctx.rank, f"layer {layer}: {exc}") from None
 
     def _activations(self, prob: LayerProblem, gamma: np.ndarray, inv: LocalInverse,
+                     K: np.ndarray | None,
                      record: _LayerRecord) -> tuple[np.ndarray, np.ndarray, int]:
         """This rank's activations of the layer: its last ``O_m``, the last that passed
         its own test (zeros if none did) and how many activations ran.
@@ -140,6 +170,7 @@ class AsyncEngine(Engine):
         Each activation reads the neighbours' latest Z (waiting, bounded delay),
         updates ``O_m`` and ``Z_{m,n}`` and puts every ``Z_{m,n}``; under
         ``--stop eps`` or ``local`` it then votes and leaves when the layer is over.
+        ``K`` is the metric form's penalty matrix (None: the scalar form).
         """
         cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
         eta, eps, dm = cfg.eta, prob.eps, len(self.neighbors)
@@ -147,14 +178,18 @@ class AsyncEngine(Engine):
         B2 = 2.0 * prob.B
         # The edge form works on buffers allocated once per layer: Z lives in the mailbox's
         # outbox, so that each put sends it as it is, header and all, in one call.
-        edge = (EdgeStep(B2, gamma, eta, eps, inv, store=mb.outbox())
-                if cfg.update == "edge" else None)
+        if cfg.update != "edge":
+            edge = None
+        elif prob.metric is None:
+            edge = EdgeStep(B2, gamma, eta, eps, inv, store=mb.outbox())
+        else:
+            edge = MetricEdgeStep(B2, gamma, eta, eps, inv, prob.metric, store=mb.outbox())
         Z = np.zeros((dm, Q, d)) if edge is None else edge.Z
         Zr: list[np.ndarray] = [np.empty(0), np.empty(0)]  # the mailbox's rows (_caught_up)
         O = np.zeros((Q, d))
         versions = np.zeros(dm, dtype=np.int64)
         check = (None if self.board is None else
-                 NodeCheck(self.rule, prob.target_O, B2=B2, gamma=gamma, eta=eta))
+                 NodeCheck(self.rule, prob.target_O, B2=B2, gamma=gamma, eta=eta, K=K))
         self._ended, done = False, 0
         passed_O = np.zeros((Q, d))  # the last O_m that passed this rank's own test
         for k in range(cfg.iters):

@@ -60,6 +60,9 @@ class LayerProblem:
     # value per neighbour, in the order of graph.neighbors(rank), the same at both
     # ends of an edge; a scalar means that value on every edge.
     penalty: float | np.ndarray = 1.0
+    # The metric of the penalty (--metric gram, dssfn_mpi/metric.py), from Engine.metric:
+    # one Metric (sync, sync-graph) or one per neighbour (async); None: the identity.
+    metric: Any = None
     # The layer's exact solution (O* and its multiplier, the same on every rank), given only
     # under --stop eps.
     target: ExactSolution | None = None
@@ -156,6 +159,21 @@ class Engine:
         eigenvalue of its ``G_m``. Every engine combines them over the ranks it
         talks to anyway (see :func:`dssfn_mpi.solver.auto_penalty`).
         """
+        raise NotImplementedError
+
+    def metric(self, layer: int, G: np.ndarray) -> Any:
+        """The penalty's metric for ``layer`` from this rank's ``G_m`` (``--metric gram``).
+
+        Every engine forms it from what it exchanges anyway: sync averages the
+        ``G_m`` over the ranks (one allreduce; sync-graph by its mixing), async
+        agrees one metric per edge with each neighbour (one neighbourhood
+        allgather). None where the engine has no metric form.
+        """
+        return None
+
+    def metric_penalty(self) -> float | np.ndarray:
+        """The ``auto`` penalty of a layer solved in the metric
+        (:func:`~dssfn_mpi.solver.metric_penalty`)."""
         raise NotImplementedError
 
     def close(self) -> None:

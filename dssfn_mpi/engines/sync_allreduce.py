@@ -2,7 +2,9 @@
 
 ``O_m = (2 B_m + rho (Zbar - U_m)) (2 G_m + rho I)^-1``;
 ``Zbar = P_eps(mean_m(O_m + U_m))``; ``U_m += O_m - Zbar`` (docs/ALGORITHMS.md
-section 5). This is what an MPI user would write; it hides the graph.
+section 5). This is what an MPI user would write; it hides the graph. In the
+metric (``--metric gram``, the input layer) ``I`` becomes the network's mean
+Gram matrix, taken with one more average before the layer.
 
 Under ``--stop eps`` / ``local`` each rank's own test of iteration k's ``Zbar``
 (:class:`~dssfn_mpi.stoprule.NodeCheck`) rides as one more number in
@@ -18,7 +20,8 @@ from collections import deque
 
 import numpy as np
 
-from ..solver import LocalInverse, auto_penalty
+from ..metric import DenseInverse, Metric, gram_metric, pack_symmetric, unpack_symmetric
+from ..solver import LocalInverse, auto_penalty, metric_penalty
 from ..stoprule import NodeCheck
 from ..trace import LayerTrace
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle, await_request
@@ -65,12 +68,23 @@ class SyncAllreduceEngine(Engine):
         self.average(stats, mean)
         return auto_penalty(mean[0], mean[1], self.ctx.size, consensus=True)
 
+    def metric(self, layer: int, G: np.ndarray) -> Metric:
+        """The mean of the ranks' ``G_m`` (upper triangles, with :meth:`average`) as the metric."""
+        packed = pack_symmetric(G)
+        mean = np.empty_like(packed)
+        self.average(packed, mean)
+        return Metric(gram_metric(unpack_symmetric(mean, G.shape[0])))
+
+    def metric_penalty(self) -> float:
+        return metric_penalty(consensus=True)
+
     def solve(self, prob: LayerProblem,
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
-        cfg = self.ctx.cfg
+        cfg, metric = self.ctx.cfg, prob.metric
         rho = float(prob.penalty)
         t1, c1 = time.perf_counter(), time.thread_time()
-        inv = LocalInverse(prob.Y, rho, prob.G)
+        inv = (LocalInverse(prob.Y, rho, prob.G) if metric is None
+               else DenseInverse(2.0 * prob.G + rho * metric.S))
         t2 = time.perf_counter()
         if trace is not None:
             trace.phase("factor", t1, t2, time.thread_time() - c1)
@@ -89,7 +103,7 @@ class SyncAllreduceEngine(Engine):
         slept0 = self.ctx.wait_policy.slept
         for k in range(cfg.iters):
             started, cpu0 = time.perf_counter(), time.thread_time()
-            O = consensus_primal(inv, B2, rho, Zbar, U)
+            O = consensus_primal(inv, B2, rho, Zbar, U, metric)
             self.throttle.after(started)
             tc, cc = time.perf_counter(), time.thread_time()
             np.add(O, U, out=x)
@@ -107,7 +121,7 @@ class SyncAllreduceEngine(Engine):
                 if trace is not None:
                     trace.record_activation(k, Zbar, started, cpu0, comm=tc)
                 break
-            Zbar = consensus_dual(mean, prob.eps, O, U)
+            Zbar = consensus_dual(mean, prob.eps, O, U, metric)
             if check is not None:
                 flag = float(check.sync_done(O, Zbar))
                 tested.append(Zbar.copy())  # Zbar may be the collective's buffer

@@ -39,12 +39,14 @@ import numpy as np
 from scipy.linalg.blas import daxpy as _daxpy
 from scipy.linalg.blas import ddot as _ddot
 
+from ..metric import Metric
 from ..solver import LocalInverse, project_frobenius
 
 __all__ = [
     "consensus_dual",
     "consensus_primal",
     "EdgeStep",
+    "MetricEdgeStep",
     "edge_activation",
     "mix_round",
     "paper_activation",
@@ -304,14 +306,15 @@ def paper_activation(
 
 
 def consensus_primal(
-    inv: LocalInverse, B2: np.ndarray, rho: float, Zbar: np.ndarray, U: np.ndarray
+    inv: LocalInverse, B2: np.ndarray, rho: float, Zbar: np.ndarray, U: np.ndarray,
+    metric: Metric | None = None,
 ) -> np.ndarray:
-    """Consensus ADMM's local step ``O_m = (2 B_m + rho (Zbar - U_m)) (2 G_m + rho I)^-1``.
+    """Consensus ADMM's local step ``O_m = (2 B_m + rho (Zbar - U_m) S) (2 G_m + rho S)^-1``.
 
     Parameters
     ----------
-    inv : LocalInverse
-        ``(2 G_m + rho I)^-1``.
+    inv : LocalInverse or DenseInverse
+        ``(2 G_m + rho S)^-1`` (``S = I``: :class:`~dssfn_mpi.solver.LocalInverse`).
     B2 : ndarray, shape (Q, d)
         ``2 B_m``.
     rho : float
@@ -319,16 +322,22 @@ def consensus_primal(
     Zbar, U : ndarray, shape (Q, d)
         The consensus variable and this node's scaled dual.
 
+    metric : Metric, optional
+        ``S`` (:mod:`dssfn_mpi.metric`); the identity when omitted.
+
     Returns
     -------
     ndarray, shape (Q, d)
         ``O_m``; the caller averages ``O_m + U_m`` over the network.
     """
-    return inv.apply(B2 + rho * (Zbar - U))
+    if metric is None:
+        return inv.apply(B2 + rho * (Zbar - U))
+    return inv.apply(B2 + rho * metric.times(Zbar - U))
 
 
-def consensus_dual(mean: np.ndarray, eps: float, O: np.ndarray, U: np.ndarray) -> np.ndarray:
-    """Consensus ADMM's projection and dual step; updates ``U`` in place.
+def consensus_dual(mean: np.ndarray, eps: float, O: np.ndarray, U: np.ndarray,
+                   metric: Metric | None = None) -> np.ndarray:
+    """Consensus ADMM's projection (in the metric ``S``) and dual step; updates ``U`` in place.
 
     Parameters
     ----------
@@ -341,12 +350,15 @@ def consensus_dual(mean: np.ndarray, eps: float, O: np.ndarray, U: np.ndarray) -
     U : ndarray, shape (Q, d)
         This node's scaled dual; becomes ``U_m + O_m - Zbar``.
 
+    metric : Metric, optional
+        ``S``: ``Zbar = argmin ||Z - mean||_S^2`` over the ball; the identity when omitted.
+
     Returns
     -------
     ndarray, shape (Q, d)
         The new ``Zbar = P_eps(mean)``.
     """
-    Zbar = project_frobenius(mean, eps)
+    Zbar = project_frobenius(mean, eps) if metric is None else metric.project(mean, eps)
     U += O - Zbar
     return Zbar
 
@@ -367,3 +379,52 @@ def mix_round(x: np.ndarray, received: np.ndarray, w_self: float, w_nbr: np.ndar
     """
     np.multiply(x, w_self, out=x)
     x += np.tensordot(w_nbr, received, axes=1)
+
+
+class MetricEdgeStep(EdgeStep):
+    """:class:`EdgeStep` in a metric: every edge's penalty ``gamma_mn ||.||_S_mn^2``.
+
+    The activation of the edge form with ``S_mn`` (:mod:`dssfn_mpi.metric`) in place of
+    the identity; both ends of an edge must hold the same ``S_mn``::
+
+        Lam_mn = argmin <Z_mn + Zr_nm, L> + gamma_mn ||L||_S^2  over ||L||^2 <= eps
+        O_m    = (2 B_m + sum_n (Z_mn + 2 gamma_mn Lam_mn S_mn)) H_m^-1,
+                 H_m = 2 G_m + sum_n gamma_mn S_mn
+        Z_mn  += eta gamma_mn (Lam_mn - O_m) S_mn
+
+    numpy only (four ``Q x d x d`` products per edge): the metric is used where ``d``
+    is small. Parameters as :class:`EdgeStep`, with ``inv`` the inverse of ``H_m``
+    above (:class:`dssfn_mpi.metric.DenseInverse`) and ``metrics`` one
+    :class:`~dssfn_mpi.metric.Metric` per neighbour, in the order of ``gamma``.
+    """
+
+    def __init__(
+        self, B2: np.ndarray, gamma: np.ndarray, eta: float, eps: float, inv,
+        metrics: Sequence, store: tuple[np.ndarray, int] | None = None,
+    ) -> None:
+        super().__init__(B2, gamma, eta, eps, inv, store=store, compiled=False)
+        if len(metrics) != len(self._edges):
+            raise ValueError(f"{len(metrics)} metrics for {len(self._edges)} edges")
+        self.metrics = list(metrics)
+        self._gamma = np.asarray(gamma, dtype=float).reshape(-1).tolist()
+        self._eps, self._eta = float(eps), float(eta)
+
+    def rhs(self, Zr: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """The right-hand side of ``O_m``, and the ``Lam S`` half of the dual step."""
+        if len(Zr) != len(self._edges):
+            raise ValueError(f"{len(Zr)} neighbour values for {len(self._edges)} edges")
+        rhs = self._rhs
+        rhs[...] = self._b2.reshape(rhs.shape)
+        for z, zr, metric, g in zip(self.Z, Zr, self.metrics, self._gamma):
+            _, lam_s = metric.ball_step(z + zr.reshape(z.shape), g, self._eps)
+            rhs += z
+            rhs += (2.0 * g) * lam_s
+            z += (self._eta * g) * lam_s
+        return rhs
+
+    def dual(self, O: np.ndarray) -> None:
+        """``Z_mn -= eta gamma_mn O_m S_mn`` for every ``n``."""
+        if O is not self.O:
+            self.O[...] = O
+        for z, metric, g in zip(self.Z, self.metrics, self._gamma):
+            z -= (self._eta * g) * metric.times(self.O)

@@ -1,0 +1,158 @@
+"""The metric of a preconditioned ADMM: a symmetric positive definite ``S`` on the feature side.
+
+A scalar penalty ``gamma ||X||_F^2`` weighs every direction of the feature space alike; the
+input layer's Gram matrix spans five decades (digits: condition number ~2e5), and ADMM with
+any scalar penalty then needs thousands of iterations (docs/ALGORITHMS.md, "The metric").
+The metric form replaces ``||X||_F^2`` by ``||X||_S^2 = trace(X S X^T)`` with ``S`` shaped
+like the curvature. Each ADMM constraint ``O_m = Lam`` becomes ``O_m S^1/2 = Lam S^1/2``: the
+same feasible set and fixed point, the exact ``O*``, with steps scaled to the data.
+
+Two kinds of step change, both exact in ``S``'s eigenbasis ``S = V diag(s) V^T`` where the
+norm bound ``||X||_F^2 <= eps`` is rotation invariant, so that one scalar multiplier
+``nu >= 0`` solves each (a secular equation, as for the exact layer solution):
+
+* the edge form's ``Lam`` step, ``argmin <C, L> + gamma ||L||_S^2`` over the ball:
+  ``L V = -(C V) diag(1 / (2 gamma s + 2 nu))`` (:meth:`Metric.ball_step`);
+* consensus ADMM's average, ``argmin ||Z - W||_S^2`` over the ball:
+  ``Z V = (W V) diag(s / (s + nu))`` (:meth:`Metric.project`).
+
+With ``S = I`` both reduce to the scalar forms (a rescaling onto the ball).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+from scipy.optimize import brentq
+
+__all__ = ["Metric", "DenseInverse", "gram_metric", "pack_symmetric", "unpack_symmetric",
+           "RIDGE"]
+
+# The metric is a Gram matrix plus RIDGE times its mean eigenvalue: the input layer's Gram
+# can be singular (digits has constant pixels), and S must be positive definite. 1e-3 is
+# the value of the layer-0 measurements in docs/ALGORITHMS.md; the fixed point does not
+# depend on it.
+RIDGE = 1e-3
+
+
+def gram_metric(*grams: np.ndarray) -> np.ndarray:
+    """The metric matrix ``mean(grams) + RIDGE * trace(mean) / d * I``.
+
+    Parameters
+    ----------
+    *grams : ndarray, shape (d, d)
+        Symmetric positive semi-definite matrices (a node's and its neighbour's ``G``,
+        or the network mean of ``G_m``).
+
+    Returns
+    -------
+    ndarray, shape (d, d)
+        Symmetric positive definite (unless every Gram is zero: then the identity).
+    """
+    S = np.mean(np.stack(grams), axis=0)
+    S = 0.5 * (S + S.T)
+    d = S.shape[0]
+    scale = float(np.trace(S)) / d
+    S[np.diag_indices(d)] += RIDGE * scale if scale > 0 else 1.0
+    return S
+
+
+def pack_symmetric(G: np.ndarray) -> np.ndarray:
+    """The upper triangle of a symmetric ``d x d`` matrix, row by row: what a rank sends
+    of its Gram matrix (``d (d + 1) / 2`` numbers)."""
+    return np.ascontiguousarray(G[np.triu_indices(G.shape[0])], dtype=float)
+
+
+def unpack_symmetric(packed: np.ndarray, d: int) -> np.ndarray:
+    """The symmetric ``d x d`` matrix whose upper triangle :func:`pack_symmetric` gave.
+
+    Both ends of an edge unpack what was sent, the sender its own packed copy
+    too, so that they build their shared metric from identical numbers.
+    """
+    G = np.empty((d, d))
+    rows, cols = np.triu_indices(d)
+    G[rows, cols] = packed
+    G[cols, rows] = packed
+    return G
+
+
+def _multiplier(w: np.ndarray, num: np.ndarray, den: np.ndarray, eps: float) -> float:
+    """Smallest ``nu >= 0`` with ``sum_i w_i (num_i / (den_i + nu))^2 <= eps``.
+
+    ``w_i`` are the squared column norms of the matrix in the eigenbasis; the sum
+    decreases in ``nu``, so the active case is a bracketed root (log scale, as
+    :func:`dssfn_mpi.solver.exact_solve`).
+    """
+    def sqnorm(nu: float) -> float:
+        return float(np.sum(w * (num / (den + nu)) ** 2))
+
+    if sqnorm(0.0) <= eps:
+        return 0.0
+    # sum w num^2 / nu^2 <= eps at this nu, so the root lies below it.
+    hi = float(np.sqrt(np.sum(w * num**2) / eps))
+    return float(brentq(lambda x: np.log(sqnorm(x)) - np.log(eps), 0.0, hi,
+                        xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500))
+
+
+class Metric:
+    """A symmetric positive definite ``S`` with its eigendecomposition, and its two steps.
+
+    Parameters
+    ----------
+    S : ndarray, shape (d, d)
+        Symmetric positive definite (e.g. from :func:`gram_metric`).
+    """
+
+    def __init__(self, S: np.ndarray) -> None:
+        s, V = scipy.linalg.eigh(S, check_finite=False)
+        if not s[0] > 0:
+            raise ValueError(f"the metric must be positive definite (smallest eigenvalue {s[0]:g})")
+        self.S = np.ascontiguousarray(S)
+        self.s, self.V = s, np.ascontiguousarray(V)
+
+    def times(self, X: np.ndarray) -> np.ndarray:
+        """``X S``."""
+        return X @ self.S
+
+    def ball_step(self, C: np.ndarray, gamma: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
+        """The edge form's ``Lam = argmin <C, L> + gamma ||L||_S^2`` s.t. ``||L||_F^2 <= eps``.
+
+        Returns
+        -------
+        (ndarray, ndarray)
+            ``Lam`` and ``Lam S`` (both Q x d), the second without another product by ``S``.
+        """
+        CV = C @ self.V
+        w = np.einsum("qi,qi->i", CV, CV)
+        den = 2.0 * gamma * self.s
+        den = den + _multiplier(w, np.ones_like(den), den, eps)  # 2 gamma s + 2 nu
+        LV = CV / -den
+        return LV @ self.V.T, (LV * self.s) @ self.V.T
+
+    def project(self, W: np.ndarray, eps: float) -> np.ndarray:
+        """``argmin ||Z - W||_S^2`` s.t. ``||Z||_F^2 <= eps`` (``W`` itself when inside)."""
+        if float(np.vdot(W, W)) <= eps:
+            return W
+        WV = W @ self.V
+        w = np.einsum("qi,qi->i", WV, WV)
+        nu = _multiplier(w, self.s, self.s, eps)
+        return (WV * (self.s / (self.s + nu))) @ self.V.T
+
+
+class DenseInverse:
+    """Right-multiplication by ``H^-1`` for a symmetric positive definite ``H`` (Cholesky).
+
+    The metric forms' local matrix ``2 G_m + sum_n gamma_mn S_mn`` (or ``2 G_m + rho S``)
+    is not a Gram plus a multiple of the identity, so the low-rank form of
+    :class:`dssfn_mpi.solver.LocalInverse` does not apply; the metric is used where ``d``
+    is small (the input layer).
+    """
+
+    def __init__(self, H: np.ndarray) -> None:
+        d = H.shape[0]
+        cf = scipy.linalg.cho_factor(0.5 * (H + H.T), check_finite=False)
+        self._inv = scipy.linalg.cho_solve(cf, np.eye(d), check_finite=False)
+
+    def apply(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """Return ``X @ H^-1`` for ``X`` of shape (Q, d), into ``out`` if given."""
+        return np.matmul(X, self._inv, out=out)
