@@ -98,7 +98,7 @@ def _metric_arock(Ys, Ts, eps, gamma, iters, graph):
         steps.append(MetricEdgeStep(2 * Ts[m] @ Ys[m].T, np.full(len(nbrs[m]), gamma), 1.0,
                                     eps, DenseInverse(H), metrics))
     Os = [None] * M
-    for k in range(iters):
+    for _ in range(iters):
         for m in range(M):
             Zr = np.stack([steps[n].Z[nbrs[n].index(m)] for n in nbrs[m]])
             Os[m] = steps[m](Zr).copy()
