@@ -315,8 +315,8 @@ class TrainConfig:
     def metric_at(self, layer: int) -> bool:
         """Whether ``layer`` is solved in the Gram metric (:mod:`dssfn_mpi.metric`): the
         input layer under ``--metric gram``, by the engines that have a metric form."""
-        scalar = self.mode == "central" or (self.mode == "async" and self.update == "paper")
-        return layer == 0 and self.metric == "gram" and not scalar
+        admm = self.mode in ("sync", "sync-graph") or (self.mode, self.update) == ("async", "edge")
+        return layer == 0 and self.metric == "gram" and admm
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dictionary of every setting."""

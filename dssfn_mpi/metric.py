@@ -25,8 +25,7 @@ import numpy as np
 import scipy.linalg
 from scipy.optimize import brentq
 
-__all__ = ["Metric", "DenseInverse", "gram_metric", "pack_symmetric", "unpack_symmetric",
-           "RIDGE"]
+__all__ = ["Metric", "DenseInverse", "gram_metric", "RIDGE"]
 
 # The metric is a Gram matrix plus RIDGE times its mean eigenvalue: the input layer's Gram
 # can be singular (digits has constant pixels), and S must be positive definite. 1e-3 is
@@ -55,25 +54,6 @@ def gram_metric(*grams: np.ndarray) -> np.ndarray:
     scale = float(np.trace(S)) / d
     S[np.diag_indices(d)] += RIDGE * scale if scale > 0 else 1.0
     return S
-
-
-def pack_symmetric(G: np.ndarray) -> np.ndarray:
-    """The upper triangle of a symmetric ``d x d`` matrix, row by row: what a rank sends
-    of its Gram matrix (``d (d + 1) / 2`` numbers)."""
-    return np.ascontiguousarray(G[np.triu_indices(G.shape[0])], dtype=float)
-
-
-def unpack_symmetric(packed: np.ndarray, d: int) -> np.ndarray:
-    """The symmetric ``d x d`` matrix whose upper triangle :func:`pack_symmetric` gave.
-
-    Both ends of an edge unpack what was sent, the sender its own packed copy
-    too, so that they build their shared metric from identical numbers.
-    """
-    G = np.empty((d, d))
-    rows, cols = np.triu_indices(d)
-    G[rows, cols] = packed
-    G[cols, rows] = packed
-    return G
 
 
 def _multiplier(w: np.ndarray, num: np.ndarray, den: np.ndarray, eps: float) -> float:

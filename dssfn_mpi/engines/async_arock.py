@@ -34,7 +34,8 @@ import numpy as np
 
 from ..doneboard import DoneBoard
 from ..errors import RankError
-from ..metric import DenseInverse, Metric, gram_metric, pack_symmetric, unpack_symmetric
+from ..gramstats import StatsLayout
+from ..metric import DenseInverse, Metric, gram_metric
 from ..solver import LocalInverse, auto_penalty, metric_penalty
 from ..stoprule import NodeCheck
 from ..trace import LayerTrace
@@ -101,11 +102,11 @@ class AsyncEngine(Engine):
         :meth:`auto_penalty`'s, it waits for the neighbours only). Both ends
         build ``S_mn`` from the same unpacked numbers, so they hold the same metric.
         """
-        mine = pack_symmetric(G)
+        layout = StatsLayout(G.shape[0], 0)
+        mine = layout.pack(G, G[:0])
         theirs = self._gather(layer, mine)
-        d = G.shape[0]
-        own = unpack_symmetric(mine, d)
-        return [Metric(gram_metric(own, unpack_symmetric(row, d))) for row in theirs]
+        own = layout.unpack(mine)[0]  # the numbers the neighbours unpack, not G itself
+        return [Metric(gram_metric(own, layout.unpack(row)[0])) for row in theirs]
 
     def metric_penalty(self) -> np.ndarray:
         """gamma_mn of the metric form: from the graph alone (the edge's mean degree and

@@ -20,7 +20,8 @@ from collections import deque
 
 import numpy as np
 
-from ..metric import DenseInverse, Metric, gram_metric, pack_symmetric, unpack_symmetric
+from ..gramstats import StatsLayout
+from ..metric import DenseInverse, Metric, gram_metric
 from ..solver import LocalInverse, auto_penalty, metric_penalty
 from ..stoprule import NodeCheck
 from ..trace import LayerTrace
@@ -70,10 +71,11 @@ class SyncAllreduceEngine(Engine):
 
     def metric(self, layer: int, G: np.ndarray) -> Metric:
         """The mean of the ranks' ``G_m`` (upper triangles, with :meth:`average`) as the metric."""
-        packed = pack_symmetric(G)
+        layout = StatsLayout(G.shape[0], 0)
+        packed = layout.pack(G, G[:0])
         mean = np.empty_like(packed)
         self.average(packed, mean)
-        return Metric(gram_metric(unpack_symmetric(mean, G.shape[0])))
+        return Metric(gram_metric(layout.unpack(mean)[0]))
 
     def metric_penalty(self) -> float:
         return metric_penalty(consensus=True)
