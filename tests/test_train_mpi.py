@@ -152,8 +152,8 @@ def test_async_auto_penalty_is_per_edge_and_reaches_the_exact_solution(tmp_path)
     assert rel.max() <= 1e-6, rel
 
 
-@pytest.mark.parametrize("mode, iters", [("async", "3000"), ("sync", "400"),
-                                         ("sync-graph", "400")])
+@pytest.mark.parametrize("mode, iters", [("async", "800"), ("sync", "300"),
+                                         ("sync-graph", "300")])
 @pytest.mark.parametrize("bound", ["active", "inactive"])
 def test_metric_input_layer_reaches_the_exact_solution(tmp_path, mode, iters, bound):
     # --metric gram (the default): layer 0 in the Gram metric, per edge (async, agreed with
