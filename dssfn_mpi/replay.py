@@ -194,6 +194,7 @@ class Trace:
     neighbors: np.ndarray  # (M, D), padded with -1
     hops: np.ndarray  # (M, M) graph distance
     message_bytes: np.ndarray  # (L',)
+    metric_bytes: np.ndarray  # (L',) the layer-start metric exchange's message (0: none)
     max_lead: int | None
     puts_apart: bool  # async: cpu leaves out the puts (comm_start recorded); older logs: no
     mix_rounds: int
@@ -259,6 +260,7 @@ def read_trace(run: RunLog) -> Trace:
         neighbors=neighbors,
         hops=hop_distances(neighbors),
         message_bytes=np.asarray(msg, dtype=np.float64)[layers],
+        metric_bytes=_metric_bytes(run, layers),
         max_lead=_max_lead(tattrs, config),
         puts_apart=mode == "async" and "comm_start" in trace and bool(np.isfinite(
             np.asarray(trace["comm_start"], dtype=np.float64)[layers]).any()),
@@ -286,6 +288,15 @@ def _traced_layers(cpu: np.ndarray, source: str) -> list[int]:
     if (some & ~full).any() or layers != list(range(layers[0], layers[-1] + 1)):
         raise UserError(f"{source}: its trace has incomplete layers; the file is damaged")
     return layers
+
+
+def _metric_bytes(run: RunLog, layers: list[int]) -> np.ndarray:
+    """Per traced layer, the metric exchange's message bytes (logs without the field: 0)."""
+    column = run.layers.get("metric_bytes")
+    if column is None:
+        return np.zeros(len(layers), dtype=np.int64)
+    values = np.asarray(column, dtype=np.float64)[layers]
+    return np.nan_to_num(values, nan=0.0).max(axis=1).astype(np.int64)
 
 
 def _max_lead(tattrs: dict[str, Any], config: dict[str, Any]) -> int | None:
@@ -404,7 +415,8 @@ def timeline(run: RunLog, network: Network, slow: dict[int, float] | None = None
     model = _model(tr, network)
     t0, ends, out = np.zeros(run.nodes), [], []
     for i, layer in enumerate(tr.layers):
-        begin = model.layer_begin(t0, tr.phase_cpu[i], ends[i - 2] if i >= 2 else None)
+        begin = model.layer_begin(t0, tr.phase_cpu[i], ends[i - 2] if i >= 2 else None,
+                                  int(tr.metric_bytes[i]))
         start, end = _SOLVERS[tr.mode](tr, i, model, begin, np.nan_to_num(tr.cpu[i]))
         # A rank that ended the layer early (--stop) stays at its last end from there on.
         last = np.minimum(tr.counts[i], tr.cpu.shape[2]) - 1

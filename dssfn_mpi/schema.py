@@ -93,7 +93,12 @@ LAYER_SCHEMA: tuple[LayerField, ...] = (
     _f("features_seconds", _F8, "s", LOOP,
        "computing Y_l and the local statistics G_m = Y Y^T, B_m = T Y^T"),
     _f("factor_seconds", _F8, "s", ENGINE,
-       "factorising the local inverse used by the solver, plus computing the auto penalty"),
+       "factorising the local inverse used by the solver, plus computing the auto penalty "
+       "and, on a layer solved in the Gram metric, exchanging and factorising the metric"),
+    _f("metric_bytes", _I8, "bytes", LOOP,
+       "--metric gram: bytes of the packed Gram matrix this rank sent in each message of the "
+       "layer-start exchange that forms the metric (the upper triangle, n (n + 1) / 2 "
+       "numbers); 0 on a layer solved with the scalar penalty"),
     _f("solve_seconds", _F8, "s", ENGINE,
        "the decentralized solver iterations (compute and communication)"),
     _f("wait_seconds", _F8, "s", ENGINE, "time blocked waiting for neighbours or collectives"),

@@ -9,7 +9,8 @@ what they assume; every time here is in seconds.
 - **Layer start** (:meth:`TimingModel.layer_begin`): the node's previous
   layer ended; its features and penalty compute; with the auto penalty, the
   engine's exchange of two numbers (async: one neighbour exchange; sync: an
-  allreduce; sync-graph: ``mix_rounds`` neighbour rounds); async only, the
+  allreduce; sync-graph: ``mix_rounds`` neighbour rounds), or on a layer solved
+  in the Gram metric the same exchange of the packed Gram matrix; async only, the
   parity wait (every neighbour ended layer l-2, plus alpha); then the
   factorisation.
 - **Async** (bounded delay): activation k starts when the node's activation
@@ -321,7 +322,7 @@ class TimingModel:
         return allreduce_seconds(self.network, self.nodes, nbytes, self.allreduce)
 
     def layer_begin(self, t0: np.ndarray, phases: np.ndarray,
-                    two_before: np.ndarray | None) -> np.ndarray:
+                    two_before: np.ndarray | None, metric_bytes: int = 0) -> np.ndarray:
         """When each node's first activation (iteration) of a layer may start.
 
         Parameters
@@ -333,6 +334,9 @@ class TimingModel:
             factorisation, shape (M, 3).
         two_before
             When each node ended layer l-2 (None for the first two layers).
+        metric_bytes
+            On a layer solved in the Gram metric, the bytes of each message of the
+            exchange that forms it (its penalty then needs none); 0 otherwise.
 
         Returns
         -------
@@ -340,13 +344,15 @@ class TimingModel:
             Shape (M,).
         """
         ready = t0 + phases[:, 0] + phases[:, 1]
-        if self.auto_penalty:
+        exchanged = metric_bytes if metric_bytes > 0 else (
+            PENALTY_BYTES if self.auto_penalty else 0)
+        if exchanged:
             if self.mode == "sync":
-                ready = collective_end(ready, self.allreduce_seconds(PENALTY_BYTES))
+                ready = collective_end(ready, self.allreduce_seconds(exchanged))
             else:
                 rounds = 1 if self.mode == "async" else self.mix_rounds
                 ready = exchange_end(ready, self.hops, rounds,
-                                     self.network.message_seconds(PENALTY_BYTES))
+                                     self.network.message_seconds(exchanged))
         if self.mode == "async" and two_before is not None:  # parity slots
             ready = np.maximum(ready, neighbour_max(two_before, self.neighbors)
                                + self.network.alpha)

@@ -30,6 +30,7 @@ from .config import TrainConfig
 from .engines import Engine, LayerProblem, make_engine
 from .equivalence import exact_target
 from .errors import InjectedFailure
+from .gramstats import StatsLayout
 from .model import layer_features
 from .observers import LayerStep, Observer, default_observers
 from .runstate import RunState, prepare_run, root_call
@@ -147,6 +148,7 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
             "total_seconds": t2 - t0 - untimed,
             "cpu_seconds": cpu,
             "gamma": float(np.mean(penalty)),
+            "metric_bytes": 0 if metric is None else StatsLayout(G.shape[0], 0).nbytes,
         }
         state.Os.append(O)
         step = LayerStep(problem=problem, O=O, O_prev=O_prev, row=row, solved_at=t2,

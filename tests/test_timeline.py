@@ -239,3 +239,16 @@ def test_layer_begin_async_auto_exchange_and_parity_wait():
     # Only async has parity slots.
     assert np.array_equal(_model("sync", PATH3).layer_begin(T0, PHASES, older),
                           _model("sync", PATH3).layer_begin(T0, PHASES, None))
+
+
+def test_layer_begin_metric_exchange_replaces_the_penalty_exchange():
+    # A layer solved in the Gram metric starts with the exchange of the packed Gram matrix
+    # (the engines' metric), fixed penalty or not; its penalty needs no exchange of its own.
+    big = 8 * 2080  # digits: P = 64, 64 * 65 / 2 numbers
+    for auto in (True, False):
+        sync = _model("sync", PATH3, auto=auto).layer_begin(T0, PHASES, None, big)
+        ready = 3.5 + allreduce_seconds(NET, 3, big)
+        assert sync.tolist() == pytest.approx([ready + 0.25, ready + 0.25, ready + 0.5])
+        first = 3.5 + NET.message_seconds(big)
+        asyn = _model("async", PATH3, auto=auto).layer_begin(T0, PHASES, None, big)
+        assert asyn.tolist() == pytest.approx([first + 0.25, first + 0.25, first + 0.5])

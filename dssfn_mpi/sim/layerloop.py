@@ -23,17 +23,18 @@ import numpy as np
 from .. import gramstats
 from ..config import TrainConfig
 from ..engines.sync_graph import MIX_TOLERANCE
-from ..engines.updates import EdgeStep
+from ..engines.updates import EdgeStep, MetricEdgeStep
 from ..equivalence import check_fields
 from ..errors import UserError, require
 from ..gramstats import ONESHOT_MODES, StatsLayout, stats_rounds
+from ..metric import DenseInverse
 from ..model import accuracy, layer_features
 from ..network import Network
 from ..solver import LocalInverse, exact_solve
 from ..stoprule import REASONS, NodeCheck
 from ..timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
 from .asyncsim import NodeRun, solve_async, staleness
-from .nodes import layer_problems, load_shards, penalties
+from .nodes import layer_metrics, layer_problems, load_shards, penalties
 from .oneshotsim import pack_statistics, solve_oneshot
 from .schedule import node_runs, replay_reads
 from .speed import SpeedModel
@@ -227,6 +228,7 @@ class _Layer:
     message_bytes: int
     runs: list[NodeRun]
     all_done: bool
+    metric_bytes: int = 0  # the layer-start metric exchange's message (0: scalar penalty)
 
 
 def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarray] | None,
@@ -238,6 +240,8 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     G_sum = np.zeros((d, d)) if need_target else None
     probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum)
     pens = penalties(cfg, run.graph, layer, [p.stats for p in probs], run.rounds)
+    metrics = (layer_metrics(cfg, run.graph, probs, run.rounds) if cfg.metric_at(layer)
+               else None)
     target = B_sum = None
     if need_target:
         B_sum = np.sum(np.stack([p.B for p in probs]), axis=0)
@@ -245,30 +249,37 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     if cfg.mode in ONESHOT_MODES:  # the nodes' packed statistics instead of inverses
         invs, factor_cpu = pack_statistics(probs, StatsLayout(d, run.shards.n_classes))
     else:
-        invs, factor_cpu = _factorise(cfg.mode, probs, pens)
+        invs, factor_cpu = _factorise(cfg.mode, probs, pens, metrics)
     measured = np.column_stack([[p.features_cpu for p in probs],
                                 [p.penalty_cpu for p in probs], factor_cpu])
     phases = opts.speed.phases(layer, measured)
+    metric_bytes = 0 if metrics is None else StatsLayout(d, 0).nbytes
     begin = run.timing.layer_begin(t_prev, phases,
-                                   layer_end[-2] if len(layer_end) >= 2 else None)
+                                   layer_end[-2] if len(layer_end) >= 2 else None, metric_bytes)
     message_bytes = gramstats.message_bytes(cfg.mode, run.shards.n_classes, d)
     B2s = [2.0 * p.B for p in probs]
     runs, all_done = solve_layer(cfg, opts, layer, invs, B2s, pens, run.eps, target, run.rule,
                                  begin, run.rounds, run.timing.hops, run.neighbors,
-                                 message_bytes, run.graph)
+                                 message_bytes, run.graph, metrics)
     return _Layer(probs=probs, pens=pens, G_sum=G_sum, B_sum=B_sum, target=target,
                   phases=phases, begin=begin, message_bytes=message_bytes, runs=runs,
-                  all_done=all_done)
+                  all_done=all_done, metric_bytes=metric_bytes)
 
 
-def _factorise(mode: str, probs, pens) -> tuple[list[LocalInverse], np.ndarray]:
-    """Each node's local inverse for its penalty (async: the sum over its edges) and the CPU
-    seconds it took (its factor phase)."""
+def _factorise(mode: str, probs, pens, metrics=None) -> tuple[list, np.ndarray]:
+    """Each node's local inverse for its penalty (async: the sum over its edges; in the
+    Gram metric ``2 G_m`` plus the penalties times the metrics) and the CPU seconds it
+    took (its factor phase)."""
     invs, factor_cpu = [], np.empty(len(probs))
     for m, p in enumerate(probs):
         c0 = time.thread_time()
-        shift = float(np.sum(pens[m])) if mode == "async" else float(pens[m])
-        invs.append(LocalInverse(p.Y, shift, p.G))
+        if metrics is not None:
+            own = metrics[m] if mode == "async" else [metrics[m]]
+            K = sum(g * s.S for g, s in zip(np.atleast_1d(pens[m]), own))
+            invs.append(DenseInverse(2.0 * p.G + K))
+        else:
+            shift = float(np.sum(pens[m])) if mode == "async" else float(pens[m])
+            invs.append(LocalInverse(p.Y, shift, p.G))
         factor_cpu[m] = time.thread_time() - c0
         p.G = None
     return invs, factor_cpu
@@ -296,6 +307,7 @@ class _Record:
             row = _row(cfg, node, lay.phases[m], lay.begin[m], t_start[m], lay.pens[m],
                        run.neighbors[m], lay.message_bytes, run.rounds,
                        run.rule.reason(lay.all_done))
+            row["metric_bytes"] = lay.metric_bytes
             resid = shards.T[m] - Os[m] @ p.Y
             row.update(train_cost=float(np.vdot(resid, resid)),
                        train_accuracy=accuracy(Os[m], p.Y, shards.y[m]),
@@ -313,12 +325,14 @@ class _Record:
 
 def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens, eps,
                 target, rule, begin, rounds, hops, neighbors, message_bytes,
-                graph) -> tuple[list[NodeRun], bool]:
+                graph, metrics=None) -> tuple[list[NodeRun], bool]:
     """Simulate one layer's solve in ``cfg.mode``: each node's run and whether all were done.
 
     ``invs``, ``B2s`` and ``pens`` are each node's local inverse, ``2 B_m`` and
     penalty (async: one gamma per neighbour, in the order of ``neighbors``);
-    ``target`` the layer's exact solution (or None) and ``rule`` its stopping rule.
+    ``target`` the layer's exact solution (or None) and ``rule`` its stopping rule;
+    ``metrics`` each node's Gram metric (:func:`~dssfn_mpi.sim.nodes.layer_metrics`)
+    on a layer solved in it, else None.
     """
     M, net = opts.nodes, opts.network
     O_star = None if target is None else target.O
@@ -327,9 +341,16 @@ def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens,
         return solve_oneshot(layer, cfg.mode, graph, StatsLayout(d, Q), invs, eps, begin,
                              rounds, opts.speed, net, opts.allreduce, hops), True
     if cfg.mode == "async":
-        steps = [EdgeStep(B2s[m], pens[m], cfg.eta, eps, invs[m]) for m in range(M)]
+        if metrics is None:
+            steps = [EdgeStep(B2s[m], pens[m], cfg.eta, eps, invs[m]) for m in range(M)]
+            Ks = [None] * M
+        else:
+            steps = [MetricEdgeStep(B2s[m], pens[m], cfg.eta, eps, invs[m], metrics[m])
+                     for m in range(M)]
+            Ks = [sum(g * s.S for g, s in zip(pens[m], metrics[m])) for m in range(M)]
         checks = [None if rule.fixed else
-                  NodeCheck(rule, target=O_star, B2=B2s[m], gamma=pens[m], eta=cfg.eta)
+                  NodeCheck(rule, target=O_star, B2=B2s[m], gamma=pens[m], eta=cfg.eta,
+                            K=Ks[m])
                   for m in range(M)]
         if opts.schedule is not None:
             path, versions = opts.schedule
@@ -348,7 +369,7 @@ def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens,
     checks = [None if rule.fixed else NodeCheck(rule, target=O_star) for _ in range(M)]
     return solve_sync(layer, cfg.mode, graph, invs, B2s, [float(p) for p in pens], eps, checks,
                       begin, rule, cfg.iters, rounds, opts.speed, net, message_bytes,
-                      opts.allreduce, hops)
+                      opts.allreduce, hops, metrics)
 
 
 def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: float,
@@ -453,7 +474,8 @@ def load_schedule(path: str) -> tuple[TrainConfig, int, np.ndarray]:
 
     require(Path(path).is_file(), f"--schedule {path}: no such run log")
     run = read_runlog(path)
-    values = config_from_mapping(run.config, f"--schedule {path}")
+    # Runs logged before --metric existed solved every layer with the scalar penalty.
+    values = config_from_mapping({"metric": "identity", **run.config}, f"--schedule {path}")
     cfg = TrainConfig(**values)
     if cfg.mode != "async":
         return cfg, run.nodes, np.zeros((0,))

@@ -18,11 +18,12 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..engines.updates import mix_round
-from ..gramstats import ONESHOT_MODES
+from ..gramstats import ONESHOT_MODES, StatsLayout
+from ..metric import Metric, gram_metric
 from ..model import layer_features, one_hot
-from ..solver import auto_penalty, local_multiplier
+from ..solver import auto_penalty, local_multiplier, metric_penalty
 
-__all__ = ["Layer", "Shards", "layer_problems", "load_shards", "penalties"]
+__all__ = ["Layer", "Shards", "layer_metrics", "layer_problems", "load_shards", "penalties"]
 
 
 @dataclass
@@ -78,7 +79,9 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
     ``sum_m G_m`` (for the exact solution) so that no node keeps a ``d x d``
     matrix it does not need.
     """
-    auto = cfg.penalty_at(layer) is None and cfg.mode not in ("central",) + ONESHOT_MODES
+    metric = cfg.metric_at(layer)
+    auto = (cfg.penalty_at(layer) is None and cfg.mode not in ("central",) + ONESHOT_MODES
+            and not metric)  # the metric form's penalty needs no statistics
     out = []
     for m, Yprev in enumerate(Ys):
         c0 = time.thread_time()
@@ -93,7 +96,7 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
         if G_sum is not None:
             G_sum += G
         # LocalInverse's dense path uses G; the one-shot modes send it.
-        keep = 2 * Y.shape[1] >= Y.shape[0] or cfg.mode in ONESHOT_MODES
+        keep = 2 * Y.shape[1] >= Y.shape[0] or cfg.mode in ONESHOT_MODES or metric
         out.append(Layer(Y=Y, G=G if keep else None, B=B, stats=stats, features_cpu=c1 - c0,
                          penalty_cpu=c2 - c1, gram_trace=float(np.trace(G))))
     return out
@@ -110,9 +113,15 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
     if cfg.mode in ONESHOT_MODES:  # solved exactly: no penalty
         return [float("nan")] * M
     fixed = cfg.penalty_at(layer)
+    metric = cfg.metric_at(layer) and fixed is None
     if cfg.mode == "async":
         if fixed is not None:
             return [np.full(graph.degree(m), fixed) for m in range(M)]
+        if metric:  # the engine's metric_penalty: from the graph alone
+            lam2 = graph.algebraic_connectivity
+            return [np.array([metric_penalty(False, 0.5 * (graph.degree(m) + graph.degree(n)),
+                                             lam2) for n in graph.neighbors(m)])
+                    for m in range(M)]
         out = []
         for m in range(M):
             nbrs = graph.neighbors(m)
@@ -122,12 +131,43 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
         return out
     if fixed is not None:
         return [float(fixed)] * M
+    if metric:
+        return [metric_penalty(True)] * M
     if cfg.mode == "sync":
         mean = np.sum(np.array(stats), axis=0) / M
         value = auto_penalty(mean[0], mean[1], M, consensus=True)
         return [value] * M
     mixed = mix(graph, [np.array(s, dtype=float) for s in stats], rounds)
     return [auto_penalty(v[0], v[1], M, consensus=True) for v in mixed]
+
+
+def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0) -> list:
+    """Each node's Gram metric of a layer solved in it, as its engine forms it.
+
+    Async: one :class:`~dssfn_mpi.metric.Metric` per neighbour, from the edge's two
+    ``G`` (a list per node); sync: one, the network mean; sync-graph: one per node,
+    from ``rounds`` rounds of mixing. Each node's CPU seconds for it are added to
+    its penalty phase (the live engines form the metric where the penalty is).
+    For the layers where ``cfg.metric_at(layer)``; the nodes' ``G`` must be kept.
+    """
+    M = len(probs)
+    # As the engines send them: the packed upper triangle, unpacked (both ends of an async
+    # edge then build their metric from the same numbers).
+    layout = StatsLayout(probs[0].G.shape[0], 0)
+    Gs = [layout.unpack(layout.pack(p.G, p.G[:0]))[0] for p in probs]
+    if cfg.mode == "sync":
+        mean = np.sum(np.stack(Gs), axis=0) / M
+    elif cfg.mode == "sync-graph":
+        mixed = mix(graph, Gs, rounds)
+    out = []
+    for m, p in enumerate(probs):
+        c0 = time.thread_time()
+        if cfg.mode == "async":
+            out.append([Metric(gram_metric(Gs[m], Gs[n])) for n in graph.neighbors(m)])
+        else:
+            out.append(Metric(gram_metric(mean if cfg.mode == "sync" else mixed[m])))
+        p.penalty_cpu += time.thread_time() - c0
+    return out
 
 
 def mix(graph, values: list[np.ndarray], rounds: int) -> list[np.ndarray]:

@@ -41,8 +41,10 @@ def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list
                rhos: list[float], eps: float, checks: list[NodeCheck | None],
                begin: np.ndarray, rule: StopRule, iters: int, rounds: int, speed,
                network: Network, message_bytes: float, library: str,
-               hops: np.ndarray | None) -> tuple[list[NodeRun], bool]:
-    """Simulate one layer of ``sync`` or ``sync-graph``.
+               hops: np.ndarray | None, metrics: list | None = None
+               ) -> tuple[list[NodeRun], bool]:
+    """Simulate one layer of ``sync`` or ``sync-graph`` (in each node's Gram metric when
+    ``metrics`` is given).
 
     Returns
     -------
@@ -50,6 +52,7 @@ def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list
         Each node's run (its ``O`` is its ``Zbar``) and whether every node was done.
     """
     M = len(invs)
+    metrics = metrics or [None] * M
     U = [np.zeros_like(b) for b in B2s]
     Zbar = [np.zeros_like(b) for b in B2s]
     runs = [NodeRun(O=Zbar[m], end=float(begin[m])) for m in range(M)]
@@ -63,7 +66,7 @@ def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list
         Os = []
         for m in range(M):
             c0 = time.thread_time()
-            Os.append(consensus_primal(invs[m], B2s[m], rhos[m], Zbar[m], U[m]))
+            Os.append(consensus_primal(invs[m], B2s[m], rhos[m], Zbar[m], U[m], metrics[m]))
             measured[m] = time.thread_time() - c0
         x = [O + u for O, u in zip(Os, U)]
         c0 = time.thread_time()
@@ -81,7 +84,7 @@ def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list
             new = []
             for m in range(M):
                 c0 = time.thread_time()
-                new.append(consensus_dual(means[m], eps, Os[m], U[m]))
+                new.append(consensus_dual(means[m], eps, Os[m], U[m], metrics[m]))
                 measured[m] += time.thread_time() - c0
                 if checks[m] is not None:
                     flags[m] = checks[m].sync_done(Os[m], new[m])
