@@ -124,7 +124,9 @@ def test_table_rows_are_medians_over_repetitions(monkeypatch):
     got = {(r["mode"], r["busy"]): (r["solve"], r["slowdown"]) for r in rows}
     assert got == {("async", 0): (1.0, 1.0), ("async", 1): (2.0, 2.0),
                    ("sync", 0): (2.0, 1.0), ("sync", 1): (4.0, 2.0)}
-    md = tables.contention_markdown(runs)
+    # The table is drawn from the sweep's summary: these rows and every run's record.
+    records = [{"name": n, "status": r.attrs["bench_status"]} for n, r in runs.items()]
+    md = tables.contention_markdown({"tables": {"contention": rows}, "records": records})
     assert "| sync | auto | 1 | 3 | 4.00 | 2.0 |" in md and "failed: sync-b1-r4" in md
 
 

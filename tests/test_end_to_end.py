@@ -87,7 +87,8 @@ def test_sync_network_equals_the_centralized_network(tmp_path, central):
 
 def test_async_edge_network_equals_the_centralized_network(tmp_path, central):
     # A ring of 4 (not complete), so information needs two hops.
+    # gamma 1 at layer 0 is in units of its Gram metric (--metric gram), 3 beyond.
     log, model = _train_and_load(tmp_path, 4, "--mode", "async", "--update", "edge",
-                                 "--degree", "2", "--iters", "2000", "--gamma", "100,3")
+                                 "--degree", "2", "--iters", "2000", "--gamma", "1,3")
     assert np.all(log.layers["activations"] == 2000)
     _assert_network_matches(log, model, central, 4)

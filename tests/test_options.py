@@ -24,7 +24,7 @@ EVERYTHING = {
     "update": "paper", "topology": "ring", "degree": 4, "edges": "g.txt", "layers": 3,
     "hidden": 50, "iters": 7, "gamma": "2,0.5", "eta": 0.5, "rho": "3", "norm_bound": 4.0,
     "central_solver": "admm", "mu": "10,100", "mix_rounds": 5, "mix_tol": 1e-6, "max_lead": 2,
-    "seed": 9, "wait": "hybrid", "rma": "put",
+    "seed": 9, "wait": "hybrid", "rma": "put", "metric": "identity",
     "slow": ["1:3"], "preset": "paper", "out": "o.h5", "overwrite": True, "check": False,
     "evaluate": False, "log_every": 2, "timeout": 60.0, "save_model": "m.h5", "fail_at": "1:2:kill",
     "snapshot_every": 5, "trace_limit_mb": 12.5, "stop": "eps:1e-2",

@@ -47,8 +47,9 @@ def test_async_resume_restores_the_checkpointed_weights_and_ends_at_the_central_
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps(PROBLEM))
     out, model_path = tmp_path / "run.h5", tmp_path / "model.h5"
+    # gamma 1 at layer 0 is in units of its Gram metric (--metric gram), 3 beyond.
     res = run_cli(NODES, "train", "--config", str(cfg), "--mode", "async", "--degree", "2",
-                  "--iters", "2000", "--gamma", "100,3", "--out", str(out),
+                  "--iters", "2000", "--gamma", "1,3", "--out", str(out),
                   "--save-model", str(model_path), "--quiet",
                   "--fail-at", f"0:{FAIL_LAYER}:kill")
     assert res.returncode != 0

@@ -42,8 +42,9 @@ def _train(tmp_path, *args: str):
     cfg = tmp_path / "cfg.json"
     cfg.write_text(json.dumps(PROBLEM))
     out = tmp_path / "run.h5"
+    # gamma 1 at layer 0 is in units of its Gram metric (--metric gram), 3 beyond.
     res = run_cli(NODES, "train", "--config", str(cfg), "--mode", "async", "--degree", "2",
-                  "--iters", str(ITERS), "--gamma", "100,3", "--slow", f"{SLOW}:{FACTOR:g}",
+                  "--iters", str(ITERS), "--gamma", "1,3", "--slow", f"{SLOW}:{FACTOR:g}",
                   "--out", str(out), "--quiet", *args)
     assert res.returncode == 0, res.stderr[-3000:]
     log = read_runlog(out)
