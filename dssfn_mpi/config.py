@@ -335,6 +335,12 @@ class TrainConfig:
         world_size : int
             Number of MPI ranks (graph nodes).
         """
+        self._check_choices()
+        self._check_ranges()
+        self._check_ranks(world_size)
+
+    def _check_choices(self) -> None:
+        """Each named choice is one of its options."""
         require(self.wait in POLICIES,
                 f"--wait {self.wait!r}: choose one of {', '.join(POLICIES)}")
         require(self.mode in MODES, f"--mode {self.mode!r}: choose one of {', '.join(MODES)}")
@@ -349,6 +355,9 @@ class TrainConfig:
             self.central_solver in ("exact", "admm"),
             f"--central-solver {self.central_solver!r}: choose exact or admm",
         )
+
+    def _check_ranges(self) -> None:
+        """Each number within the range its help gives (> 2Q waits for the data)."""
         require(
             isinstance(self.layers, int) and self.layers >= 0,
             f"--layers must be an integer >= 0, got {self.layers!r}",
@@ -395,6 +404,9 @@ class TrainConfig:
             math.isfinite(self.timeout) and self.timeout > 0,
             f"--timeout must be positive seconds, got {self.timeout}",
         )
+
+    def _check_ranks(self, world_size: int) -> None:
+        """What depends on the rank count, and the settings that need one another."""
         if self.mode == "central":
             require(
                 world_size == 1,

@@ -75,9 +75,26 @@ def passive_put_check(
     """
     require(comm.Get_size() >= 2, "the passive-put check needs at least 2 MPI ranks")
     require(0 < origin < comm.Get_size(), f"origin {origin}: not a rank other than 0")
-    rank = comm.Get_rank()
     words = max(nbytes // _WORD, 1)
-    mine = words if rank == 0 else 1
+    win, local, error = _open_window(comm, allocate, words if comm.Get_rank() == 0 else 1)
+    result = {"allocate": allocate, "nbytes": words * _WORD, "error": error}
+    if error is not None:
+        return {"put_seconds": float("nan"), "put_cpu_seconds": float("nan"),
+                "sleep_seconds": 0.0, "passive": False, "data_ok": False, "arrived": False,
+                **result}
+    assert win is not None
+    put_seconds, put_cpu, sleep_seconds, data_ok, arrived = _race(comm, win, words, sleep,
+                                                                   origin)
+    win.Free()
+    del local
+    return {"put_seconds": put_seconds, "put_cpu_seconds": put_cpu,
+            "sleep_seconds": sleep_seconds, "passive": bool(put_seconds < 0.25 * sleep),
+            "data_ok": data_ok, "arrived": arrived, **result}
+
+
+def _open_window(comm: MPI.Intracomm, allocate: bool, mine: int
+                 ) -> tuple[MPI.Win | None, np.ndarray | None, str | None]:
+    """The check's window of ``mine`` words (collective), or the error every rank agrees on."""
     win: MPI.Win | None = None
     local: np.ndarray | None = None
     error: str | None = None
@@ -92,21 +109,17 @@ def passive_put_check(
     # Agree on failure everywhere so no rank goes on into a collective alone.
     errors = comm.allgather(error)
     error = next((e for e in errors if e is not None), None)
-    if error is not None:
-        if win is not None:  # created here but failed elsewhere: cannot free collectively
-            win = None
-        return {
-            "put_seconds": float("nan"),
-            "put_cpu_seconds": float("nan"),
-            "sleep_seconds": 0.0,
-            "passive": False,
-            "data_ok": False,
-            "arrived": False,
-            "allocate": allocate,
-            "nbytes": words * _WORD,
-            "error": error,
-        }
-    assert win is not None
+    if error is not None:  # created here but failed elsewhere: cannot free collectively
+        win = None
+    return win, local, error
+
+
+def _race(comm: MPI.Intracomm, win: MPI.Win, words: int, sleep: float, origin: int
+          ) -> tuple[float, float, float, bool, bool]:
+    """Rank 0 sleeps while ``origin`` puts (collective); the same on every rank: put
+    seconds, its thread CPU, the sleep, whether rank 0 then had the data, and whether it
+    had it on waking before any MPI call."""
+    rank = comm.Get_rank()
     payload = np.arange(words, dtype=np.float64) + 0.5
     if rank == 0:
         win.Lock(0, MPI.LOCK_EXCLUSIVE)
@@ -142,19 +155,7 @@ def passive_put_check(
     win.Unlock_all()
     put_seconds, put_cpu = comm.bcast((put_seconds, put_cpu), root=origin)
     sleep_seconds, data_ok, arrived = comm.bcast((sleep_seconds, data_ok, arrived), root=0)
-    win.Free()
-    del local
-    return {
-        "put_seconds": put_seconds,
-        "put_cpu_seconds": put_cpu,
-        "sleep_seconds": sleep_seconds,
-        "passive": bool(put_seconds < 0.25 * sleep),
-        "data_ok": data_ok,
-        "arrived": arrived,
-        "allocate": allocate,
-        "nbytes": words * _WORD,
-        "error": None,
-    }
+    return put_seconds, put_cpu, sleep_seconds, data_ok, arrived
 
 
 def _put(win: MPI.Win, payload: np.ndarray) -> None:
