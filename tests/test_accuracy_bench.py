@@ -43,6 +43,22 @@ def test_straggler_and_node_count_curves(tmp_path, capsys):
     out = capsys.readouterr().out
     assert re.search(r"\| simulated \| async-lead4 \S+ \| 4 \| 3 \| - \| \d", out), out
     assert (tmp_path / "fig" / "t.png").stat().st_size > 0
+    # The points are written beside the figure, and the figure and table come back from them.
+    import json
+
+    from dssfn_mpi.bench import resultsdir
+    from dssfn_mpi.bench.accuracy import accuracy_markdown
+    from dssfn_mpi.bench.mdtables import table_for
+
+    data = tmp_path / "fig" / "t.json"
+    summary = json.loads(data.read_text())
+    assert resultsdir.file_kind(data) == "accuracy"
+    assert accuracy_markdown(summary) in out and table_for(data.parent, "t.json") in out
+    assert "digits" in summary["title"] and "simulated M = 4, 6" in summary["title"]
+    resultsdir.add_file(tmp_path / "data", data, "dssfn-mpi bench accuracy ...",
+                        {"time_to_eps": "tte"})
+    built = {p.name for p in resultsdir.build_figures(tmp_path / "data", tmp_path / "again")}
+    assert built == {"tte.png", "tte.pdf"}
 
 
 def test_a_live_run_log_is_refused_as_simulated(tmp_path):

@@ -193,8 +193,12 @@ def test_rma_microbenchmark(tmp_path, capsys):
     code, stdout, _ = _bench(capsys, "rma", "--out", str(out), "--set", "reps=3")
     assert code == 0, stdout
     with h5py.File(out, "r") as f:
-        assert f.attrs["kind"] == "rma" and f.attrs["schema_version"] == 2
+        assert f.attrs["kind"] == "rma" and f.attrs["schema_version"] == 3
         g = f["rma/osc-sm"]
+        # one node, osc=sm: plain stores by default, MPI_Put when asked; osc=rdma: puts
+        assert g.attrs["write_path"] == "store"
+        assert f["rma/osc-sm-put"].attrs["write_path"] == "put"
+        assert f["rma/osc-rdma"].attrs["write_path"] == "put"
         assert list(g["Q"][()]) == [0, 6, 10, 11, 26, 102]
         assert list(g["n"][()][1:]) == [1012, 1020, 1022, 1052, 1204]
         # The mailbox's own path: ZMailbox.put and its seqlock reads, every size and rep.
@@ -211,9 +215,12 @@ def test_rma_microbenchmark(tmp_path, capsys):
         assert bool(g["passive_check/allocate"].attrs["passive"])
         # osc=sm refuses Win.Create: recorded, not fatal.
         assert g["passive_check/create"].attrs["error"]
-        assert "osc-rdma" in f["rma"]
     names = {p.name for p in plot_file(out, tmp_path)}
     assert {"rma_latency.png", "rma_activation.pdf"} <= names
+    from dssfn_mpi.bench.rmaviews import rma_markdown
+
+    head = rma_markdown(out).splitlines()[0]
+    assert head == "| Z | bytes | osc=sm, store | osc=sm, put | osc=rdma, put |"
 
 
 def test_plot_refuses_an_rma_file_of_another_schema(tmp_path):

@@ -248,3 +248,75 @@ def test_plot_all_command_checks_and_rebuilds(tmp_path, capsys):
     assert main(["plot", "--all", "--page", str(page), "--out", str(tmp_path / "f")]) == 0
     assert page.read_text() == PAGE.read_text()
     assert (tmp_path / "f" / "oneshot_cost.png").is_file()
+
+
+# ------------------------------------------------------------------ figures without data yet
+
+
+def test_every_published_figure_is_drawn_from_data_or_listed_as_pending():
+    manifest = resultsdir.read_manifest(DATA)
+    drawn = {n for e in manifest["files"].values() for n in e["figures"].values()}
+    waiting = manifest.get("pending", {})
+    assert not drawn & set(waiting), "a figure drawn from data is still listed as pending"
+    for name, entry in waiting.items():
+        assert entry["command"].startswith("dssfn-mpi bench "), name
+        assert entry["data"].endswith(".json"), name
+    published = {p.stem for p in (REPO / "docs" / "figures").glob("*.png")}
+    assert published == drawn | set(waiting)
+    lines = resultsdir.pending(DATA, REPO / "docs" / "figures")
+    assert len(lines) == len(waiting)
+    assert any("degree_time.png: no committed data yet" in ln
+               and "dssfn-mpi bench degree --preset mid" in ln for ln in lines)
+
+
+def test_plot_all_names_a_figure_nobody_draws(tmp_path):
+    data = tmp_path / "data"
+    resultsdir.add_file(data, DATA / "oneshot_cost.json", "x", {"oneshot_cost": "cost"})
+    fig = tmp_path / "fig"
+    fig.mkdir()
+    (fig / "stray.png").write_bytes(b"")
+    assert resultsdir.pending(data, fig) == [f"{fig / 'stray.png'}: not drawn from {data} and "
+                                             f"not listed as pending in MANIFEST.json"]
+    manifest = json.loads((data / resultsdir.MANIFEST).read_text())
+    manifest["pending"] = {"stray": {"data": "s.json", "command": "dssfn-mpi bench s"},
+                           "cost": {"data": "c.json", "command": "dssfn-mpi bench c"}}
+    (data / resultsdir.MANIFEST).write_text(json.dumps(manifest))
+    assert "no committed data yet" in resultsdir.pending(data, fig)[0]
+    # adding the data of a pending figure takes it off the list
+    resultsdir.add_file(data, DATA / "oneshot_cost.json", "x", {"oneshot_cost": "cost"})
+    assert set(resultsdir.read_manifest(data)["pending"]) == {"stray"}
+
+
+# ------------------------------------------------------------------ the RMA file
+
+
+def test_rma_tables_and_figures_name_the_write_path(monkeypatch, tmp_path):
+    from dssfn_mpi.bench import rmaviews
+
+    rma = DATA / "rma.h5"
+    assert resultsdir.read_manifest(DATA)["files"]["rma.h5"]["figures"] == {
+        "rma_latency": "rma_latency", "rma_activation": "rma_activation"}
+    write = rmaviews.rma_markdown(rma, "write").splitlines()
+    assert write[0] == "| Z | bytes | osc=sm, store | osc=sm, put | osc=rdma, put |"
+    assert len(write) == 2 + 6 and write[2].startswith("| one double | 8 |")
+    read = rmaviews.rma_markdown(rma, "read").splitlines()
+    assert len(read) == 2 + 6 * 3 and "| osc=sm, store |" in read[2]
+    act = rmaviews.rma_markdown(rma, "activation").splitlines()
+    assert len(act) == 2 + 5 * 3
+    with pytest.raises(UserError, match="no table view 'nonesuch'"):
+        rmaviews.rma_markdown(rma, "nonesuch")
+    figs = []
+    monkeypatch.setattr(rmaviews, "_save", lambda fig, outdir, stem: figs.append(fig) or [])
+    rmaviews.plot_rma(rma, tmp_path)
+    latency, activation = figs
+    assert "store" in latency._suptitle.get_text() and "MPI_Put" in latency._suptitle.get_text()
+    for ax in latency.axes:
+        legend = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert legend[:3] == ["osc=sm, store", "osc=sm, put", "osc=rdma, put"]
+        assert len(legend) == 5  # three measurements, two kinds of line
+        for line in ax.get_lines():
+            x = line.get_xdata()
+            # the one-double floor stands alone: no line across the gap to the first Q
+            assert len(x) == 1 or min(x) > 0, line
+    titles = [ax.get_title() for ax in activation.axes]
+    assert [t.split(":")[0] for t in titles] == ["osc=sm, store", "osc=sm, put", "osc=rdma, put"]

@@ -13,7 +13,10 @@ layer, is left out: it often ends at the cap, see BENCHMARKS.md "Time to accurac
 
 The left panel is against the straggler factor (one rank slowed; live points and simulated
 curves of the same configuration), the right one against M for the simulated runs that
-differ in M. A table of the same numbers is printed.
+differ in M. A table of the same numbers is printed. The points are also written as a small
+JSON summary beside the figure (``FIG.json``, format :data:`ACCURACY_FORMAT`), from which
+:func:`plot_accuracy` draws the same figure again (``dssfn-mpi plot --all`` draws the
+published ``time_to_eps`` from ``results/data/time_to_eps.json``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import math
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +33,11 @@ from ..errors import UserError
 from ..runlog import RunLog, read_runlog, read_sweep
 from ..stoprule import reason_code
 
-__all__ = ["live_points", "main", "run", "simulated_points"]
+__all__ = ["ACCURACY_FORMAT", "accuracy_markdown", "accuracy_summary", "live_points", "main",
+           "plot_accuracy", "run", "simulated_points"]
+
+#: The ``format`` of the summary this tool writes beside its figure.
+ACCURACY_FORMAT = "dssfn-mpi time-to-eps summary"
 
 _EPS = reason_code("eps")
 
@@ -114,34 +122,40 @@ def _title(args: argparse.Namespace, sim: list[dict]) -> str:
             f"M = {', '.join(map(str, sorted({r['nodes'] for r in sim}))) or '-'}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m dssfn_mpi.bench.accuracy``: as ``dssfn-mpi bench accuracy``."""
-    from .parser import tool_parser
-
-    return run(tool_parser("accuracy", __doc__.splitlines()[0]).parse_args(argv))
-
-
-def run(args: argparse.Namespace) -> int:
-    """Draw the figure and print the table of ``args`` (``dssfn-mpi bench accuracy``)."""
-    from .figstyle import plt, save
+def accuracy_summary(args: argparse.Namespace) -> dict:
+    """The points of the figure (``args`` as ``dssfn-mpi bench accuracy`` takes them), as
+    the JSON summary written beside it."""
+    from .records import machine, now
 
     live = live_points(args.live, args.network) if args.live else {}
     sim = simulated_points(args.sim)
-    fig, (ax_f, ax_m) = plt.subplots(1, 2, figsize=(12, 4.5))
-    print("| source | variant | M | straggler | noise | time to eps, layers >= 1 [s] |")
-    print("|---|---|---|---|---|---|")
-    for variant, pts in sorted(live.items()):
-        x, y = zip(*pts)
-        ax_f.plot(x, y, linestyle="none", markersize=8, label=f"live {variant} (projected)",
-                  **_style(variant))
-        for f, t in pts:
-            print(f"| live, replayed {args.network} | {variant} | - | {f:g} | - | {t:.3f} |")
+    return {"format": ACCURACY_FORMAT, "version": 1, "network": args.network,
+            "title": _title(args, sim), "made": now(), "machine": machine(),
+            "live": {k: [list(p) for p in v] for k, v in sorted(live.items())},
+            "simulated": sorted(sim, key=lambda r: (r["variant"], r["topology"], r["noise"],
+                                                    r["nodes"], r["factor"]))}
+
+
+def accuracy_markdown(summary: dict) -> str:
+    """The table of a summary: every live point and simulated run."""
+    net = summary["network"]
+    lines = ["| source | variant | M | straggler | noise | time to eps, layers >= 1 [s] |",
+             "|---|---|---|---|---|---|"]
+    for variant, pts in summary["live"].items():
+        lines += [f"| live, replayed {net} | {variant} | - | {f:g} | - | {t:.3f} |"
+                  for f, t in pts]
+    lines += [f"| simulated | {r['variant']} {r['topology']} | {r['nodes']} | {r['factor']:g} "
+              f"| {'jitter' if r['noise'] else '-'} | {r['seconds']:.4f} |"
+              for r in summary["simulated"]]
+    return "\n".join(lines)
+
+
+def _simulated_lines(ax_f: Any, ax_m: Any, sim: list[dict]) -> None:
+    """Simulated curves: against the straggler factor where only it varies, against M
+    where M does."""
     by: dict[tuple, list[dict]] = defaultdict(list)
-    for r in sorted(sim, key=lambda r: (r["variant"], r["topology"], r["noise"], r["nodes"],
-                                        r["factor"])):
+    for r in sim:
         by[(r["variant"], r["topology"], r["noise"])].append(r)
-        print(f"| simulated | {r['variant']} {r['topology']} | {r['nodes']} | {r['factor']:g} "
-              f"| {'jitter' if r['noise'] else '-'} | {r['seconds']:.4f} |")
     for (variant, topo, noise), rows in sorted(by.items()):
         style = _style(variant)
         label = f"sim {variant} {topo}" + (" +jitter" if noise else "")
@@ -158,6 +172,21 @@ def run(args: argparse.Namespace) -> int:
                       marker=style["marker"], color=style["color"],
                       label=label + (f", x{max(factors):g} straggler" if max(factors) > 1
                                      else ""))
+
+
+def plot_accuracy(summary: dict, outdir: Path, stem: str = "time_to_eps") -> list[Path]:
+    """The figure of a summary (:func:`accuracy_summary`) as ``<stem>.png`` and ``.pdf``."""
+    from matplotlib.ticker import NullFormatter
+
+    from .figstyle import plt, save
+
+    live, sim = summary["live"], summary["simulated"]
+    fig, (ax_f, ax_m) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for variant, pts in live.items():
+        x, y = zip(*pts)
+        ax_f.plot(x, y, linestyle="none", markersize=8, label=f"live {variant} (projected)",
+                  **_style(variant))
+    _simulated_lines(ax_f, ax_m, sim)
     drawn = {lab.removeprefix("sim ").split(" ")[0] for lab in
              ax_f.get_legend_handles_labels()[1] if lab.startswith("sim ")}
     for variant in sorted(set(live) - drawn):  # every live series names its simulated line
@@ -165,11 +194,9 @@ def run(args: argparse.Namespace) -> int:
                   label=f"sim {variant}: no simulated run given")
     ax_f.set(xlabel="straggler factor (one rank slowed)", ylabel="time to eps, layers >= 1 [s]",
              yscale="log", title="against a straggler: live points (projected), simulated lines")
-    fig.suptitle(_title(args, sim), fontsize=10)
+    fig.suptitle(summary["title"], fontsize=10)
     ax_m.set(xlabel="nodes M", ylabel="simulated time to eps, layers >= 1 [s]", xscale="log",
              yscale="log", title="against the node count (simulated)")
-    from matplotlib.ticker import NullFormatter
-
     ticks = sorted({r["nodes"] for r in sim})
     if ticks:
         ax_m.set_xticks(ticks, [str(t) for t in ticks])
@@ -178,9 +205,27 @@ def run(args: argparse.Namespace) -> int:
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
+    return save(fig, outdir, stem)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m dssfn_mpi.bench.accuracy``: as ``dssfn-mpi bench accuracy``."""
+    from .parser import tool_parser
+
+    return run(tool_parser("accuracy", __doc__.splitlines()[0]).parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Draw the figure, write its summary beside it and print the table of ``args``
+    (``dssfn-mpi bench accuracy``)."""
+    from .records import write_summary
+
+    summary = accuracy_summary(args)
+    print(accuracy_markdown(summary))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    for p in save(fig, out.parent, out.stem):
+    for p in [*plot_accuracy(summary, out.parent, out.stem),
+              write_summary(summary, out.with_suffix(".json"))]:
         print(f"wrote {p}")
     return 0
 

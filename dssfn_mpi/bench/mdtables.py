@@ -15,7 +15,8 @@ A table in a Markdown page (BENCHMARKS.md) that is made from a data file of
 :func:`differences` names the blocks whose text is not what their file gives
 (``dssfn-mpi plot --all --check``, and the test that keeps the page honest).
 Views: a sweep summary's main table (default) or ``jitter``; the one-shot cost's
-``cost`` table (default).
+``cost`` table (default); an RMA file's ``write`` (default), ``read`` or ``activation``
+table (:mod:`dssfn_mpi.bench.rmaviews`); the time-to-eps summary's table.
 """
 
 from __future__ import annotations
@@ -58,6 +59,14 @@ def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -
 
         summary = read_summary(path)
         return jitter_markdown(summary) if view == "jitter" else summary_markdown(summary)
+    if kind == "rma":
+        from .rmaviews import rma_markdown
+
+        return rma_markdown(path, view)
+    if kind == "accuracy" and view is None:
+        from .accuracy import accuracy_markdown
+
+        return accuracy_markdown(json.loads(path.read_text()))
     raise UserError(f"{path}: no table view {view!r} for a file of kind {kind}")
 
 

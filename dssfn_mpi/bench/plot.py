@@ -36,7 +36,7 @@ from .figstyle import save as _save
 from .figstyle import style as _style
 from .projection import DEFAULT_EPS, DEFAULT_NETWORK, check_network, has_trace
 
-__all__ = ["plot_file", "plot_rma", "plot_runs", "plot_summary", "summary_markdown",
+__all__ = ["plot_file", "plot_runs", "plot_summary", "summary_markdown",
            "summary_stem"]
 
 # --------------------------------------------------------------------------- sweeps
@@ -415,96 +415,6 @@ def plot_runs(runs: dict[str, RunLog], outdir: Path, name: str = "sweep",
 
 
 
-# --------------------------------------------------------------------------- RMA
-
-
-#: Series of the mailbox latency figure: (panel, dataset, colour, legend text).
-_RMA_SERIES = (
-    (0, "put/in_mpi", "tab:blue", "put, target in MPI"),
-    (0, "put/computing", "tab:red", "put, target computing"),
-    (0, "put/sleeping", "tab:purple", "put, target sleeping"),
-    (0, "contended/put_seconds", "tab:gray", "put during the target's reads"),
-    (1, "read/read_new", "tab:green", "read, new write"),
-    (1, "read/read_all_new", "tab:olive", "read_all, new write"),
-    (1, "read/read_all_unchanged", "tab:cyan", "read_all, nothing new"),
-    (1, "contended/read_all_seconds", "tab:gray", "read_all during puts"),
-)
-
-
-def _rma_groups(path: Path, f: Any) -> dict[str, Any]:
-    """The successful ``/rma/<label>`` groups of a file written by ``bench rma``."""
-    from .rma import RMA_SCHEMA_VERSION
-
-    version = int(f.attrs.get("schema_version", 0))
-    if version != RMA_SCHEMA_VERSION:
-        raise UserError(f"{path}: RMA file of schema {version}, this plot reads schema "
-                        f"{RMA_SCHEMA_VERSION}; re-run dssfn-mpi bench rma")
-    groups = {label: g for label, g in f["rma"].items() if g.attrs.get("status", "ok") == "ok"
-              and "put" in g}
-    if not groups:
-        raise UserError(f"{path}: no successful RMA measurement in /rma")
-    return groups
-
-
-def _rma_latency(groups: dict[str, Any], outdir: Path) -> list[Path]:
-    """ZMailbox.put and read latencies against the size of Z, per one-sided component."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 5), sharey=True)
-    markers = {"osc-sm": "o", "osc-rdma": "s", "site": "D"}
-    styles = ["-", "--", ":"]
-    for k, (label, g) in enumerate(groups.items()):
-        nbytes = g["bytes"][()]
-        for panel, name, color, text in _RMA_SERIES:
-            data = g[name][()]
-            if not np.isfinite(data).any():
-                continue
-            axes[panel].loglog(nbytes, np.nanmedian(data, axis=1) * 1e6, color=color,
-                               marker=markers.get(label, "o"), linestyle=styles[k % 3],
-                               label=f"{label}: {text}")
-    axes[0].set_ylabel("latency [µs] (median)")
-    axes[0].set_title("ZMailbox.put (begin, flush, header + Z, flush, end, flush)", fontsize=9)
-    axes[1].set_title("ZMailbox reads of the own window (seqlock)", fontsize=9)
-    for ax in axes:
-        ax.set_xlabel("size of Z [bytes] (8 B, then Q x (2Q+1000) doubles)")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    lib = str(next(iter(groups.values())).attrs.get("mpi_library", "")).split(",")[0]
-    names = {"-": "solid", "--": "dashed", ":": "dotted"}
-    fig.suptitle(f"The async engine's mailbox between 2 ranks on one node ({lib}); "
-                 + ", ".join(f"{names[st]}: {label}" for st, label in zip(styles, groups)),
-                 fontsize=9)
-    fig.tight_layout()
-    return _save(fig, outdir, "rma_latency")
-
-
-def _rma_activation(groups: dict[str, Any], outdir: Path) -> list[Path]:
-    """An activation's mailbox traffic against its compute floor, per component."""
-    fig, axes = plt.subplots(1, len(groups), figsize=(5.5 * len(groups), 4), squeeze=False)
-    for ax, (label, g) in zip(axes[0], groups.items()):
-        q = g["activation/Q"][()]
-        ovh = np.median(g["activation/overhead_seconds"][()], axis=(1, 2)) * 1e3
-        cmp_ = np.median(g["activation/compute_seconds"][()], axis=(1, 2)) * 1e3
-        x = np.arange(q.size)
-        ax.bar(x - 0.2, cmp_, 0.4, color="tab:gray", label="(Q x n) @ (n x n) product")
-        ax.bar(x + 0.2, ovh, 0.4, color="tab:blue", label="8 read_all + 8 put (ZMailbox)")
-        for xi, o, c in zip(x, ovh, cmp_):
-            ax.annotate(f"{100 * o / c:.0f}%", (xi + 0.2, o), ha="center", va="bottom",
-                        fontsize=7)
-        ax.set_yscale("log")
-        ax.set_xticks(x, [f"Q={v}\nn={2 * v + 1000}" for v in q], fontsize=8)
-        ax.set_ylabel("time per activation [ms] (median, log)")
-        ax.set_title(f"{label}: communication vs compute floor", fontsize=9)
-        ax.grid(alpha=0.3, axis="y", which="both")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    return _save(fig, outdir, "rma_activation")
-
-
-def plot_rma(path: Path, outdir: Path) -> list[Path]:
-    with h5py.File(path, "r") as f:
-        groups = _rma_groups(path, f)
-        return _rma_latency(groups, outdir) + _rma_activation(groups, outdir)
-
-
 # --------------------------------------------------------------------------- single run
 
 
@@ -575,6 +485,8 @@ def plot_file(path: str | os.PathLike, outdir: str | os.PathLike,
         raise UserError(f"{p} is not an HDF5 file; give a file written by dssfn-mpi") from None
     out = _make_folder(outdir)
     if kind == "rma":
+        from .rmaviews import plot_rma
+
         paths = plot_rma(p, out)
     elif kind == "sweep":
         paths = plot_runs(read_sweep(p), out, p.name, network, eps)

@@ -272,7 +272,7 @@ def read_summary(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def file_kind(path: str | os.PathLike) -> str:
-    """``summary``, ``oneshot`` or ``rma`` of a data file, from its content.
+    """``summary``, ``oneshot``, ``rma`` or ``accuracy`` of a data file, from its content.
 
     Raises
     ------
@@ -300,8 +300,13 @@ def file_kind(path: str | os.PathLike) -> str:
         return "summary"
     if isinstance(data, dict) and "rows" in data and "n_classes" in data:
         return "oneshot"
-    raise UserError(f"{p}: neither a sweep summary (dssfn-mpi plot) nor the one-shot cost "
-                    "(python -m dssfn_mpi.bench.oneshot --out)")
+    from .accuracy import ACCURACY_FORMAT
+
+    if isinstance(data, dict) and data.get("format") == ACCURACY_FORMAT:
+        return "accuracy"
+    raise UserError(f"{p}: neither a sweep summary (dssfn-mpi plot), the one-shot cost "
+                    "(python -m dssfn_mpi.bench.oneshot --out) nor a time-to-eps summary "
+                    "(dssfn-mpi bench accuracy)")
 
 
 def now() -> str:

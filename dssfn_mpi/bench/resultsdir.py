@@ -13,10 +13,17 @@ figures (``docs/figures/<name>.png`` and ``.pdf``) are drawn from it::
                                                            "jitter": "degree_jitter"}}}}
 
 ``figures`` maps a figure the file's plot draws to the name it is published
-under; figures not listed are not published. ``dssfn-mpi plot --all`` redraws
-every listed figure (:func:`build_figures`) and regenerates the results page's
-tables (:mod:`dssfn_mpi.bench.mdtables`); ``dssfn-mpi plot --add FILE`` records a
-new or re-measured file (:func:`add_file`).
+under; figures not listed are not published. Published figures whose data are not
+in the folder yet are listed under ``pending``, each with the data file it will be
+drawn from and the command that makes it::
+
+    "pending": {"degree_time": {"data": "degree.json",
+                                "command": "dssfn-mpi bench degree --preset mid ..."}}
+
+``plot --all`` keeps those figures as published and says so (:func:`pending`).
+``dssfn-mpi plot --all`` redraws every listed figure (:func:`build_figures`) and
+regenerates the results page's tables (:mod:`dssfn_mpi.bench.mdtables`);
+``dssfn-mpi plot --add FILE`` records a new or re-measured file (:func:`add_file`).
 """
 
 from __future__ import annotations
@@ -32,13 +39,13 @@ from ..errors import UserError, require
 from .records import file_kind
 
 __all__ = ["BUDGET_BYTES", "KINDS", "MANIFEST", "add_file", "build_figures", "file_kind",
-           "read_manifest", "rebuild", "total_bytes"]
+           "pending", "read_manifest", "rebuild", "total_bytes"]
 
 MANIFEST = "MANIFEST.json"
 #: The size budget of the whole folder (manifest included).
 BUDGET_BYTES = 20_000_000
 #: The kinds of data file, by what draws them.
-KINDS = ("summary", "oneshot", "rma")
+KINDS = ("summary", "oneshot", "rma", "accuracy")
 
 
 def read_manifest(data_dir: str | os.PathLike) -> dict[str, Any]:
@@ -74,7 +81,8 @@ def add_file(data_dir: str | os.PathLike, source: str | os.PathLike, command: st
     data_dir : path
         The folder (``results/data``); created if missing.
     source : path
-        A sweep summary, the one-shot cost JSON or an RMA file.
+        A sweep summary, the one-shot cost JSON, an RMA file or the time-to-eps
+        summary of ``bench accuracy``.
     command : str
         The command that made the file (with a summary, its sweep's ``bench``
         command), as the manifest records it.
@@ -106,7 +114,7 @@ def add_file(data_dir: str | os.PathLike, source: str | os.PathLike, command: st
             f"{src}: the data folder would exceed its budget of {budget / 1e6:g} MB; keep "
             "summaries, not sweep files")
     made, where = now(), machine()
-    if kind == "summary":
+    if kind in ("summary", "accuracy"):
         data = json.loads(src.read_text())
         made, where = data.get("made", made), data.get("machine", where)
     if src.resolve() != dest.resolve():
@@ -114,6 +122,9 @@ def add_file(data_dir: str | os.PathLike, source: str | os.PathLike, command: st
     manifest["files"][dest.name] = {"kind": kind, "command": command, "made": made,
                                     "machine": where, "bytes": dest.stat().st_size,
                                     "figures": dict(figures)}
+    waiting = manifest.get("pending", {})
+    for published in figures.values():  # drawn from data now
+        waiting.pop(published, None)
     _write_manifest(folder, manifest)
     return dest
 
@@ -130,9 +141,13 @@ def _draw(kind: str, path: Path, outdir: Path) -> list[Path]:
 
         return plot(json.loads(path.read_text()), outdir)
     if kind == "rma":
-        from .plot import plot_rma
+        from .rmaviews import plot_rma
 
         return plot_rma(path, outdir)
+    if kind == "accuracy":
+        from .accuracy import plot_accuracy
+
+        return plot_accuracy(json.loads(path.read_text()), outdir)
     raise UserError(f"{path}: unknown kind {kind!r} in the manifest; one of {', '.join(KINDS)}")
 
 
@@ -164,6 +179,29 @@ def build_figures(data_dir: str | os.PathLike, fig_dir: str | os.PathLike) -> li
     return written
 
 
+def pending(data_dir: str | os.PathLike, fig_dir: str | os.PathLike) -> list[str]:
+    """One line per published figure in ``fig_dir`` that no file of the data folder draws:
+    the data it waits for and the command that makes them, or that the manifest does not
+    know it."""
+    manifest = read_manifest(data_dir)
+    drawn = {name for entry in manifest["files"].values()
+             for name in entry.get("figures", {}).values()}
+    waiting = manifest.get("pending", {})
+    lines = []
+    for png in sorted(Path(fig_dir).glob("*.png")):
+        if png.stem in drawn:
+            continue
+        entry = waiting.get(png.stem)
+        if entry is None:
+            lines.append(f"{png}: not drawn from {data_dir} and not listed as pending in "
+                         f"{MANIFEST}")
+        else:
+            lines.append(f"{png}: no committed data yet, kept as published; {entry['data']} "
+                         f"comes from: {entry['command']} (then plot --add it, "
+                         "results/README.md)")
+    return lines
+
+
 def rebuild(data_dir: str | os.PathLike, fig_dir: str | os.PathLike,
             page: str | os.PathLike | None, check: bool = False) -> int:
     """``dssfn-mpi plot --all``: every figure from the data folder and the page's tables.
@@ -185,6 +223,8 @@ def rebuild(data_dir: str | os.PathLike, fig_dir: str | os.PathLike,
         return 1 if diff else 0
     for path in build_figures(data_dir, fig_dir):
         print(path)
+    for line in pending(data_dir, fig_dir):
+        print(line)
     if text is not None:
         new = render(text, data_dir)
         if new != text:

@@ -2,17 +2,22 @@
 
 Run as its own 2-rank job::
 
-    mpirun -n 2 python -m dssfn_mpi.bench.rma --out rma.h5 [--reps 50] [--label osc-sm]
+    mpirun -n 2 python -m dssfn_mpi.bench.rma --out rma.h5 [--reps 50] [--rma put]
 
-(``dssfn-mpi bench rma`` does this for you, once per one-sided component).
+(``dssfn-mpi bench rma`` does this for you: with stores and with puts under
+``osc=sm``, and under ``osc=rdma``). The write path is the engine's (``--rma``
+as in ``train``): ``auto`` writes with plain stores into a shared window where
+the component gives one (one node, ``osc=sm``), else with ``MPI_Put``; ``put``
+always with ``MPI_Put``. The file records which was measured (``write_path``).
 Everything goes through the async engine's mailbox on the 2-node graph
 (:class:`dssfn_mpi.bench.mailbox.BenchMailbox`: :class:`dssfn_mpi.transport.ZMailbox`
 with one-neighbour writes and reads): rank 1 writes into rank 0's window.
 Sizes: one Z = Q x n doubles with n = 2Q + 1000 for Q in {6, 10, 11, 26, 102}
 (satimage ... caltech101), plus a one-element Z for the latency floor. Measured:
 
-* ``put``: ``ZMailbox.put``, the seqlock write (begin counter, flush; header
-  and Z, flush; end counter, flush), with the target **waiting inside MPI**
+* ``put``: ``ZMailbox.put``, the seqlock write (begin counter; header and Z;
+  end counter; a flush after each phase with puts, one memory barrier with
+  stores), with the target **waiting inside MPI**
   (in ``MPI_Barrier``), **computing outside MPI** (a BLAS loop of
   ``--compute-ms``) and **sleeping outside MPI** (same time; separates
   "outside MPI" from "sharing the CPU"). If the put is one-sided in practice,
@@ -53,8 +58,9 @@ __all__ = ["Q_VALUES", "READS", "RMA_SCHEMA_VERSION", "SCENARIOS", "main", "meas
 
 #: Output classes Q of vowel (11), satimage (6), mnist/digits (10), letter (26), caltech101 (102).
 Q_VALUES = (6, 10, 11, 26, 102)
-#: 2: the mailbox's put and reads (1: Lock/Put/Unlock on bare windows, until 2026-11-23).
-RMA_SCHEMA_VERSION = 2
+#: 3: the write path of each group recorded (``write_path``: ``store`` or ``put``);
+#: 2: the mailbox's put and reads, write path not recorded; 1: Lock/Put/Unlock on bare windows.
+RMA_SCHEMA_VERSION = 3
 _WORD = 8
 _LAYER = 0  # every write and read of the benchmark is of one layer
 
@@ -177,7 +183,8 @@ def _contended(comm: Any, mb: Any, Z: np.ndarray, reps: int) -> dict:
             "fallbacks": comm.bcast(mb.fallbacks, root=0)}
 
 
-def _size_tables(comm: Any, reps: int, compute_s: float) -> dict[str, dict[str, np.ndarray]]:
+def _size_tables(comm: Any, reps: int, compute_s: float,
+                 force_put: bool) -> dict[str, dict[str, np.ndarray]]:
     """put, read and contended tables, one row per size of :func:`z_shapes`."""
     from ..topology import make_topology
     from .mailbox import BenchMailbox
@@ -186,7 +193,8 @@ def _size_tables(comm: Any, reps: int, compute_s: float) -> dict[str, dict[str, 
     rows: dict[str, dict[str, list]] = {"put": {}, "read": {}, "contended": {}}
     for q, n in z_shapes():
         Z = _z(q, n)
-        with BenchMailbox(comm, graph, Z.size) as mb:  # a window sized for this Z, as in a run
+        # a window sized for this Z, as in a run
+        with BenchMailbox(comm, graph, Z.size, force_put=force_put) as mb:
             puts = _put_times(comm, mb, Z, reps, compute_s)
             reads = _read_times(comm, mb, Z, reps)
             cont = _contended(comm, mb, Z, reps)
@@ -197,7 +205,7 @@ def _size_tables(comm: Any, reps: int, compute_s: float) -> dict[str, dict[str, 
     return {group: {name: np.array(v) for name, v in tab.items()} for group, tab in rows.items()}
 
 
-def _activation_tables(comm: Any, reps: int) -> dict[str, np.ndarray]:
+def _activation_tables(comm: Any, reps: int, force_put: bool) -> dict[str, np.ndarray]:
     """Per-activation mailbox traffic (8 read_all + 8 puts) vs the (Q x n)@(n x n) product."""
     from ..topology import make_topology
     from .mailbox import BenchMailbox
@@ -213,7 +221,7 @@ def _activation_tables(comm: Any, reps: int) -> dict[str, np.ndarray]:
         Zr = np.empty((1, q, n))
         versions = np.zeros(1, dtype=np.int64)
         A, H = rng.random((q, n)), rng.random((n, n))
-        with BenchMailbox(comm, graph, q * n) as mb:
+        with BenchMailbox(comm, graph, q * n, force_put=force_put) as mb:
             for _ in range(3):
                 mb.put(other, Z, _LAYER)
                 mb.read_all(_LAYER, Zr, versions)
@@ -238,7 +246,17 @@ def _activation_tables(comm: Any, reps: int) -> dict[str, np.ndarray]:
     return {"overhead_seconds": both_o, "compute_seconds": both_c}
 
 
-def measure(comm: Any, reps: int = 50, compute_ms: float = 20.0) -> dict[str, Any]:
+def _write_path(comm: Any, force_put: bool) -> str:
+    """``store`` or ``put``: how this component and ``force_put`` make the mailbox write."""
+    from ..topology import make_topology
+    from .mailbox import BenchMailbox
+
+    with BenchMailbox(comm, make_topology("ring", 2), 1, force_put=force_put) as mb:
+        return "store" if mb.direct else "put"
+
+
+def measure(comm: Any, reps: int = 50, compute_ms: float = 20.0,
+            force_put: bool = False) -> dict[str, Any]:
     """Run every measurement (collective over 2 ranks); the result is the same on both.
 
     Parameters
@@ -249,13 +267,16 @@ def measure(comm: Any, reps: int = 50, compute_ms: float = 20.0) -> dict[str, An
         Timed repetitions per size and scenario.
     compute_ms : float
         How long the target computes outside MPI in the "computing" scenario.
+    force_put : bool
+        Write with ``MPI_Put`` even where plain stores into a shared window are
+        possible (``--rma put``).
 
     Returns
     -------
     dict
         ``put``, ``read`` and ``contended`` (name -> table, one row per size),
         ``activation``, ``passive_check`` (window kind -> result) and ``info``
-        (library, component, hosts).
+        (library, component, hosts, ``write_path``).
     """
     from mpi4py import MPI
 
@@ -263,8 +284,8 @@ def measure(comm: Any, reps: int = 50, compute_ms: float = 20.0) -> dict[str, An
     from ..rmacheck import passive_put_check
 
     require(comm.Get_size() == 2, "the RMA benchmark runs on exactly 2 ranks: mpirun -n 2 ...")
-    tables = _size_tables(comm, reps, compute_ms / 1000.0)
-    activation = _activation_tables(comm, reps)
+    tables = _size_tables(comm, reps, compute_ms / 1000.0, force_put)
+    activation = _activation_tables(comm, reps, force_put)
     passive = {kind: passive_put_check(comm, sleep=0.5, allocate=kind == "allocate",
                                        nbytes=_WORD * 10 * 1020)
                for kind in ("allocate", "create")}
@@ -275,6 +296,7 @@ def measure(comm: Any, reps: int = 50, compute_ms: float = 20.0) -> dict[str, An
         "hostnames": comm.allgather(MPI.Get_processor_name()),
         "reps": reps,
         "compute_ms": compute_ms,
+        "write_path": _write_path(comm, force_put),
     }
     return {**tables, "activation": activation, "passive_check": passive, "info": info}
 
@@ -340,7 +362,7 @@ def write_rma(path: str | os.PathLike, label: str, res: dict[str, Any]) -> None:
             g = f.create_group("rma").create_group(label)
             info = res["info"]
             g.attrs["label"] = label
-            for key in ("mpi_library", "osc", "reps", "compute_ms"):
+            for key in ("mpi_library", "osc", "reps", "compute_ms", "write_path"):
                 g.attrs[key] = info[key]
             g.attrs["hostnames"] = ",".join(info["hostnames"])
             for key, value in software_versions().items():
@@ -359,7 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=50, help="timed repetitions (50)")
     parser.add_argument("--compute-ms", type=float, default=20.0,
                         help="target compute time outside MPI per put, ms (20)")
-    parser.add_argument("--label", help="group name under /rma (default: osc-$OMPI_MCA_osc)")
+    parser.add_argument("--rma", choices=("auto", "put"), default="auto",
+                        help="the mailbox's write path, as train --rma: auto (plain stores "
+                        "into a shared window where possible) or put (MPI_Put) (auto)")
+    parser.add_argument("--label", help="group name under /rma (default: osc-$OMPI_MCA_osc, "
+                        "-put with --rma put)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = parser.parse_args(argv)
 
@@ -386,12 +412,15 @@ def main(argv: list[str] | None = None) -> int:
         if comm.Get_rank() == 0:
             print(f"dssfn_mpi.bench.rma: error: {error}", file=sys.stderr, flush=True)
         return 2
-    label = args.label or ("osc-" + (os.environ.get("OMPI_MCA_osc") or "default"))
+    force_put = args.rma == "put"
+    label = args.label or ("osc-" + (os.environ.get("OMPI_MCA_osc") or "default")
+                           + ("-put" if force_put else ""))
     with threadpool_limits(limits=1):
-        res = measure(comm, args.reps, args.compute_ms)
+        res = measure(comm, args.reps, args.compute_ms, force_put)
     if comm.Get_rank() == 0:
         write_rma(args.out, label, res)
-        print(f"wrote {args.out} (/rma/{label})", flush=True)
+        print(f"wrote {args.out} (/rma/{label}, writes by {res['info']['write_path']})",
+              flush=True)
     return 0
 
 

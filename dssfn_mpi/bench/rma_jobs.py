@@ -1,10 +1,13 @@
 """``dssfn-mpi bench rma``: run :mod:`dssfn_mpi.bench.rma` as 2-rank jobs, one file out.
 
-Without ``--launcher`` it runs twice on this machine, once per one-sided
-component of the Open MPI wheel: ``osc=sm`` (shared memory, what the
-project uses on one node; ``Win.Create`` is refused there) and ``osc=rdma``
-(the generic component, where ``Win.Create`` works but is not passive).
-With a launcher it runs once with the site's defaults (label ``site``).
+Without ``--launcher`` it runs three times on this machine: under ``osc=sm``
+(shared memory, what the project uses on one node; ``Win.Create`` is refused
+there) with the engine's default write path, plain stores into the shared
+window (label ``osc-sm``), and with ``MPI_Put`` (``--rma put``, label
+``osc-sm-put``: the write path across nodes), and under ``osc=rdma`` (the
+generic component, where ``Win.Create`` works but is not passive; it gives no
+shared window, so it writes with ``MPI_Put``). With a launcher it runs twice
+with the site's defaults (labels ``site`` and ``site-put``).
 Each job writes a temporary file; the groups are merged into ``--out`` as
 ``/rma/<label>``.
 """
@@ -25,10 +28,11 @@ from .rma import RMA_SCHEMA_VERSION
 __all__ = ["rma_command", "run_rma_bench"]
 
 
-def rma_command(out: Path, reps: int, label: str, launcher: str | None) -> list[str]:
-    """The 2-rank command line of one RMA measurement."""
+def rma_command(out: Path, reps: int, label: str, launcher: str | None,
+                rma: str = "auto") -> list[str]:
+    """The 2-rank command line of one RMA measurement (``rma``: its write path)."""
     prog = [sys.executable, "-m", "dssfn_mpi.bench.rma", "--out", str(out), "--reps", str(reps),
-            "--label", label, "--overwrite"]
+            "--rma", rma, "--label", label, "--overwrite"]
     if launcher:
         return [*shlex.split(launcher), "-n", "2", *prog]
     runner = mpirun_path()
@@ -64,14 +68,15 @@ def _merge(parts: list[tuple[str, Path | None, str]], out: Path) -> None:
 def run_rma_bench(p: Preset, out: Path, launcher: str | None, dry_run: bool) -> int:
     """Run the RMA micro-benchmark(s) into ``out``; returns the exit status."""
     if launcher:
-        variants = [("site", None)]
+        variants = [("site", None, "auto"), ("site-put", None, "put")]
     else:
-        variants = [("osc-sm", "sm"), ("osc-rdma", "rdma")]
+        variants = [("osc-sm", "sm", "auto"), ("osc-sm-put", "sm", "put"),
+                    ("osc-rdma", "rdma", "auto")]
     parts: list[tuple[str, Path | None, str]] = []
     failures = []
-    for i, (label, osc) in enumerate(variants, 1):
+    for i, (label, osc, rma) in enumerate(variants, 1):
         tmp = out.with_name(f".{out.name}.{label}.h5")
-        cmd = rma_command(tmp, p.reps, label, launcher)
+        cmd = rma_command(tmp, p.reps, label, launcher, rma)
         if dry_run:
             prefix = f"OMPI_MCA_osc={osc} " if osc else ""
             print(prefix + shlex.join(cmd), flush=True)
