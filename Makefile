@@ -96,7 +96,7 @@ cluster-test: $(VENV)/.installed
 	    DSSFN_CLUSTER_RUNS=$(abspath runs/cluster-test) \
 	    $(PY) -m pytest -q -s -p no:cacheprovider tests/slurm/test_cluster.py
 
-# The MPI portability matrix (README, "MPI stacks tested"; docs/MPI.md): the MPI tests and one
+# The MPI portability matrix (docs/INSTALL.md, "MPI stacks tested"; docs/MPI.md): the MPI tests and one
 # 4-rank async run with the equivalence check per MPI stack, the runs' distances to O* compared
 # (tests/compare_stacks.py). Open MPI osc/sm and osc/rdma over TCP run from .venv (make test
 # runs tests/mpi under both); MPICH and Intel MPI each get a venv of their own (.venv-mpich,
