@@ -289,6 +289,19 @@ def test_dry_run_with_launcher(tmp_path, capsys):
     assert lines[-1].startswith("srun --mpi=pmix -n 4 ")
 
 
+def test_rma_dry_run_measures_each_write_path(capsys):
+    code, stdout, _ = _bench(capsys, "rma", "--dry-run")
+    assert code == 0
+    lines = stdout.strip().splitlines()
+    assert [(ln.split()[0], ln.split("--rma ")[1].split()[0], ln.split("--label ")[1].split()[0])
+            for ln in lines] == [("OMPI_MCA_osc=sm", "auto", "osc-sm"),
+                                 ("OMPI_MCA_osc=sm", "put", "osc-sm-put"),
+                                 ("OMPI_MCA_osc=rdma", "auto", "osc-rdma")]
+    code, stdout, _ = _bench(capsys, "rma", "--dry-run", "--launcher", "srun --mpi=pmix")
+    assert [ln.split("--label ")[1].split()[0] for ln in stdout.strip().splitlines()] == [
+        "site", "site-put"]
+
+
 @pytest.mark.parametrize("argv, fragment", [
     (["degree", "--out", "{tmp}"], "is a directory"),
     (["degree", "--out", "{tmp}/x.h5", "--set", "bogus=1"], "unknown key"),

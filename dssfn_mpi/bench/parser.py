@@ -178,7 +178,8 @@ def _accuracy_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--network", default="shm",
                     help="replay network of the live runs: shm, ib, eth10 or "
                     "alpha=SECONDS,beta=BYTES_PER_S")
-    ap.add_argument("--out", required=True, help="figure (.png; a .pdf is written beside it)")
+    ap.add_argument("--out", required=True, help="figure (.png; a .pdf and its points, .json, "
+                    "are written beside it)")
 
 
 def _penalty_args(parser: argparse.ArgumentParser) -> None:
