@@ -320,3 +320,11 @@ def test_rma_tables_and_figures_name_the_write_path(monkeypatch, tmp_path):
             assert len(x) == 1 or min(x) > 0, line
     titles = [ax.get_title() for ax in activation.axes]
     assert [t.split(":")[0] for t in titles] == ["osc=sm, store", "osc=sm, put", "osc=rdma, put"]
+
+
+def test_the_same_data_redraw_the_same_files(tmp_path):
+    data = tmp_path / "data"
+    resultsdir.add_file(data, DATA / "oneshot_cost.json", "x", {"oneshot_cost": "cost"})
+    first = {p.name: p.read_bytes() for p in resultsdir.build_figures(data, tmp_path / "a")}
+    again = {p.name: p.read_bytes() for p in resultsdir.build_figures(data, tmp_path / "b")}
+    assert set(first) == {"cost.png", "cost.pdf"} and first == again

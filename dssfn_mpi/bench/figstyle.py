@@ -45,7 +45,9 @@ def save(fig: Any, outdir: Path, stem: str) -> list[Path]:
     paths = []
     for ext in ("png", "pdf"):
         path = outdir / f"{stem}.{ext}"
-        fig.savefig(path, dpi=_DPI, bbox_inches="tight")
+        # no creation date in the PDF: the same data redraw the same file
+        meta = {"CreationDate": None} if ext == "pdf" else None
+        fig.savefig(path, dpi=_DPI, bbox_inches="tight", metadata=meta)
         paths.append(path)
     plt.close(fig)
     _shrink_png(paths[0])

@@ -96,10 +96,14 @@ def _latency_panel(ax: Any, groups: dict[str, Any], series: tuple[tuple[str, str
         colour = _colour(g, k)
         for name, style, _text in series:
             y = _median_us(g, name)
-            ax.plot(x[1:], y[1:], style, color=colour, marker="o", markersize=4)
-            ax.plot(x[:1], y[:1], linestyle="none", color=colour, marker="o", markersize=4)
+            face = colour if style == "-" else "white"  # hollow: the dashed series' points
+            ax.plot(x[1:], y[1:], style, color=colour, marker="o", markersize=4,
+                    markerfacecolor=face)
+            ax.plot(x[:1], y[:1], linestyle="none", color=colour, marker="o", markersize=4,
+                    markerfacecolor=face)
         handles.append(Line2D([], [], color=colour, marker="o", label=_name(g)))
-    handles += [Line2D([], [], color="black", linestyle=style, label=text)
+    handles += [Line2D([], [], color="black", linestyle=style, marker="o", markersize=4,
+                       markerfacecolor="black" if style == "-" else "white", label=text)
                 for _name_, style, text in series]
     ax.set_xticks(x, labels, fontsize=7)
     ax.set(yscale="log", xlabel="size of Z (one double, then Q x (2Q + 1000) doubles)")
