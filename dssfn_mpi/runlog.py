@@ -411,24 +411,6 @@ def _check_name(kind: str, name: Any) -> str:
     return name
 
 
-@dataclass
-class _Prepared:
-    attrs: dict[str, Any]
-    layers: dict[str, np.ndarray]
-    ranks: dict[str, np.ndarray]
-    extra: dict[str, np.ndarray]
-    timing: _Timing
-
-
-@dataclass
-class _Timing:
-    """The ``/trace`` and ``/trajectory`` groups (:data:`dssfn_mpi.schema.TRACE_SCHEMA`)."""
-
-    trace: dict[str, np.ndarray] = field(default_factory=dict)
-    trajectory: dict[str, np.ndarray] = field(default_factory=dict)
-    attrs: dict[str, Any] = field(default_factory=dict)
-
-
 def _check_axes(group: str, arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> str | None:
     """Why the datasets of ``group`` disagree with the schema's shapes (None: they agree).
 
@@ -449,12 +431,16 @@ def _check_axes(group: str, arrays: dict[str, np.ndarray], sizes: dict[str, int]
 
 
 def _prepare_timing(trace: dict[str, Any] | None, trajectory: dict[str, Any] | None,
-                    attrs: dict[str, Any] | None, rows: int, m: int) -> _Timing:
-    """Check and convert the trace groups; ValueError for a caller's bug."""
-    out = _Timing(attrs={_check_name("trace attribute", k): _coerce_free_attr(k, v)
-                         for k, v in (attrs or {}).items()})
-    for group, given, into in ((TRACE, trace, out.trace), (TRAJECTORY, trajectory,
-                                                            out.trajectory)):
+                    attrs: dict[str, Any] | None, rows: int,
+                    m: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, Any]]:
+    """Check and convert the trace groups (``/trace``, ``/trajectory``, the attributes of
+    ``/trace``); ValueError for a caller's bug."""
+    out_attrs = {_check_name("trace attribute", k): _coerce_free_attr(k, v)
+                 for k, v in (attrs or {}).items()}
+    out_trace: dict[str, np.ndarray] = {}
+    out_trajectory: dict[str, np.ndarray] = {}
+    for group, given, into in ((TRACE, trace, out_trace), (TRAJECTORY, trajectory,
+                                                          out_trajectory)):
         fields = trace_fields(group)
         for name, value in (given or {}).items():
             arr = np.asarray(value)
@@ -465,7 +451,7 @@ def _prepare_timing(trace: dict[str, Any] | None, trajectory: dict[str, Any] | N
         problem = _check_axes(group, into, {"L": rows, "M": m})
         if problem is not None:
             raise ValueError(problem)
-    return out
+    return out_trace, out_trajectory, out_attrs
 
 
 def _prepare(
@@ -476,8 +462,8 @@ def _prepare(
     trace: dict[str, Any] | None = None,
     trajectory: dict[str, Any] | None = None,
     trace_attrs: dict[str, Any] | None = None,
-) -> _Prepared:
-    """Validate and normalise everything before any file is touched."""
+) -> RunLog:
+    """Validate and normalise everything before any file is touched: the run as written."""
     arrays, rows, m = _layer_arrays(attrs, layers)
     out_layers = _complete_layers(arrays, rows, m)
     out_attrs, ranks = _root_attrs(attrs, dict(ranks or {}), rows, m)
@@ -486,8 +472,10 @@ def _prepare(
         _check_name("extra", name): _as_extra_array(name, value)
         for name, value in (extra or {}).items()
     }
-    timing = _prepare_timing(trace, trajectory, trace_attrs, rows, m)
-    return _Prepared(out_attrs, out_layers, out_ranks, out_extra, timing)
+    out_trace, out_trajectory, out_trace_attrs = _prepare_timing(trace, trajectory,
+                                                                 trace_attrs, rows, m)
+    return RunLog(attrs=out_attrs, layers=out_layers, ranks=out_ranks, extra=out_extra,
+                  trace=out_trace, trajectory=out_trajectory, trace_attrs=out_trace_attrs)
 
 
 def _layer_arrays(attrs: dict[str, Any],
@@ -654,7 +642,7 @@ def _rank_axes(name: str, data: np.ndarray) -> tuple[str, ...]:
     return axes if data.ndim == len(axes) else ()
 
 
-def _write_run(group: h5py.Group, prep: _Prepared) -> None:
+def _write_run(group: h5py.Group, prep: RunLog) -> None:
     """Write one run's layout (attributes, /layers, /ranks, /extra) into ``group``."""
     for name, value in prep.attrs.items():
         group.attrs[name] = value
@@ -675,9 +663,8 @@ def _write_run(group: h5py.Group, prep: _Prepared) -> None:
     g_extra = group.create_group("extra")
     for name, data in prep.extra.items():
         _write_dataset(g_extra, name, data)
-    timing = prep.timing
-    for name, data, attrs in ((TRACE, timing.trace, timing.attrs),
-                              (TRAJECTORY, timing.trajectory, {})):
+    for name, data, attrs in ((TRACE, prep.trace, prep.trace_attrs),
+                              (TRAJECTORY, prep.trajectory, {})):
         if not (data or attrs):
             continue
         sub = group.create_group(name)
@@ -801,7 +788,13 @@ def check_output_path(path: PathLike, overwrite: bool) -> None:
 
 @dataclass
 class RunLog:
-    """One run as read back from a run log (or one run of a sweep file).
+    """The record of one run: what ``train`` and ``simulate`` write, and what reading a
+    run log (or one run of a sweep file) gives back.
+
+    Training (:mod:`dssfn_mpi.observers`) and the simulator
+    (:mod:`dssfn_mpi.sim.layerloop`) build one and :meth:`write` it; the writer
+    checks and completes it (:func:`write_runlog`) into the form :func:`read_runlog`
+    returns.
 
     Attributes
     ----------
@@ -830,6 +823,12 @@ class RunLog:
     trace: dict[str, np.ndarray] = field(default_factory=dict)
     trajectory: dict[str, np.ndarray] = field(default_factory=dict)
     trace_attrs: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, path: PathLike, overwrite: bool = True) -> None:
+        """Write this run as the run log ``path``, atomically (:func:`write_runlog`)."""
+        write_runlog(path, self.attrs, self.layers, self.ranks, self.extra, overwrite,
+                     trace=self.trace, trajectory=self.trajectory,
+                     trace_attrs=self.trace_attrs)
 
     @property
     def nodes(self) -> int:
@@ -891,11 +890,12 @@ def _read_run(group: h5py.Group, source: str) -> RunLog:
         # Files from an older writer of the same version may lack newer fields.
         layers.setdefault(name, np.full((rows, m), -1 if dtype == _I8 else np.nan, dtype=dtype))
 
-    timing = _Timing(_read_datasets(group, TRACE), _read_datasets(group, TRAJECTORY))
+    trace, trajectory = _read_datasets(group, TRACE), _read_datasets(group, TRAJECTORY)
+    trace_attrs: dict[str, Any] = {}
     for name in (TRACE, TRAJECTORY):
         if isinstance(group.get(name), h5py.Group):
-            timing.attrs.update({k: _attr_value(v) for k, v in group[name].attrs.items()})
-    for name, arrays in ((TRACE, timing.trace), (TRAJECTORY, timing.trajectory)):
+            trace_attrs.update({k: _attr_value(v) for k, v in group[name].attrs.items()})
+    for name, arrays in ((TRACE, trace), (TRAJECTORY, trajectory)):
         known = {k: v for k, v in arrays.items() if k in trace_fields(name)}  # ignore newer
         problem = _check_axes(name, known, {"L": rows, "M": m})
         if problem is not None:
@@ -906,9 +906,9 @@ def _read_run(group: h5py.Group, source: str) -> RunLog:
         ranks=_read_datasets(group, "ranks"),
         extra=_read_datasets(group, "extra"),
         source=source,
-        trace=timing.trace,
-        trajectory=timing.trajectory,
-        trace_attrs=timing.attrs,
+        trace=trace,
+        trajectory=trajectory,
+        trace_attrs=trace_attrs,
     )
 
 
