@@ -336,8 +336,8 @@ def _cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     with threadpool_limits(limits=limit):
         result = run_training(cfg, MPI.COMM_WORLD, command_line=command_line,
                               quiet=args.quiet, resume=bool(args.resume))
-    if result is not None and result.out is not None and not args.quiet:
-        print(f"wrote {result.out}", flush=True)
+    if result is not None and cfg.out is not None and not args.quiet:
+        print(f"wrote {cfg.out}", flush=True)
     return 0
 
 

@@ -37,7 +37,7 @@ from .engines import LayerProblem
 from .equivalence import measure_equivalence
 from .fmt import number as _fmt
 from .gramstats import ONESHOT_MODES, message_bytes
-from .model import accuracy, layer_features
+from .layerstep import accuracy_fields, test_features
 from .runstate import ROW_FIELDS, RunState
 from .solver import objective
 from .stoprule import REASONS
@@ -98,13 +98,8 @@ class Evaluation(Observer):
 
     def after_layer(self, step: LayerStep) -> None:
         s, p = self.state, step.problem
-        if s.cfg.evaluate:
-            if step.layer > 0:
-                (self.Yt,) = layer_features(step.O_prev, s.cfg.seed, step.layer, s.hidden, self.Yt)
-            train, test = accuracy(step.O, p.Y, s.y), accuracy(step.O, self.Yt, s.yt)
-        else:
-            train = test = float("nan")
-        step.row.update(train_accuracy=train, test_accuracy=test,
+        self.Yt = test_features(s.cfg, step.layer, s.hidden, step.O_prev, self.Yt)
+        step.row.update(**accuracy_fields(s.cfg.evaluate, step.O, p.Y, s.y, self.Yt, s.yt),
                         train_cost=objective(step.O, p.G, p.B, s.tt))
 
 
@@ -305,13 +300,8 @@ class LogWriter(Observer):
             checkpoint.remove(s.cfg.out)
 
     def _write(self, complete: bool) -> None:
-        from .runlog import write_runlog
-
         s = self.state
-        rows = len(s.history)
-        attrs = {**s.attrs, "complete": complete, "layers_done": rows}
-        write_runlog(s.cfg.out, attrs, s.layer_arrays(), s.rank_table(), overwrite=True,
-                     **self.tracing.runlog_groups(rows))
+        s.record(complete, **self.tracing.runlog_groups(len(s.history))).write(s.cfg.out)
 
 
 class Checkpointing(Observer):

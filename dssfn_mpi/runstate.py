@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -29,11 +29,14 @@ from .gramstats import ONESHOT_MODES, available_memory, check_memory
 from .model import layer_features, one_hot
 from .waiting import WaitPolicy, make_policy
 
+if TYPE_CHECKING:
+    from .runlog import RunLog
+
 __all__ = ["ROW_FIELDS", "RunState", "make_graph", "prepare_run", "rank_table", "root_call",
            "run_attributes"]
 
 #: The fields of a rank's own log rows (the check fields are rank 0's).
-ROW_FIELDS = schema.names(schema.ENGINE, schema.LOOP)
+ROW_FIELDS = schema.ROW_FIELDS
 
 
 def root_call(comm: Any, fn: Callable[[], Any], root: int = 0, broadcast: bool = True) -> Any:
@@ -130,14 +133,18 @@ class RunState:
                           n_classes=self.n_classes, max_width=max(self.hidden, self.X.shape[0]),
                           first_layer=self.first, wait_policy=self.wait_policy)
 
-    def layer_arrays(self) -> dict[str, np.ndarray]:
-        """Rank 0: the ``(layers gathered, M)`` arrays of the run log's ``/layers``."""
-        layers = {k: np.array([[r[k] for r in rows] for rows in self.history])
-                  for k in ROW_FIELDS}
-        for k in schema.names(schema.CHECK):
-            if self.checks[k]:
-                layers[k] = np.array(self.checks[k])
-        return layers
+    def record(self, complete: bool, **groups: Any) -> RunLog:
+        """Rank 0: the run so far, as its run log records it.
+
+        ``groups``: the ``trace``, ``trajectory`` and ``trace_attrs`` of
+        :class:`~dssfn_mpi.runlog.RunLog` (:meth:`dssfn_mpi.observers.Tracing.runlog_groups`).
+        """
+        from .runlog import RunLog
+
+        return RunLog(attrs={**self.attrs, "complete": complete,
+                             "layers_done": len(self.history)},
+                      layers=schema.layer_arrays(self.history, self.checks),
+                      ranks=self.rank_table(), source=self.cfg.out or "", **groups)
 
     def rank_table(self) -> dict[str, np.ndarray]:
         """The run log's ``/ranks`` datasets this run knows: degree, neighbours, shard size."""

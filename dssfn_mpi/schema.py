@@ -18,7 +18,8 @@ table, :data:`TRACE_SCHEMA` (shapes, dtypes, units, descriptions).
 
 Everything else is derived from :data:`LAYER_SCHEMA`: the run log's tables
 (:data:`LAYER_FIELDS`, :data:`LAYER_UNITS`), the loop's rows and the
-checkpoint contents (:func:`names`), and the table in ``docs/RUNLOG.md``
+checkpoint contents (:func:`names`, :data:`ROW_FIELDS`), the ``/layers`` arrays of
+a run's rows, live or simulated (:func:`layer_arrays`), and the table in ``docs/RUNLOG.md``
 (:func:`markdown_table`; ``python -m dssfn_mpi.schema`` prints it).
 
 Adding a field here is an additive change of the run log (the schema version
@@ -29,6 +30,7 @@ bumps :data:`dssfn_mpi.runlog.SCHEMA_VERSION`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +41,7 @@ __all__ = [
     "LAYER_SCHEMA",
     "LAYER_UNITS",
     "LOOP",
+    "ROW_FIELDS",
     "SOURCES",
     "TRACE",
     "TRACE_ATTRIBUTES",
@@ -46,6 +49,7 @@ __all__ = [
     "TRAJECTORY",
     "LayerField",
     "TraceField",
+    "layer_arrays",
     "layer_field",
     "markdown_table",
     "names",
@@ -186,6 +190,36 @@ def names(*sources: str) -> tuple[str, ...]:
 def layer_field(name: str) -> LayerField:
     """The definition of the field ``name`` (``KeyError`` if there is none)."""
     return _BY_NAME[name]
+
+
+#: The fields of a node's own log row of a layer (the check fields are computed for all
+#: nodes at once).
+ROW_FIELDS = names(ENGINE, LOOP)
+
+
+def layer_arrays(rows: list[list[dict[str, Any]]],
+                 checks: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
+    """The run log's ``/layers`` arrays, ``(layers, M)``, of a run's rows and checks.
+
+    Parameters
+    ----------
+    rows : list of list of dict
+        ``rows[l][m]``: node m's row of layer l, by :data:`ROW_FIELDS` name; a
+        field a row lacks is "not measured" (:attr:`LayerField.missing`).
+    checks : dict
+        Check field name -> one ``(M,)`` array per layer (empty lists: the check
+        did not run, and the writer fills those fields).
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+    """
+    layers = {k: np.array([[r.get(k, _BY_NAME[k].missing) for r in row] for row in rows])
+              for k in ROW_FIELDS}
+    for k in names(CHECK):
+        if checks.get(k):
+            layers[k] = np.array(checks[k])
+    return layers
 
 
 def markdown_table() -> str:

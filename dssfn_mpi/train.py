@@ -3,14 +3,17 @@
 Per layer l (docs/ALGORITHMS.md, Algorithm 1 of the paper):
 
 1. features: ``Y_l = relu([O_{l-1} Y_{l-1}; -O_{l-1} Y_{l-1}; colnorm(R_l Y_{l-1})])`` from
-   this rank's own ``O_{l-1}`` (:func:`dssfn_mpi.model.layer_features`), and the
+   this rank's own ``O_{l-1}`` (:func:`dssfn_mpi.layerstep.layer_inputs`), and the
    statistics ``G_m, B_m``;
 2. the layer's ADMM penalty, as configured or ``auto`` from the data;
 3. the engine solves the decentralized layer problem;
 4. untimed observation (:mod:`dssfn_mpi.observers`): accuracy, centralized
    equivalence, the log rows, checkpoint, progress line and run log.
 
-Steps 1-3 are timed. Set-up (validation, shards, defaults, resume) is
+Steps 1-3 are timed. What a step computes and records is shared with the
+simulator (:mod:`dssfn_mpi.layerstep`); what the run adds up to is rank 0's
+:class:`~dssfn_mpi.runlog.RunLog` (:meth:`dssfn_mpi.runstate.RunState.record`).
+Set-up (validation, shards, defaults, resume) is
 :func:`dssfn_mpi.runstate.prepare_run`. Logging observes; it never feeds back
 into training.
 """
@@ -20,9 +23,9 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,24 +33,15 @@ from .config import TrainConfig
 from .engines import Engine, LayerProblem, make_engine
 from .equivalence import exact_target
 from .errors import InjectedFailure
-from .gramstats import StatsLayout
-from .model import layer_features
+from .layerstep import aims_at_target, layer_inputs, penalty_fields, penalty_statistics
 from .observers import LayerStep, Observer, default_observers
 from .runstate import RunState, prepare_run, root_call
-from .solver import local_multiplier
 from .trace import trace_plan
 
-__all__ = ["RunResult", "root_call", "run_training"]
+if TYPE_CHECKING:
+    from .runlog import RunLog
 
-
-@dataclass
-class RunResult:
-    """What rank 0 returns: the attributes and arrays written to the run log."""
-
-    attrs: dict[str, Any]
-    layers: dict[str, np.ndarray]
-    ranks: dict[str, np.ndarray]
-    out: str | None
+__all__ = ["root_call", "run_training"]
 
 
 def run_training(
@@ -56,7 +50,7 @@ def run_training(
     command_line: str = "",
     quiet: bool = False,
     resume: bool = False,
-) -> RunResult | None:
+) -> RunLog | None:
     """Train a decentralized SSFN with one rank per graph node.
 
     Parameters
@@ -75,8 +69,9 @@ def run_training(
 
     Returns
     -------
-    RunResult or None
-        On rank 0, the arrays written to the run log; ``None`` elsewhere.
+    RunLog or None
+        On rank 0, the run's record, as its run log holds it (without the
+        trace groups); ``None`` elsewhere.
     """
     state = prepare_run(cfg, comm, command_line, resume)
     engine = make_engine(state.context())
@@ -99,8 +94,7 @@ def run_training(
         observer.finish()
     if state.rank != 0:
         return None
-    return RunResult(attrs=state.attrs, layers=state.layer_arrays(), ranks=state.rank_table(),
-                     out=cfg.out)
+    return state.record(complete=True)
 
 
 def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
@@ -112,15 +106,13 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
     cfg, T, eps = state.cfg, state.T, state.eps
     Y, O = state.Y, (state.Os[-1] if state.Os else None)
     plan, degree = trace_plan(cfg, state.graph), state.graph.degree(state.rank)
-    aim = not engine.direct and cfg.stop_rule.needs_target
+    aim = aims_at_target(cfg)
     for layer in range(state.first, state.n_layers):
         _inject_failure(cfg, state.rank, layer)
         trace = plan.layer_trace(degree, origin)
         c0, t0, tc0 = time.process_time(), time.perf_counter(), time.thread_time()
         O_prev = O
-        if layer > 0:
-            (Y,) = layer_features(O_prev, cfg.seed, layer, state.hidden, Y)
-        G, B = Y @ Y.T, T @ Y.T
+        Y, G, B = layer_inputs(O_prev, cfg.seed, layer, state.hidden, Y, T)
         t1, tc1 = time.perf_counter(), time.thread_time()
         # The metric's exchange and factorisation count in the layer's time, as the penalty's.
         metric = engine.metric(layer, G) if cfg.metric_at(layer) else None
@@ -147,8 +139,7 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
             "features_seconds": t1 - t0,
             "total_seconds": t2 - t0 - untimed,
             "cpu_seconds": cpu,
-            "gamma": float(np.mean(penalty)),
-            "metric_bytes": 0 if metric is None else StatsLayout(G.shape[0], 0).nbytes,
+            **penalty_fields(penalty, G.shape[0], metric is not None),
         }
         state.Os.append(O)
         step = LayerStep(problem=problem, O=O, O_prev=O_prev, row=row, solved_at=t2,
@@ -198,6 +189,4 @@ def _penalty(cfg: TrainConfig, engine: Engine, layer: int, Y: np.ndarray, T: np.
         return fixed
     if metric:
         return engine.metric_penalty()
-    # Mean nonzero eigenvalue of G_m: a shard with J_m < d samples has rank J_m.
-    stats = np.array([local_multiplier(Y, T, eps), float(np.trace(G)) / min(Y.shape)])
-    return engine.auto_penalty(layer, stats)
+    return engine.auto_penalty(layer, penalty_statistics(Y, T, G, eps))

@@ -1,11 +1,13 @@
 """The simulated layer loop: set-up, features, penalty, solve, observation, run log.
 
 What every live rank does per layer (:mod:`dssfn_mpi.train`), for all M nodes
-in one process: features, penalty and factorisation, placed in time by the
+in one process, by the step's shared rules (:mod:`dssfn_mpi.layerstep`):
+features, penalty and factorisation, placed in time by the
 layer-start rule of :mod:`dssfn_mpi.timeline` (the replay's, docs/REPLAY.md);
 then the solve (:mod:`.asyncsim`, :mod:`.syncsim`, or :mod:`.schedule` for a
 traced run's reads); then the untimed observation (accuracy, cost, the
-equivalence check) and the run log.
+equivalence check) and the run's record, a :class:`~dssfn_mpi.runlog.RunLog` as
+training's (:class:`SimResult`), written as its run log.
 """
 
 from __future__ import annotations
@@ -20,16 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import gramstats
+from .. import gramstats, schema
 from ..config import TrainConfig
 from ..engines.sync_graph import MIX_TOLERANCE
 from ..engines.updates import EdgeStep, MetricEdgeStep
 from ..equivalence import check_fields
 from ..errors import UserError, require
 from ..gramstats import ONESHOT_MODES, StatsLayout, stats_rounds
+from ..layerstep import accuracy_fields, aims_at_target, metric_bytes, penalty_fields, test_features
 from ..metric import DenseInverse
-from ..model import accuracy, layer_features
 from ..network import Network
+from ..runlog import RunLog
 from ..solver import LocalInverse, exact_solve
 from ..stoprule import REASONS, NodeCheck
 from ..timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
@@ -44,6 +47,10 @@ __all__ = ["SIM_MODES", "SimOptions", "SimResult", "simulate", "solve_layer"]
 
 #: The modes simulate runs (central has no decentralized timeline).
 SIM_MODES = ("async", "sync", "sync-graph") + ONESHOT_MODES
+
+#: The run log's ``/trace`` attributes of a simulated run (no per-activation trace).
+_TRACE_ATTRS = {"recorded": False,
+                "why": "simulated run: its times are in /layers and /extra/sim_layer_end"}
 
 
 @dataclass
@@ -74,14 +81,11 @@ class SimOptions:
 
 
 @dataclass
-class SimResult:
-    """What :func:`simulate` produced (also written to the run log)."""
+class SimResult(RunLog):
+    """What :func:`simulate` produced: the run's record, as its run log holds it, and
+    every node's solutions (``Os[m][l]``)."""
 
-    attrs: dict[str, Any]
-    layers: dict[str, np.ndarray]
-    ranks: dict[str, np.ndarray]
-    extra: dict[str, np.ndarray]
-    Os: list[list[np.ndarray]]  # Os[m][l]
+    Os: list[list[np.ndarray]] = field(default_factory=list)
 
 
 def _peak_rss_bytes() -> int:
@@ -131,9 +135,8 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         Os = [r.O.copy() for r in lay.runs]
         t_start, t_prev = t_prev, np.array([r.end for r in lay.runs])
         # Observation (untimed, as live): accuracy, cost, the equivalence check.
-        if cfg.evaluate and layer > 0:
-            Yts = [layer_features(Os_prev, cfg.seed, layer, run.hidden, Yt)[0]
-                   for Os_prev, Yt in zip(prev_Os, Yts)]
+        Yts = [test_features(cfg, layer, run.hidden, O_prev, Yt)
+               for O_prev, Yt in zip(prev_Os or [None] * M, Yts)]
         rec.add(run, lay, Os, Yts, t_start, t_prev)
         prev_Os = Os
         Ys = [p.Y for p in lay.probs]
@@ -143,7 +146,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
             _progress(cfg, layer, rec, reason)
         result = _result(run, rec, complete=layer == cfg.layers)
         if cfg.out is not None:
-            _write(cfg.out, result)
+            result.write(cfg.out)
     if cfg.save_model is not None:
         _save_model(cfg, run.shards, run.hidden, M, rec.Os)
     return result
@@ -228,7 +231,7 @@ class _Layer:
     message_bytes: int
     runs: list[NodeRun]
     all_done: bool
-    metric_bytes: int = 0  # the layer-start metric exchange's message (0: scalar penalty)
+    metric: bool = False  # solved in the Gram metric (else with the scalar penalty)
 
 
 def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarray] | None,
@@ -236,7 +239,7 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     """Features, penalty, factorisation and solve of one layer, placed in time."""
     cfg, opts = run.cfg, run.opts
     d = Ys[0].shape[0] if layer == 0 else run.hidden
-    need_target = cfg.check or run.rule.needs_target and cfg.mode not in ONESHOT_MODES
+    need_target = cfg.check or aims_at_target(cfg)
     G_sum = np.zeros((d, d)) if need_target else None
     probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum)
     pens = penalties(cfg, run.graph, layer, [p.stats for p in probs], run.rounds)
@@ -253,9 +256,9 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     measured = np.column_stack([[p.features_cpu for p in probs],
                                 [p.penalty_cpu for p in probs], factor_cpu])
     phases = opts.speed.phases(layer, measured)
-    metric_bytes = 0 if metrics is None else StatsLayout(d, 0).nbytes
+    exchange = metric_bytes(d, metrics is not None)
     begin = run.timing.layer_begin(t_prev, phases,
-                                   layer_end[-2] if len(layer_end) >= 2 else None, metric_bytes)
+                                   layer_end[-2] if len(layer_end) >= 2 else None, exchange)
     message_bytes = gramstats.message_bytes(cfg.mode, run.shards.n_classes, d)
     B2s = [2.0 * p.B for p in probs]
     runs, all_done = solve_layer(cfg, opts, layer, invs, B2s, pens, run.eps, target, run.rule,
@@ -263,7 +266,7 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
                                  message_bytes, run.graph, metrics)
     return _Layer(probs=probs, pens=pens, G_sum=G_sum, B_sum=B_sum, target=target,
                   phases=phases, begin=begin, message_bytes=message_bytes, runs=runs,
-                  all_done=all_done, metric_bytes=metric_bytes)
+                  all_done=all_done, metric=metrics is not None)
 
 
 def _factorise(mode: str, probs, pens, metrics=None) -> tuple[list, np.ndarray]:
@@ -304,17 +307,13 @@ class _Record:
         self.layer_end.append(t_end)
         row_layer = []
         for m, (node, p) in enumerate(zip(lay.runs, lay.probs)):
-            row = _row(cfg, node, lay.phases[m], lay.begin[m], t_start[m], lay.pens[m],
-                       run.neighbors[m], lay.message_bytes, run.rounds,
-                       run.rule.reason(lay.all_done))
-            row["metric_bytes"] = lay.metric_bytes
+            row = _row(cfg, node, lay.phases[m], lay.begin[m], t_start[m], run.neighbors[m],
+                       lay.message_bytes, run.rounds, run.rule.reason(lay.all_done))
+            row.update(penalty_fields(lay.pens[m], p.Y.shape[0], lay.metric))
             resid = shards.T[m] - Os[m] @ p.Y
             row.update(train_cost=float(np.vdot(resid, resid)),
-                       train_accuracy=accuracy(Os[m], p.Y, shards.y[m]),
-                       test_accuracy=(accuracy(Os[m], Yts[m], shards.yt) if cfg.evaluate
-                                      else math.nan))
-            if not cfg.evaluate:
-                row["train_accuracy"] = math.nan
+                       **accuracy_fields(cfg.evaluate, Os[m], p.Y, shards.y[m], Yts[m],
+                                         shards.yt))
             row_layer.append(row)
         self.rows.append(row_layer)
         if cfg.check:
@@ -373,9 +372,10 @@ def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens,
 
 
 def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: float,
-         pen, nbrs: tuple[int, ...], message_bytes: int, rounds: int,
+         nbrs: tuple[int, ...], message_bytes: int, rounds: int,
          reason: int) -> dict[str, float]:
-    """One node's log row of a layer (simulated seconds)."""
+    """One node's log row of a layer (simulated seconds), but for its penalty and
+    observation."""
     dm = len(nbrs)
     row: dict[str, float] = {
         "total_seconds": run.end - t0,
@@ -387,7 +387,6 @@ def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: f
         "eval_seconds": math.nan,
         "activations": run.activations,
         "stop_reason": -1 if cfg.mode in ONESHOT_MODES else reason,
-        "gamma": float(np.mean(pen)),
         "mix_rounds": rounds if cfg.mode in ("sync-graph", "oneshot-graph") else -1,
         "waits_slept": 0,
     }
@@ -405,33 +404,17 @@ def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: f
 
 
 def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
-    from .. import schema
-
-    missing = {k: (-1 if schema.layer_field(k).dtype == np.int64 else math.nan)
-               for k in schema.names(schema.ENGINE, schema.LOOP)}
-    layers = {k: np.array([[r.get(k, missing[k]) for r in row] for row in rec.rows])
-              for k in missing}
-    for k, v in rec.checks.items():
-        if v:
-            layers[k] = np.array(v)
+    """The run so far as its run log records it, with every node's solutions."""
     ends = np.array(rec.layer_end)
-    out = {**run.attrs, "complete": complete, "layers_done": len(rec.rows),
-           "sim_total_seconds": float(ends[-1].max()),
-           "sim_wall_seconds": time.perf_counter() - run.wall0,
-           "sim_peak_rss_bytes": _peak_rss_bytes()}
+    attrs = {**run.attrs, "complete": complete, "layers_done": len(rec.rows),
+             "sim_total_seconds": float(ends[-1].max()),
+             "sim_wall_seconds": time.perf_counter() - run.wall0,
+             "sim_peak_rss_bytes": _peak_rss_bytes()}
     if complete:
-        out["end_time"] = datetime.now(timezone.utc).isoformat()
-    return SimResult(attrs=out, layers=layers, ranks=run.ranks, extra={"sim_layer_end": ends},
-                     Os=rec.Os)
-
-
-def _write(path: str, result: SimResult) -> None:
-    from ..runlog import write_runlog
-
-    write_runlog(path, result.attrs, result.layers, result.ranks, result.extra, overwrite=True,
-                 trace_attrs={"recorded": False,
-                              "why": "simulated run: its times are in /layers and "
-                                     "/extra/sim_layer_end"})
+        attrs["end_time"] = datetime.now(timezone.utc).isoformat()
+    return SimResult(attrs=attrs, layers=schema.layer_arrays(rec.rows, rec.checks),
+                     ranks=run.ranks, extra={"sim_layer_end": ends},
+                     source=run.cfg.out or "", trace_attrs=dict(_TRACE_ATTRS), Os=rec.Os)
 
 
 def _save_model(cfg: TrainConfig, shards, hidden: int, M: int,

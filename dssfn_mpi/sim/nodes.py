@@ -3,7 +3,8 @@
 The live layer loop (:mod:`dssfn_mpi.train`) runs on every rank: features
 from the rank's own previous solution, ``G_m = Y Y^T``, ``B_m = T Y^T``, the
 ``auto`` penalty from the rank's ``[lam_m, s_m]`` combined over the ranks its
-engine talks to. Here the same functions run for all M nodes in one process,
+engine talks to. Here the same functions (:mod:`dssfn_mpi.layerstep`) run for all
+M nodes in one process,
 and the combination is the engines' arithmetic: async the mean over each
 edge's two ends; sync the network mean; sync-graph ``mix_rounds`` rounds of
 :func:`~dssfn_mpi.engines.updates.mix_round` with Metropolis weights.
@@ -19,9 +20,10 @@ import numpy as np
 from ..config import TrainConfig
 from ..engines.updates import mix_round
 from ..gramstats import ONESHOT_MODES, StatsLayout
+from ..layerstep import DIRECT_MODES, layer_inputs, penalty_statistics
 from ..metric import Metric, gram_metric
-from ..model import layer_features, one_hot
-from ..solver import auto_penalty, local_multiplier, metric_penalty
+from ..model import one_hot
+from ..solver import auto_penalty, metric_penalty
 
 __all__ = ["Layer", "Shards", "layer_metrics", "layer_problems", "load_shards", "penalties"]
 
@@ -80,18 +82,17 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
     matrix it does not need.
     """
     metric = cfg.metric_at(layer)
-    auto = (cfg.penalty_at(layer) is None and cfg.mode not in ("central",) + ONESHOT_MODES
+    auto = (cfg.penalty_at(layer) is None and cfg.mode not in DIRECT_MODES
             and not metric)  # the metric form's penalty needs no statistics
     out = []
     for m, Yprev in enumerate(Ys):
         c0 = time.thread_time()
-        Y = Yprev if layer == 0 else layer_features(Os[m], cfg.seed, layer, hidden, Yprev)[0]
-        G, B = Y @ Y.T, shards.T[m] @ Y.T
+        O_prev = Os[m] if layer > 0 else None
+        Y, G, B = layer_inputs(O_prev, cfg.seed, layer, hidden, Yprev, shards.T[m])
         c1 = time.thread_time()
         stats = np.zeros(2)
         if auto:
-            stats = np.array([local_multiplier(Y, shards.T[m], eps),
-                              float(np.trace(G)) / min(Y.shape)])
+            stats = penalty_statistics(Y, shards.T[m], G, eps)
         c2 = time.thread_time()
         if G_sum is not None:
             G_sum += G

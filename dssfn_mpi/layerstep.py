@@ -1,0 +1,100 @@
+"""One layer's step, by the rules training and the simulator share.
+
+A layer is: features -> statistics -> penalty -> solve -> observation. Training
+runs the step once per rank, for its own node (:mod:`dssfn_mpi.train`, with
+:mod:`dssfn_mpi.observers`); the simulator runs it for all M nodes in one process
+(:mod:`dssfn_mpi.sim.layerloop`, :mod:`dssfn_mpi.sim.nodes`). How each one
+communicates, times and stores differs; what a step computes and what it
+records of itself is defined here, once:
+
+- :func:`layer_inputs`: the node's features ``Y_l`` from its own ``O_{l-1}``, and
+  ``G_m = Y Y^T``, ``B_m = T Y^T``;
+- :func:`penalty_statistics`: a node's numbers behind the ``auto`` penalty;
+- :func:`aims_at_target`: whether the solve needs the exact solution first
+  (``--stop eps``);
+- :func:`penalty_fields`, :func:`metric_bytes`: the step's penalty in the log row
+  (``gamma``, ``metric_bytes``);
+- :func:`test_features`, :func:`accuracy_fields`: the untimed evaluation.
+
+The record the steps add up to is :func:`dssfn_mpi.schema.layer_arrays` of the
+rows, in a :class:`dssfn_mpi.runlog.RunLog`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .gramstats import ONESHOT_MODES, StatsLayout
+from .model import accuracy, layer_features
+from .solver import local_multiplier
+
+__all__ = ["DIRECT_MODES", "accuracy_fields", "aims_at_target", "layer_inputs", "metric_bytes",
+           "penalty_fields", "penalty_statistics", "test_features"]
+
+#: The modes whose layers are solved exactly (no ADMM, no penalty, no stop rule).
+DIRECT_MODES = ("central",) + ONESHOT_MODES
+
+
+def layer_inputs(O_prev: np.ndarray | None, seed: int, layer: int, hidden: int,
+                 Y: np.ndarray, T: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A node's features of ``layer`` and its statistics ``(Y, G, B)``.
+
+    ``Y`` holds the features of ``layer - 1`` (the shard at layer 0, which is
+    returned as it is); ``O_prev`` is the node's own solution of ``layer - 1``.
+    """
+    if layer > 0:
+        (Y,) = layer_features(O_prev, seed, layer, hidden, Y)
+    return Y, Y @ Y.T, T @ Y.T
+
+
+def penalty_statistics(Y: np.ndarray, T: np.ndarray, G: np.ndarray, eps: float) -> np.ndarray:
+    """A node's ``[lam_m, s_m]`` for the ``auto`` penalty, which its engine combines.
+
+    ``lam_m`` is the multiplier of the node's own constrained solution, ``s_m``
+    the mean nonzero eigenvalue of ``G_m`` (a shard with ``J_m < d`` samples has
+    rank ``J_m``).
+    """
+    return np.array([local_multiplier(Y, T, eps), float(np.trace(G)) / min(Y.shape)])
+
+
+def aims_at_target(cfg: Any) -> bool:
+    """Whether each layer's solve is given the exact solution ``O*`` (``--stop eps``).
+
+    Computed before the solve, outside the layer's timings: an oracle of the
+    benchmark, not a cost of the method. Exactly solved modes need none.
+    """
+    return cfg.mode not in DIRECT_MODES and cfg.stop_rule.needs_target
+
+
+def metric_bytes(width: int, metric: bool) -> int:
+    """The message of the Gram metric's exchange at the start of a ``width``-wide layer
+    solved in it (``metric``), else 0: the layer's ``metric_bytes``, and what the shared
+    timeline (:mod:`dssfn_mpi.timeline`) costs."""
+    return StatsLayout(width, 0).nbytes if metric else 0
+
+
+def penalty_fields(penalty: float | np.ndarray, width: int, metric: bool) -> dict[str, Any]:
+    """The log row's ``gamma`` (the mean of a node's penalties: one per neighbour in
+    async) and ``metric_bytes`` (:func:`metric_bytes`)."""
+    return {"gamma": float(np.mean(penalty)), "metric_bytes": metric_bytes(width, metric)}
+
+
+def test_features(cfg: Any, layer: int, hidden: int, O_prev: np.ndarray | None,
+                  Yt: np.ndarray) -> np.ndarray:
+    """The test set's features of ``layer`` through a node's own weights, from those of
+    ``layer - 1``; advanced only when the run evaluates (``--no-eval``: kept as they are)."""
+    if cfg.evaluate and layer > 0:
+        (Yt,) = layer_features(O_prev, cfg.seed, layer, hidden, Yt)
+    return Yt
+
+
+def accuracy_fields(evaluate: bool, O: np.ndarray, Y: np.ndarray, y: np.ndarray,
+                    Yt: np.ndarray, yt: np.ndarray) -> dict[str, float]:
+    """A node's ``train_accuracy`` (on its shard) and ``test_accuracy``; NaN under
+    ``--no-eval``."""
+    if not evaluate:
+        return {"train_accuracy": math.nan, "test_accuracy": math.nan}
+    return {"train_accuracy": accuracy(O, Y, y), "test_accuracy": accuracy(O, Yt, yt)}
