@@ -171,7 +171,6 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
     """
     from .checkpoint import checkpoint_dir, load_config, load_hosts
     from .errors import UserError
-    from .model import default_eps, default_width
     from .runlog import utc_now, write_runlog
     from .runstate import make_graph, run_attributes
 
@@ -196,8 +195,9 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
     q = per_rank[0][2]
     settings = _settings(cfg)
     graph = make_graph(settings, size)
-    hidden = settings.hidden or (default_width(q) if q else -1)
-    eps = settings.norm_bound if settings.norm_bound is not None else default_eps(q)
+    hidden, eps = settings.width_and_bound(q)  # validated when the run started
+    if not q:  # no solution checkpointed: Q, and so the default width, unknown
+        hidden = settings.hidden or -1
     attrs = {**run_attributes(settings, graph, settings.dataset, q, hidden, eps, command_line),
              "complete": False, "layers_done": done, "end_time": utc_now(),
              "stopped_by": stopped_by}
