@@ -32,12 +32,10 @@ import numpy as np
 from ..errors import UserError
 from ..runlog import RunLog, read_runlog, read_sweep
 from ..stoprule import reason_code
+from .records import ACCURACY_FORMAT
 
 __all__ = ["ACCURACY_FORMAT", "accuracy_markdown", "accuracy_summary", "live_points", "main",
            "plot_accuracy", "run", "simulated_points"]
-
-#: The ``format`` of the summary this tool writes beside its figure.
-ACCURACY_FORMAT = "dssfn-mpi time-to-eps summary"
 
 _EPS = reason_code("eps")
 
