@@ -9,7 +9,6 @@ records of itself is defined here, once:
 
 - :func:`layer_inputs`: the node's features ``Y_l`` from its own ``O_{l-1}``, and
   ``G_m = Y Y^T``, ``B_m = T Y^T``;
-- :func:`penalty_statistics`: a node's numbers behind the ``auto`` penalty;
 - :func:`aims_at_target`: whether the solve needs the exact solution first
   (``--stop eps``);
 - :func:`penalty_fields`, :func:`metric_bytes`: the step's penalty in the log row
@@ -29,10 +28,9 @@ import numpy as np
 
 from .gramstats import ONESHOT_MODES, StatsLayout
 from .model import accuracy, layer_features
-from .solver import local_multiplier
 
 __all__ = ["DIRECT_MODES", "accuracy_fields", "aims_at_target", "layer_inputs", "metric_bytes",
-           "penalty_fields", "penalty_statistics", "test_features"]
+           "penalty_fields", "test_features"]
 
 #: The modes whose layers are solved exactly (no ADMM, no penalty, no stop rule).
 DIRECT_MODES = ("central",) + ONESHOT_MODES
@@ -48,16 +46,6 @@ def layer_inputs(O_prev: np.ndarray | None, seed: int, layer: int, hidden: int,
     if layer > 0:
         (Y,) = layer_features(O_prev, seed, layer, hidden, Y)
     return Y, Y @ Y.T, T @ Y.T
-
-
-def penalty_statistics(Y: np.ndarray, T: np.ndarray, G: np.ndarray, eps: float) -> np.ndarray:
-    """A node's ``[lam_m, s_m]`` for the ``auto`` penalty, which its engine combines.
-
-    ``lam_m`` is the multiplier of the node's own constrained solution, ``s_m``
-    the mean nonzero eigenvalue of ``G_m`` (a shard with ``J_m < d`` samples has
-    rank ``J_m``).
-    """
-    return np.array([local_multiplier(Y, T, eps), float(np.trace(G)) / min(Y.shape)])
 
 
 def aims_at_target(cfg: Any) -> bool:

@@ -23,8 +23,8 @@ import scipy.linalg
 from scipy.optimize import brentq
 
 __all__ = [
+    "AUTO_EDGE",
     "AUTO_FLOOR",
-    "AUTO_SCALE",
     "AUTO_SYNC",
     "AUTO_METRIC_EDGE",
     "AUTO_METRIC_SYNC",
@@ -32,7 +32,9 @@ __all__ = [
     "AUTHORS_ADMM_ITERS",
     "ExactSolution",
     "auto_penalty",
+    "gram_top_eigenvalue",
     "local_multiplier",
+    "penalty_stats",
     "LocalInverse",
     "admm_solve",
     "exact_solve",
@@ -294,27 +296,43 @@ class LocalInverse:
         return np.matmul(X, self._inv, out=out)
 
 
-# ``auto`` penalties. Consensus ADMM (sync, sync-graph): rho = AUTO_SYNC *
-# sqrt(M mean_m(lam_m) * mean_m(trace G_m / rank G_m)), the geometric mean of the low
-# end of the layer's curvature (the multiplier; M mean(lam_m) estimates lam*) and its
-# high end (the mean nonzero eigenvalue of G_m), as in the classic sqrt(lambda_min
-# lambda_max) choice for ADMM. 1.4 is the fit of a serial sweep (rho x 2^k, K = 200,
-# M = 20, uniform shards, exact O* per layer; digits L = 20, vowel L = 12, satimage
-# L = 10; dssfn_mpi/bench/penalty.py): within 2x of the best rho in every layer >= 1. Under
-# MPI (M = 20, d = 8, L = 20) 100 - 1000x closer to O* than the linear rule below at
-# layers 1 - 5 and 1.3 - 15x at layers 10 and 20.
-AUTO_SYNC = 1.4
-# Async edge form: gamma = AUTO_SCALE * M mean_m(lam_m). gamma ~ 0.2 lam*_l worked best
-# on digits and satimage (M = 20, d = 8, K = 200), and M mean(lam_m) over-estimates
-# lam* by 1.5 - 2.8x. The square-root rule (with a degree-dependent constant) won at
-# layers <= 9 in the serial sweep and under MPI, but under MPI it ended 0.2 - 0.35 from
-# O* at digits' layers 18 - 20 where this rule ended 0.05 - 0.13: not adopted.
-AUTO_SCALE = 0.1
-# When lam* is 0 or tiny (layer 0, deep layers) fall back to the data's scale: the
-# mean nonzero eigenvalue of G_m. Without it, digits' layer 20 (lam* = 0.01) got
-# gamma = 0.002 and ended 34 % from O* at K = 200; with it, 7.5 % (M = 20, d = 8).
-# Layer 0 stays the slowest to converge (digits: 0.1 - 0.3 from O* for every penalty).
+# ``auto`` penalties, from each node's [lam_m, s_m, g_m] (:func:`penalty_stats`): its own
+# multiplier, the mean nonzero and the largest eigenvalue of G_m. Both ADMMs need about
+# A / penalty + B * penalty iterations to a given accuracy: a small penalty is slow to
+# agree (A grows with the curvature where the nodes differ and falls with the graph's
+# connectivity), a large one slow to move the agreed value along the flattest direction
+# (B grows with the degree and falls with the low end of the curvature, lam). The best
+# penalty, sqrt(A / B), is the geometric mean of the two ends of the per-node curvature,
+# over sqrt(d lambda_2) on a graph (Shi, Ling, Yuan, Wu, Yin, IEEE TSP 2014, for
+# decentralized ADMM):
+#
+#     async, edge (m, n):  gamma_mn = AUTO_EDGE * sqrt(lam sqrt(g s) / (d lambda_2))
+#     sync, sync-graph:    rho      = AUTO_SYNC * sqrt(lam s)
+#
+# lam, s, g the means of lam_m, s_m, g_m over the edge's two ends (async) or over all
+# nodes (sync), d the graph's mean degree, lambda_2 its Laplacian's algebraic
+# connectivity. The high end is s for consensus ADMM, whose exact average agrees at once
+# along the features' common direction (the top eigenvector), and sqrt(g s) for the edge
+# form, whose nodes must also agree along it. Fitted on activations (iterations) to 1e-2
+# of O* with fresh reads (dssfn_mpi/bench/penalty.py's steps) at layers 1, 3, 5 of
+# digits, satimage, vowel and letter on the ring of 4 and of 20, the circular graph
+# M = 20, d = 8, the complete graph M = 8 and a random 3-regular graph M = 16 (sync:
+# M = 4, 8, 16, 20): the best constant penalty of every case lies within 1.9x (async)
+# and 2x (sync) of the rule, whose count is within 1.4x of the best count. Other high
+# ends spread the best penalty more: async sqrt(lam g) (Shi's top eigenvalue) 2.5x,
+# sqrt(lam s) 2.2x; sync sqrt(lam sqrt(g s)) 2.4x, and the former rule, 1.4 sqrt(M
+# lam s), 2.5x (its M was fitted at M = 20 only). docs/ALGORITHMS.md, "The auto
+# penalty", has the simulator's table.
+AUTO_EDGE = 2.8
+AUTO_SYNC = 5.0
+# When lam* is 0 or tiny (the deepest layers) fall back to the data's scale: the mean
+# nonzero eigenvalue of G_m. At digits' layer 20 (lam* = 0.012, M = 20, d = 8) async's
+# gamma is this floor on most edges and the best constant multiplier in hindsight
+# (docs/ALGORITHMS.md, "The deepest layers").
 AUTO_FLOOR = 0.02
+#: Power iterations behind g_m: the top eigenvalue of a Gram matrix of non-negative
+#: features is well separated, so this is within a few per cent (a rough value is enough).
+POWER_ITERS = 30
 # The metric forms (--metric gram, the input layer; dssfn_mpi/metric.py) have penalties in
 # units of the metric, S ~ a node's Gram matrix, so no data statistic enters them.
 # Consensus ADMM: rho = AUTO_METRIC_SYNC, the best of rho in 0.1 .. 4 on digits and
@@ -347,42 +365,73 @@ def local_multiplier(Y: np.ndarray, T: np.ndarray, eps: float) -> float:
     return exact_solve_data(Y[:, cols], T[:, cols], eps).lam * (J / s)
 
 
-def auto_penalty(
-    mean_local_multiplier: float,
-    mean_scale: float,
-    n_nodes: int,
-    consensus: bool,
-) -> float:
-    """ADMM penalty from network averages of ``lam_m`` and ``trace(G_m) / rank(G_m)``.
+def gram_top_eigenvalue(Y: np.ndarray, G: np.ndarray | None = None) -> float:
+    """Largest eigenvalue of ``G = Y Y^T`` by :data:`POWER_ITERS` power iterations.
 
-    The penalty that makes the decentralized ADMM converge fastest moves with
-    the layer's multiplier (docs/ALGORITHMS.md), and ``M * mean(lam_m)`` tracks it
-    within a small factor when shards are alike. Every rank must pass the same
-    values. The rules and their measurements are next to the constants.
+    Through ``G`` when given and smaller than ``Y`` (``d <= J``), else through ``Y``;
+    started from the ones vector, so every rank gets the same value for the same data.
+    """
+    d, J = Y.shape
+    v = np.ones(d) / np.sqrt(max(d, 1))
+    top = 0.0
+    use_G = G is not None and d <= J
+    for _ in range(POWER_ITERS):
+        w = G @ v if use_G else Y @ (Y.T @ v)
+        top = float(np.linalg.norm(w))
+        if top == 0.0:
+            return 0.0
+        v = w / top
+    return top
+
+
+def penalty_stats(Y: np.ndarray, T: np.ndarray, G: np.ndarray | None, eps: float) -> np.ndarray:
+    """A node's ``[lam_m, s_m, g_m]`` behind the ``auto`` penalty (:func:`auto_penalty`).
+
+    ``lam_m`` its own multiplier (:func:`local_multiplier`), ``s_m`` the mean
+    nonzero eigenvalue of ``G_m`` (a shard with ``J_m < d`` samples has rank
+    ``J_m``), ``g_m`` its largest (:func:`gram_top_eigenvalue`).
+    """
+    trace = float(np.einsum("ij,ij->", Y, Y))
+    return np.array([local_multiplier(Y, T, eps), trace / min(Y.shape),
+                     gram_top_eigenvalue(Y, G)])
+
+
+def auto_penalty(
+    mean_stats: np.ndarray,
+    consensus: bool,
+    degree: float = 1.0,
+    connectivity: float = 1.0,
+) -> float:
+    """ADMM penalty from averages of the nodes' :func:`penalty_stats`.
+
+    The rules and what they were fitted on are next to the constants
+    (``AUTO_EDGE``, ``AUTO_SYNC``); every rank that must agree on the value
+    passes the same numbers.
 
     Parameters
     ----------
-    mean_local_multiplier : float
-        Network mean of each node's own multiplier (:func:`local_multiplier`).
-    mean_scale : float
-        Network mean of ``trace(G_m) / rank(G_m)``.
-    n_nodes : int
-        M.
+    mean_stats : array of 3 floats
+        Means of ``[lam_m, s_m, g_m]``: over all nodes (sync), over the
+        edge's two ends (async).
     consensus : bool
-        True for consensus ADMM's rho (``AUTO_SYNC * sqrt(M mean(lam_m) *
-        scale)``), False for the edge form's gamma (``AUTO_SCALE * M *
-        mean(lam_m)``); both at least ``AUTO_FLOOR * scale``.
+        True for consensus ADMM's rho (``AUTO_SYNC * sqrt(lam s)``), False
+        for the edge form's gamma (``AUTO_EDGE * sqrt(lam sqrt(g s) / (d lambda_2))``);
+        both at least ``AUTO_FLOOR * s``.
+    degree, connectivity : float
+        The edge form's graph: its mean degree and the algebraic connectivity
+        of its Laplacian (:attr:`dssfn_mpi.topology.Graph.algebraic_connectivity`).
 
     Returns
     -------
     float
     """
-    lam = max(n_nodes * mean_local_multiplier, 0.0)
+    lam, scale, top = (max(float(x), 0.0) for x in mean_stats)
     if consensus:
-        value = AUTO_SYNC * np.sqrt(lam * max(mean_scale, 0.0))
+        value = AUTO_SYNC * np.sqrt(lam * scale)
     else:
-        value = AUTO_SCALE * lam
-    return float(max(value, AUTO_FLOOR * mean_scale, 1e-12))
+        graph = max(degree * connectivity, 1e-12)
+        value = AUTO_EDGE * np.sqrt(lam * np.sqrt(scale * top) / graph)
+    return float(max(value, AUTO_FLOOR * scale, 1e-12))
 
 
 def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1.0) -> float:

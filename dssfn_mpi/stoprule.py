@@ -9,13 +9,18 @@ Three rules (the names are the interface scripts rely on):
     before the layer (untimed) and every node keeps activating until every node
     is within ``E`` of it, ``||O_m - O*||_F / ||O*||_F <= E``, at one moment.
 ``local:TOL``
-    without ``O*``, for real use: every node's local residuals are at most
-    ``TOL`` at one moment. Async (edge form): the relative change of ``O_m``
-    over the node's last activation and the relative distance between ``O_m``
-    and the penalty-weighted mean of its edge variables ``Lam_mn`` (zero at the
-    fixed point, where every ``Lam_mn = O_m``). Sync engines: ADMM's primal and
-    dual residuals, ``||O_m - Zbar|| / ||Zbar||`` and ``||Zbar - Zbar_prev|| /
-    ||Zbar||``.
+    without ``O*``, for real use: every node's estimate of its own distance to
+    ``O*`` is at most ``TOL`` at one moment. The estimate is a gap plus the
+    remaining path. The gap: async (edge form), the relative distance between
+    ``O_m`` and the penalty-weighted mean of its edge variables ``Lam_mn`` (zero
+    at the fixed point, where every ``Lam_mn = O_m``); sync engines, ADMM's
+    primal residual ``||O_m - Zbar|| / ||Zbar||``. The remaining path: the
+    relative changes of the iterate (``O_m`` over the node's activations;
+    ``Zbar``) summed over the steps still to come, from their measured
+    contraction (:func:`remaining_path`). A change alone says little: a large
+    penalty makes every step small and the iteration slow, small steps far from
+    ``O*``; the steps still to come do not depend on the penalty. A node passes
+    when the median of its last :data:`RATE_WINDOW` estimates is within ``TOL``.
 
 Under ``eps`` and ``local`` K is a cap, so nothing runs forever; a layer that
 reaches it ends with the reason ``cap``. A node's own test (:class:`NodeCheck`)
@@ -27,18 +32,29 @@ a value carried in the collective the sync engines run anyway.
 from __future__ import annotations
 
 import math
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import UserError
 
-__all__ = ["KINDS", "REASONS", "NodeCheck", "StopRule", "parse_stop", "reason_code"]
+__all__ = ["KINDS", "MAX_STEPS", "RATE_WINDOW", "REASONS", "NodeCheck", "StopRule", "parse_stop",
+           "reason_code", "remaining_path"]
 
 #: The rules, as ``--stop`` names them.
 KINDS = ("iters", "eps", "local")
 #: Why a layer ended, in the order of the run log's ``stop_reason`` codes 0, 1, 2, 3.
 REASONS = ("iters", "eps", "local", "cap")
+
+
+#: Checks per window over which the local rule measures how fast the changes shrink.
+RATE_WINDOW = 8
+#: The slowest contraction the local rule assumes: 1/e in this many steps.
+MAX_STEPS = 1000
+#: A relative change at most this is rounding, not a step (see :meth:`NodeCheck._path`).
+NO_NEWS = 1e-12
 
 
 def reason_code(name: str) -> int:
@@ -109,6 +125,39 @@ def _ratio(num: float, den: float) -> float:
     return num / max(den, np.finfo(float).tiny)
 
 
+def remaining_path(changes: Sequence[float]) -> float:
+    """The length of the steps still to come, from the last ``2 RATE_WINDOW`` changes.
+
+    A linearly converging iteration with rate ``r`` has ``||x_k - x*|| <=
+    sum_{j > k} ||x_j - x_{j-1}|| ~ c / (1 - r)`` for a recent change ``c``.
+    Single steps go up and down (stale reads, which neighbours moved,
+    oscillation), so ``c`` is the mean change over the last ``RATE_WINDOW``
+    checks and ``r`` the ``RATE_WINDOW``-th root of its ratio to the mean over
+    the window before. ``r`` is at most ``1 - 1 / MAX_STEPS``: changes that no
+    longer shrink (rounding noise at the solution, or a transient) count as
+    the slowest contraction assumed, so a run at its rounding floor still ends.
+
+    Parameters
+    ----------
+    changes : sequence of float
+        Relative changes of the iterate, oldest first; the last
+        ``2 RATE_WINDOW`` are read.
+
+    Returns
+    -------
+    float
+        ``c / (1 - r)``; ``inf`` until ``2 RATE_WINDOW`` changes were seen.
+    """
+    w = RATE_WINDOW
+    if len(changes) < 2 * w:
+        return math.inf
+    recent = list(changes)[-2 * w:]
+    before, now = sum(recent[:w]) / w, sum(recent[w:]) / w
+    slowest = 1.0 - 1.0 / MAX_STEPS
+    rate = slowest if not 0.0 < now < before else min((now / before) ** (1.0 / w), slowest)
+    return now / (1.0 - rate)
+
+
 class NodeCheck:
     """One node's own test for one layer: is it done under the rule?
 
@@ -135,8 +184,8 @@ class NodeCheck:
     Attributes
     ----------
     last : float
-        The residual (``eps``: distance to ``O*``; ``local``: the larger of the
-        two residuals) of the last check, NaN before the first.
+        The residual (``eps``: distance to ``O*``; ``local``: the estimated
+        distance, gap plus remaining path) of the last check, NaN before the first.
     """
 
     def __init__(self, rule: StopRule, target: np.ndarray | None = None,
@@ -151,6 +200,8 @@ class NodeCheck:
         self._target = target
         self._target_norm = float(np.linalg.norm(target)) if target is not None else 0.0
         self._prev: np.ndarray | None = None  # O_m or Zbar of the previous check
+        self._changes: deque[float] = deque(maxlen=2 * RATE_WINDOW)
+        self._recent: deque[float] = deque(maxlen=RATE_WINDOW)  # the last estimates
         self._diff: np.ndarray | None = None
         # Async local: S = sum_n Z_mn, carried along (Z_mn starts at 0).
         self._B2 = None if B2 is None else np.asarray(B2, dtype=float)
@@ -167,15 +218,30 @@ class NodeCheck:
         np.subtract(O, self._target, out=self._diff)
         return _ratio(math.sqrt(float(np.vdot(self._diff, self._diff))), self._target_norm)
 
-    def _change(self, X: np.ndarray) -> float:
-        """``||X - X_prev|| / ||X||`` (inf at the first call); keeps ``X`` as the next prev."""
+    def _steady(self) -> bool:
+        """The local test: the median estimate of the last ``RATE_WINDOW`` checks within TOL.
+
+        Async changes come in bursts (a neighbour's news, then steps on what is
+        known), so one estimate swings both ways; the median of a window does not.
+        """
+        self._recent.append(self.last)
+        return len(self._recent) == RATE_WINDOW and float(np.median(self._recent)) <= self.tol
+
+    def _path(self, X: np.ndarray) -> float:
+        """:func:`remaining_path` after the change ``||X - X_prev|| / ||X||``; keeps ``X``."""
         if self._prev is None:
             self._prev = X.copy()
             return math.inf
         np.subtract(X, self._prev, out=self._diff)
         self._prev[...] = X
-        return _ratio(math.sqrt(float(np.vdot(self._diff, self._diff))),
-                      math.sqrt(float(np.vdot(X, X))))
+        change = _ratio(math.sqrt(float(np.vdot(self._diff, self._diff))),
+                        math.sqrt(float(np.vdot(X, X))))
+        # An async O_m depends on its edges only through the neighbours' Z: an activation
+        # with no news from them leaves it where it was (to rounding) and says nothing of
+        # the network's progress, so only changes above rounding enter the windows.
+        if change > NO_NEWS:
+            self._changes.append(change)
+        return remaining_path(self._changes)
 
     def async_done(self, O: np.ndarray, rhs: np.ndarray | None = None) -> bool:
         """After an async activation that produced ``O`` (``O_m``) from ``rhs``.
@@ -210,9 +276,8 @@ class NodeCheck:
                       math.sqrt(float(np.vdot(O, O))))
         np.multiply(g, self._eta, out=P)
         self._S += P
-        change = self._change(O)
-        self.last = max(edge, change)
-        return self.last <= self.tol
+        self.last = edge + self._path(O)
+        return self._steady()
 
     def sync_done(self, O: np.ndarray, Zbar: np.ndarray) -> bool:
         """After a consensus iteration that produced ``O`` (``O_m``) and then ``Zbar``."""
@@ -224,5 +289,5 @@ class NodeCheck:
         np.subtract(O, Zbar, out=self._diff)
         primal = _ratio(math.sqrt(float(np.vdot(self._diff, self._diff))),
                         math.sqrt(float(np.vdot(Zbar, Zbar))))
-        self.last = max(primal, self._change(Zbar))
-        return self.last <= self.tol
+        self.last = primal + self._path(Zbar)
+        return self._steady()

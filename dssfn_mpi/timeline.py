@@ -8,7 +8,7 @@ what they assume; every time here is in seconds.
 
 - **Layer start** (:meth:`TimingModel.layer_begin`): the node's previous
   layer ended; its features and penalty compute; with the auto penalty, the
-  engine's exchange of two numbers (async: one neighbour exchange; sync: an
+  engine's exchange of three numbers (async: one neighbour exchange; sync: an
   allreduce; sync-graph: ``mix_rounds`` neighbour rounds), or on a layer solved
   in the Gram metric the same exchange of the packed Gram matrix; async only, the
   parity wait (every neighbour ended layer l-2, plus alpha); then the
@@ -53,8 +53,8 @@ __all__ = [
     "sync_times",
 ]
 
-#: The auto penalty exchanges two float64 numbers per node.
-PENALTY_BYTES = 16
+#: The auto penalty exchanges three float64 numbers per node ([lam_m, s_m, g_m]).
+PENALTY_BYTES = 24
 
 
 # --------------------------------------------------------------------------- the graph

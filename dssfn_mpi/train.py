@@ -33,9 +33,10 @@ from .config import TrainConfig
 from .engines import Engine, LayerProblem, make_engine
 from .equivalence import exact_target
 from .errors import InjectedFailure
-from .layerstep import aims_at_target, layer_inputs, penalty_fields, penalty_statistics
+from .layerstep import aims_at_target, layer_inputs, penalty_fields
 from .observers import LayerStep, Observer, default_observers
 from .runstate import RunState, prepare_run, root_call
+from .solver import penalty_stats
 from .trace import trace_plan
 
 if TYPE_CHECKING:
@@ -189,4 +190,4 @@ def _penalty(cfg: TrainConfig, engine: Engine, layer: int, Y: np.ndarray, T: np.
         return fixed
     if metric:
         return engine.metric_penalty()
-    return engine.auto_penalty(layer, penalty_statistics(Y, T, G, eps))
+    return engine.auto_penalty(layer, penalty_stats(Y, T, G, eps))

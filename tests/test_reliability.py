@@ -130,9 +130,11 @@ def test_saved_model_scores_the_same_and_refuses_other_shapes(tmp_path):
 def test_soak_many_ranks_oversubscribed(tmp_path):
     """32 ranks on this machine's cores, tiny layers, many activations."""
     out = tmp_path / "soak.h5"
+    # A fixed penalty: this measures the transport under load; the auto penalty's distance
+    # after a fixed K at this tiny width (n = 24, ~30 samples a node) swings by layer.
     res = run_cli(32, "train", "--dataset", "synthetic", "--layers", "3", "--hidden", "24",
-                  "--iters", "150", "--degree", "4", "--out", str(out), "--quiet",
-                  timeout=540)
+                  "--iters", "150", "--degree", "4", "--gamma", "1", "--out", str(out),
+                  "--quiet", timeout=540)
     assert res.returncode == 0, res.stderr[-3000:]
     log = read_runlog(out)
     assert log.nodes == 32 and log.complete

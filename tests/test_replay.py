@@ -41,7 +41,7 @@ else:
         trace_attrs: dict = field(default_factory=dict)
 
 
-#: A message of 10 bytes costs 0.1 + 10/100 = 0.2 s; the penalty's 16 bytes 0.1 + 0.16.
+#: A message of 10 bytes costs 0.1 + 10/100 = 0.2 s; the penalty's 24 bytes 0.1 + 0.24.
 NET = Network("test", alpha=0.1, beta=100.0)
 PAIR = [[1], [0]]
 PATH3 = [[1, -1], [0, 2], [1, -1]]
@@ -164,9 +164,9 @@ def test_async_parity_wait_then_factor():
 
 
 @pytest.mark.parametrize("mode, exchange", [
-    ("async", 0.26),        # one neighbour exchange: 0.1 + 16/100
-    ("sync", 0.26),         # allreduce of 16 bytes over 2 ranks: one recursive-doubling step
-    ("sync-graph", 0.52),   # two mixing rounds of 16 bytes
+    ("async", 0.34),        # one neighbour exchange: 0.1 + 24/100
+    ("sync", 0.34),         # allreduce of 24 bytes over 2 ranks: one recursive-doubling step
+    ("sync-graph", 0.68),   # two mixing rounds of 24 bytes
 ])
 def test_auto_penalty_exchange(mode, exchange):
     # features 1 | 2 s, penalty compute 0.5 | 0 s, factor 0 | 0.25 s, one activation of 1 s.

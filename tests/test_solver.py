@@ -147,12 +147,31 @@ def test_authors_admm_converges_only_with_enough_iterations():
 
 
 def test_auto_penalty_rules() -> None:
-    from dssfn_mpi.solver import AUTO_FLOOR, AUTO_SCALE, AUTO_SYNC, auto_penalty
+    from dssfn_mpi.solver import AUTO_EDGE, AUTO_FLOOR, AUTO_SYNC, auto_penalty
 
-    # Consensus: AUTO_SYNC * sqrt(M mean(lam_m) * scale); edge form: linear in M mean(lam_m).
-    assert auto_penalty(0.2, 1.25, 20, consensus=True) == pytest.approx(AUTO_SYNC * 5**0.5)
-    assert auto_penalty(0.2, 1.25, 20, consensus=False) == pytest.approx(AUTO_SCALE * 4.0)
+    # [lam, s, g]: consensus AUTO_SYNC sqrt(lam s); the edge form AUTO_EDGE
+    # sqrt(lam sqrt(g s) / (d lambda_2)).
+    stats = np.array([0.45, 1.0, 400.0])
+    assert auto_penalty(stats, True) == pytest.approx(AUTO_SYNC * 0.45**0.5)
+    assert auto_penalty(stats, False, 4.0, 0.25) == pytest.approx(AUTO_EDGE * 3.0)
+    assert auto_penalty(stats, False, 8.0, 2.0) == pytest.approx(AUTO_EDGE * 0.75)
     # No multiplier (layer 0): both fall back to the data's scale.
     for consensus in (True, False):
-        assert auto_penalty(0.0, 15.0, 20, consensus=consensus) == pytest.approx(AUTO_FLOOR * 15)
-        assert auto_penalty(0.0, 0.0, 20, consensus=consensus) > 0
+        assert auto_penalty([0.0, 15.0, 90.0], consensus, 2.0, 2.0) == pytest.approx(
+            AUTO_FLOOR * 15)
+        assert auto_penalty([0.0, 0.0, 0.0], consensus) > 0
+
+
+def test_penalty_stats_are_the_multiplier_and_the_gram_spectrum() -> None:
+    from dssfn_mpi.solver import local_multiplier, penalty_stats
+
+    rng = np.random.default_rng(3)
+    for J in (30, 200):  # fewer samples than features (rank J) and more
+        Y = np.abs(rng.standard_normal((60, J)))
+        T = rng.standard_normal((4, J))
+        G = Y @ Y.T
+        eig = np.linalg.eigvalsh(G)
+        lam, s, g = penalty_stats(Y, T, G if J > 60 else None, 1.0)
+        assert lam == local_multiplier(Y, T, 1.0)
+        assert s == pytest.approx(eig.sum() / min(60, J))
+        assert g == pytest.approx(eig[-1], rel=1e-6)

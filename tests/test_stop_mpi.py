@@ -72,14 +72,13 @@ def test_local_rule_stops_near_the_exact_solution_without_it(tmp_path, mode):
     assert log.layers["rel_distance"].max() <= 1e-2, log.layers["rel_distance"]
 
 
-def test_async_local_rule_ends_the_layers(tmp_path):
-    log, _, _ = _train(tmp_path, 4, "--mode", "async", "--stop", "local:1e-4", "--iters", "4000")
+def test_async_local_rule_ends_the_layers_near_the_exact_solution(tmp_path):
+    log, _, _ = _train(tmp_path, 4, "--mode", "async", "--stop", "local:1e-3", "--iters", "4000")
     assert np.all(log.layers["stop_reason"] == LOCAL)
+    # The node's estimate (edge gap plus the remaining path of its shrinking changes) holds
+    # at every layer, the slowly contracting ones included.
     rel = log.layers["rel_distance"]
-    # Measured (docs/ALGORITHMS.md): per-activation residuals understate the distance where
-    # the ADMM converges slowly, as at this input layer (~5e-2); the later layers end well
-    # inside 1e-2.
-    assert rel[1:].max() <= 1e-2 and rel[0].max() <= 1e-1, rel
+    assert rel.max() <= 3e-2, rel
 
 
 @pytest.mark.parametrize("lead", [None, "4"])

@@ -7,7 +7,16 @@ from dssfn_mpi.engines import kernels
 from dssfn_mpi.engines.updates import EdgeStep
 from dssfn_mpi.errors import UserError
 from dssfn_mpi.solver import LocalInverse
-from dssfn_mpi.stoprule import REASONS, NodeCheck, StopRule, parse_stop, reason_code
+from dssfn_mpi.stoprule import (
+    MAX_STEPS,
+    RATE_WINDOW,
+    REASONS,
+    NodeCheck,
+    StopRule,
+    parse_stop,
+    reason_code,
+    remaining_path,
+)
 
 
 @pytest.mark.parametrize("text, kind, tol", [("iters", "iters", None), ("eps:1e-2", "eps", 1e-2),
@@ -52,7 +61,7 @@ def test_eps_check_is_the_relative_distance():
 
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.skipif(
     not kernels.AVAILABLE, reason="numba is not installed (the `fast` extra)"))])
-def test_async_local_residual_is_the_edge_gap_and_change(compiled):
+def test_async_local_residual_is_the_edge_gap_and_remaining_path(compiled):
     # The check carries sum_n Z_mn along instead of reading Z: compare it, activation after
     # activation, with the edge variables Lam_mn written out from the step's own Z.
     rng = np.random.default_rng(3)
@@ -65,8 +74,8 @@ def test_async_local_residual_is_the_edge_gap_and_change(compiled):
     check = NodeCheck(StopRule("local", 1e-3), B2=B2, gamma=gamma, eta=eta)
     table = np.zeros((degree, Q * d))
     rows = np.arange(degree, dtype=np.intp)
-    O_prev = None
-    for _ in range(6):
+    O_prev, changes = None, []
+    for _ in range(2 * RATE_WINDOW + 4):
         table[...] = rng.normal(size=table.shape)
         Z_old = step.Z.copy()
         O = step.step_rows(table, rows).copy()
@@ -77,19 +86,58 @@ def test_async_local_residual_is_the_edge_gap_and_change(compiled):
             Lam[i] = X if n**2 <= eps else X * np.sqrt(eps) / n
         mean_lam = np.tensordot(gamma, Lam, axes=1) / gamma.sum()
         edge = np.linalg.norm(mean_lam - O) / np.linalg.norm(O)
-        change = np.inf if O_prev is None else np.linalg.norm(O - O_prev) / np.linalg.norm(O)
+        if O_prev is not None:
+            changes.append(np.linalg.norm(O - O_prev) / np.linalg.norm(O))
         check.async_done(O, step.rhs_buffer)
-        assert check.last == pytest.approx(max(edge, change), rel=1e-9)
+        assert check.last == pytest.approx(edge + remaining_path(changes), rel=1e-9)
         O_prev = O
+    assert np.isfinite(check.last)  # the windows filled
 
 
-def test_sync_local_residual_is_primal_and_dual():
-    check = NodeCheck(StopRule("local", 0.1))
-    Zbar = np.ones((2, 2))
-    assert not check.sync_done(Zbar * 1.01, Zbar)  # no previous Zbar yet: not done
-    assert check.sync_done(Zbar * 1.05, Zbar * 1.02)
-    assert check.last == pytest.approx(max(0.03 / 1.02, 0.02 / 1.02))
-    assert not check.sync_done(Zbar * 2, Zbar * 1.02)  # the primal residual is large
+def test_sync_local_residual_is_primal_plus_remaining_path():
+    check = NodeCheck(StopRule("local", 1e-2))
+    rng = np.random.default_rng(1)
+    star, v = rng.normal(size=(2, 3)), rng.normal(size=(2, 3))
+    rate, prev, changes = 0.9, None, []
+    for k in range(2 * RATE_WINDOW + 1):
+        Zbar = star + rate**k * v
+        O = Zbar + 1e-3 * v
+        done = check.sync_done(O, Zbar)
+        if prev is not None:
+            changes.append(np.linalg.norm(Zbar - prev) / np.linalg.norm(Zbar))
+        primal = np.linalg.norm(O - Zbar) / np.linalg.norm(Zbar)
+        assert check.last == pytest.approx(primal + remaining_path(changes), rel=1e-9)
+        prev = Zbar
+    # The estimate is at least the true distance, which a change alone understates 10x here.
+    true = np.linalg.norm(Zbar - star) / np.linalg.norm(Zbar)
+    assert true <= check.last < 3 * true + primal and changes[-1] < true / 5
+    assert not done
+
+
+def test_local_test_passes_on_the_median_of_the_last_estimates():
+    # Not before the windows filled (two of changes, then one of estimates), then for good on
+    # a steadily converging sequence.
+    check = NodeCheck(StopRule("local", 1e-2))
+    rate, star, v = 0.5, np.ones((2, 2)), np.ones((2, 2))
+    done = [check.sync_done(star + rate**k * v, star + rate**k * v)
+            for k in range(2 * RATE_WINDOW + 3 * RATE_WINDOW)]
+    first = done.index(True)
+    assert first >= 2 * RATE_WINDOW and all(done[first:])
+
+
+def test_remaining_path_of_a_geometric_sequence():
+    w = RATE_WINDOW
+    assert remaining_path([1.0] * (2 * w - 1)) == np.inf  # not enough changes yet
+    for rate in (0.5, 0.9, 0.99):
+        changes = [rate**k for k in range(3 * w)]
+        now = np.mean(changes[-w:])
+        assert remaining_path(changes) == pytest.approx(now / (1 - rate), rel=1e-9)
+        # no smaller than the sum of every change still to come
+        assert remaining_path(changes) >= sum(rate**k for k in range(3 * w, 3000))
+    # Changes that do not shrink count as the slowest contraction assumed, so a node at its
+    # rounding floor still ends, and one that moves does not.
+    assert remaining_path([1e-17] * (2 * w)) == pytest.approx(1e-17 * MAX_STEPS)
+    assert remaining_path([1e-3] * (2 * w)) == pytest.approx(1e-3 * MAX_STEPS)
 
 
 def test_node_check_needs_what_its_rule_reads():

@@ -204,7 +204,7 @@ def _model(mode, nbrs, auto=True, rounds=0):
 # Features, penalty and factor seconds of each of three nodes.
 PHASES = np.array([[1.0, 0.5, 0.25], [2.0, 0.5, 0.25], [1.0, 1.0, 0.5]])
 T0 = np.array([0.0, 1.0, 0.0])
-PEN = 0.1 + PENALTY_BYTES / 100.0  # the penalty exchange's message: 0.26 s
+PEN = 0.1 + PENALTY_BYTES / 100.0  # the penalty exchange's message: 0.34 s
 
 
 def test_layer_begin_fixed_penalty_is_the_phases_in_a_row():

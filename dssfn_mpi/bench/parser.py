@@ -186,8 +186,9 @@ def _penalty_args(parser: argparse.ArgumentParser) -> None:
     """The options of ``dssfn-mpi bench penalty``."""
     parser.add_argument("--dataset", default="digits", help="dataset of the layer problems")
     parser.add_argument("--layers", type=at_least(0), default=10, help="layers 0..L swept")
-    parser.add_argument("--engine", choices=("sync", "async"), default="sync",
-                        help="consensus ADMM (sync) or the async edge update")
+    parser.add_argument("--engine", default="sync",
+                        help="consensus ADMM (sync), the async edge update (async), or with "
+                        "--to-eps also sync-graph; with --table a comma list or all")
     parser.add_argument("--nodes", type=at_least(2), default=20, help="nodes M, >= 2")
     parser.add_argument("--degree", type=at_least(1), default=None,
                         help="of the circular graph (default 8; --to-eps: its topology's "
@@ -199,6 +200,12 @@ def _penalty_args(parser: argparse.ArgumentParser) -> None:
                         help="penalty = auto x 2^k for these integers k")
     parser.add_argument("--to-eps", type=positive, default=None, metavar="TOL",
                         help="count activations to TOL (> 0) in the simulator instead")
+    parser.add_argument("--table", default=None, metavar="GRAPHS",
+                        help="with --to-eps: the auto penalty against the best multiplier "
+                        "at layers 1..L, one markdown row per engine, graph, dataset and "
+                        "layer; GRAPHS is a comma list of TOPOLOGY:M[:DEGREE] or all "
+                        "(ring:4,ring:20,circular:20:8,complete:8,random-regular:16:3); "
+                        "--dataset and --engine may then be comma lists")
 
 
 def _activation_args(parser: argparse.ArgumentParser) -> None:

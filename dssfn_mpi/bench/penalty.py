@@ -27,9 +27,16 @@ distance to O*.
 
 With ``--to-eps TOL`` (:func:`to_eps`) each layer is instead solved by the
 simulator's engines (:mod:`dssfn_mpi.sim`: async with its reads of one-message-old
-neighbour values and bounded delay 4, sync with its allreduce, every node at one
-speed), each until every node is within TOL of O* (``--stop eps:TOL``) or at
-``--iters``, and a line gives the mean activations per node of every multiplier.
+neighbour values and bounded delay 4, sync with its allreduce, sync-graph with its
+mixing rounds, every node at one speed) on ``--topology``, each until every node is
+within TOL of O* (``--stop eps:TOL``) or at ``--iters``, and a line gives the mean
+activations per node of every multiplier of the ``auto`` penalties (per edge for
+async, as the engines combine them). ``--table GRAPHS`` (:func:`table`) runs that for
+every engine, graph and dataset given, layers 1 - L, and prints one markdown row per
+layer: the ``auto`` count, the best multiplier's and their ratio::
+
+    dssfn-mpi bench penalty --to-eps 1e-2 --table all --engine all \\
+        --dataset digits,satimage,vowel,letter --layers 5 --iters 3000
 """
 
 from __future__ import annotations
@@ -44,10 +51,10 @@ from ..engines.updates import EdgeStep, consensus_dual, consensus_primal
 from ..errors import UserError
 from ..model import default_eps, default_width, layer_features, one_hot
 from ..partition import partition
-from ..solver import LocalInverse, auto_penalty, exact_solve, local_multiplier
+from ..solver import LocalInverse, exact_solve, penalty_stats
 from ..topology import Graph, make_topology
 
-__all__ = ["consensus_admm", "edge_arock", "main", "run", "sweep"]
+__all__ = ["consensus_admm", "edge_arock", "main", "run", "sweep", "table", "to_eps"]
 
 
 def consensus_admm(
@@ -68,15 +75,20 @@ def consensus_admm(
 
 
 def edge_arock(
-    Ys: list[np.ndarray], Gs: list[np.ndarray], Bs: list[np.ndarray], eps: float, gamma: float,
-    iters: int, graph: Graph, seed: int = 0,
+    Ys: list[np.ndarray], Gs: list[np.ndarray], Bs: list[np.ndarray], eps: float,
+    gamma: float | list[np.ndarray], iters: int, graph: Graph, seed: int = 0,
 ) -> list[np.ndarray]:
-    """Every node's O after ``iters`` activations each of the edge-form update (eta = 1)."""
+    """Every node's O after ``iters`` activations each of the edge-form update (eta = 1).
+
+    ``gamma``: one penalty on every edge, or per node one per neighbour (the ``auto`` rule's).
+    """
     M = graph.n_nodes
     nbrs = [graph.neighbors(m) for m in range(M)]
     # Where Z_{n,m} sits among neighbour n's edges: what node m reads from n.
     back = [[nbrs[n].index(m) for n in nbrs[m]] for m in range(M)]
-    gammas = [np.full(len(nbrs[m]), gamma) for m in range(M)]
+    gammas = [np.broadcast_to(np.asarray(gamma[m] if isinstance(gamma, list) else gamma,
+                                         dtype=float), (len(nbrs[m]),)).copy()
+              for m in range(M)]
     invs = [LocalInverse(Ys[m], float(gammas[m].sum()), Gs[m]) for m in range(M)]
     steps = [EdgeStep(2.0 * Bs[m], gammas[m], 1.0, eps, invs[m]) for m in range(M)]
     Zr = [np.empty_like(step.Z) for step in steps]
@@ -92,9 +104,10 @@ def edge_arock(
 def _layers(dataset: str, layers: int, nodes: int, seed: int):
     """Each layer along the centralized path, split over ``nodes`` uniform shards.
 
-    Yields ``(layer, eps, Ys, Gs, Bs, star, cond, lam_mean, scale)``: the shards'
+    Yields ``(layer, eps, Ys, Gs, Bs, star, cond, stats)``: the shards'
     features, Gram matrices and ``T Y^T``, the exact solution, the condition number
-    of the stacked problem and the network means behind the ``auto`` penalty.
+    of the stacked problem and each node's numbers behind the ``auto`` penalty
+    (:func:`dssfn_mpi.solver.penalty_stats`).
     """
     ds = load_dataset(dataset, seed=seed)
     X, y = ds.X_train, ds.y_train
@@ -115,9 +128,8 @@ def _layers(dataset: str, layers: int, nodes: int, seed: int):
         Ts = [T[:, s] for s in shards]
         Gs = [a @ a.T for a in Ys]
         Bs = [t @ a.T for t, a in zip(Ts, Ys)]
-        lam_mean = float(np.mean([local_multiplier(a, t, eps) for a, t in zip(Ys, Ts)]))
-        scale = float(np.mean([np.trace(g) / min(a.shape) for g, a in zip(Gs, Ys)]))
-        yield layer, eps, Ys, Gs, Bs, star, cond, lam_mean, scale
+        stats = [penalty_stats(a, t, g, eps) for a, t, g in zip(Ys, Ts, Gs)]
+        yield layer, eps, Ys, Gs, Bs, star, cond, stats
         O_prev = star.O
 
 
@@ -126,19 +138,19 @@ def sweep(
     powers: tuple[int, ...] = (-2, -1, 0, 1, 2, 3), seed: int = 0, out=sys.stdout,
 ) -> list[dict]:
     """Run the sweep; print and return one dict per layer (see the module notes)."""
-    graph = make_topology("circular", nodes, degree) if engine == "async" else None
+    graph = make_topology("circular", nodes, degree)
     mults = [2.0**k for k in powers]
     rows = []
-    for layer, eps, Ys, Gs, Bs, star, cond, lam_mean, scale in _layers(dataset, layers, nodes,
-                                                                        seed):
-        auto = auto_penalty(lam_mean, scale, nodes, consensus=engine == "sync")
+    for layer, eps, Ys, Gs, Bs, star, cond, stats in _layers(dataset, layers, nodes, seed):
+        pens = _auto(engine, graph, layer, stats)
+        auto = float(np.mean(pens[0]))
         norm = np.linalg.norm(star.O)
         dist = []
         for mult in mults:
             if engine == "sync":
                 Os = consensus_admm(Ys, Gs, Bs, eps, auto * mult, iters)
             else:
-                Os = edge_arock(Ys, Gs, Bs, eps, auto * mult, iters, graph, seed)
+                Os = edge_arock(Ys, Gs, Bs, eps, [mult * p for p in pens], iters, graph, seed)
             dist.append(max(float(np.linalg.norm(o - star.O)) for o in Os) / norm)
         best = int(np.argmin(dist))
         row = {"layer": layer, "lam_star": star.lam, "cond": cond, "auto": auto,
@@ -152,48 +164,70 @@ def sweep(
     return rows
 
 
+def _auto(engine: str, graph: Graph, layer: int, stats: list[np.ndarray]) -> list:
+    """Each node's ``auto`` penalty as its engine combines ``stats`` (the simulator's rule).
+
+    Async: per node one gamma per neighbour; sync, sync-graph: one rho per node.
+    """
+    from ..config import TrainConfig
+    from ..engines.sync_graph import MIX_TOLERANCE
+    from ..sim.nodes import penalties
+
+    cfg = TrainConfig(mode=engine, metric="identity")  # the scalar penalty at every layer
+    rounds = graph.mixing_rounds(MIX_TOLERANCE) if engine == "sync-graph" else 0
+    return penalties(cfg, graph, layer, stats, rounds)
+
+
 def to_eps(
     dataset: str, layers: int, engine: str, nodes: int = 20, degree: int | None = 8,
     topology: str = "circular", tol: float = 1e-2, iters: int = 3000,
     powers: tuple[int, ...] = (-2, -1, 0, 1, 2), seed: int = 0, out=sys.stdout,
+    first: int = 0,
 ) -> list[dict]:
     """Activations to ``tol`` per layer and penalty multiplier, in the simulator.
 
-    Prints and returns one dict per layer: ``activations`` is, per multiplier,
-    the mean over nodes of the activations (sync: iterations) the layer took,
-    ``done`` whether every node got within ``tol`` of O* before ``iters``.
+    Prints and returns one dict per layer from ``first`` on: ``activations`` is, per
+    multiplier of every node's ``auto`` penalty, the mean over nodes of the activations
+    (sync, sync-graph: iterations) the layer took, ``done`` whether every node got within
+    ``tol`` of O* before ``iters``.
     """
     from ..config import TrainConfig
+    from ..engines.sync_graph import MIX_TOLERANCE
     from ..network import parse_network
     from ..sim.layerloop import SimOptions, solve_layer
     from ..sim.speed import SpeedModel
+    from ..timeline import hop_distances
 
     graph = make_topology(topology, nodes, degree)
     nbrs = [graph.neighbors(m) for m in range(nodes)]
-    cfg = TrainConfig(dataset=dataset, mode=engine, iters=iters, stop=f"eps:{tol}", seed=seed)
+    hops = hop_distances(nbrs)  # when a mixing round's values have arrived (sync-graph)
+    cfg = TrainConfig(dataset=dataset, mode=engine, iters=iters, stop=f"eps:{tol}", seed=seed,
+                      metric="identity")  # the scalar form, also at layer 0
     rule = cfg.stop_rule
+    rounds = graph.mixing_rounds(MIX_TOLERANCE) if engine == "sync-graph" else 0
     opts = SimOptions(nodes=nodes, network=parse_network("shm"),
                       speed=SpeedModel.build("const:1e-3", nodes, layers + 1, iters, {}, None,
                                              None, seed))
     mults = [2.0**k for k in powers]
     rows = []
-    for layer, eps, Ys, Gs, Bs, star, _, lam_mean, scale in _layers(dataset, layers, nodes, seed):
+    for layer, eps, Ys, Gs, Bs, star, _, stats in _layers(dataset, layers, nodes, seed):
+        if layer < first:
+            continue
         B2s = [2.0 * b for b in Bs]
-        auto = auto_penalty(lam_mean, scale, nodes, consensus=engine == "sync")
+        auto = _auto(engine, graph, layer, stats)
         acts, done = [], []
         for mult in mults:
             # The simulator's own layer solve: async one gamma per edge, sync one rho.
-            pens = [np.full(graph.degree(m), mult * auto) if engine == "async" else mult * auto
-                    for m in range(nodes)]
+            pens = [mult * p for p in auto]
             invs = [LocalInverse(Ys[m], float(np.sum(pens[m])), Gs[m]) for m in range(nodes)]
             runs, ok = solve_layer(cfg, opts, layer, invs, B2s, pens, eps, star, rule,
-                                   np.zeros(nodes), 0, None, nbrs, Bs[0].nbytes, graph)
+                                   np.zeros(nodes), rounds, hops, nbrs, Bs[0].nbytes, graph)
             acts.append(float(np.mean([r.activations for r in runs])))
             done.append(bool(ok))
         # The fewest activations among the multipliers that got there (None: none did).
         best = (mults[int(np.argmin([a if ok else np.inf for a, ok in zip(acts, done)]))]
                 if any(done) else None)
-        row = {"layer": layer, "lam_star": star.lam, "auto": auto,
+        row = {"layer": layer, "lam_star": star.lam, "auto": float(np.mean(auto[0])),
                "multipliers": mults, "activations": acts, "done": done, "best": best}
         rows.append(row)
         print(f"l={layer:2d} lam*={star.lam:.3g} auto={row['auto']:.3g} "
@@ -201,6 +235,79 @@ def to_eps(
               + " ".join(f"x{m:g}:{'' if ok else '>'}{a:.0f}"
                          for m, a, ok in zip(mults, acts, done)), file=out, flush=True)
     return rows
+
+
+#: ``--table``'s graphs: (topology, M, degree or None for the topology's own).
+TABLE_GRAPHS = {"ring:4": ("ring", 4, None), "ring:20": ("ring", 20, None),
+                "circular:20:8": ("circular", 20, 8), "complete:8": ("complete", 8, None),
+                "random-regular:16:3": ("random-regular", 16, 3)}
+
+
+def _graph_spec(text: str) -> tuple[str, int, int | None]:
+    """``topology:M[:d]`` as (topology, M, d)."""
+    parts = text.split(":")
+    try:
+        if len(parts) in (2, 3):
+            return parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else None
+    except ValueError:
+        pass
+    raise UserError(f"--table graph {text!r}: expected TOPOLOGY:M or TOPOLOGY:M:DEGREE")
+
+
+def table(
+    datasets: list[str], engines: list[str], graphs: list[str], layers: int, tol: float = 1e-2,
+    iters: int = 3000, powers: tuple[int, ...] = (-2, -1, 0, 1, 2), seed: int = 0,
+    out=sys.stdout,
+) -> list[dict]:
+    """The ``auto`` rules against the best multiplier in hindsight, layers 1 - ``layers``.
+
+    One markdown row per engine, graph, dataset and layer (printed as it is measured):
+    the ``auto`` penalty's activations (iterations) per node to ``tol``, the best of
+    ``auto x 2^k`` (``powers``, which must hold 0) and their ratio, ``>`` where the
+    cap ``iters`` was hit. Returns the rows.
+    """
+    if 0 not in powers:
+        raise UserError("--table needs 0 among --powers (the auto penalty itself)")
+    print("| engine | graph | dataset | layer | auto | best | best x | auto / best |\n"
+          "|---|---|---|---|---|---|---|---|", file=out, flush=True)
+    rows, done_sync = [], {}
+    for engine in engines:
+        for spec in graphs:
+            topology, nodes, degree = _graph_spec(spec)
+            for dataset in datasets:
+                # Sync's allreduce sees no graph: one run per node count serves them all.
+                key = (dataset, nodes)
+                if engine != "sync" or key not in done_sync:
+                    found = to_eps(dataset, layers, engine, nodes, degree, topology, tol, iters,
+                                   powers, seed, out=_Discard(), first=1)
+                    if engine == "sync":
+                        done_sync[key] = found
+                for r in (found if engine != "sync" else done_sync[key]):
+                    acts, done = r["activations"], r["done"]
+                    i0 = powers.index(0)
+                    ok = [a for a, d in zip(acts, done) if d]
+                    best = min(ok) if ok else float("nan")
+                    ratio = acts[i0] / best if done[i0] and ok else float("inf")
+                    row = dict(engine=engine, graph=spec, dataset=dataset, layer=r["layer"],
+                               auto=acts[i0], auto_done=done[i0], best=best, best_x=r["best"],
+                               ratio=ratio)
+                    rows.append(row)
+                    mark = "" if done[i0] else ">"
+                    bx = "-" if r["best"] is None else f"{r['best']:g}"
+                    print(f"| {engine} | {spec} | {dataset} | {r['layer']} | "
+                          f"{mark}{acts[i0]:.0f} | {best:.0f} | {bx} | {ratio:.2f} |",
+                          file=out, flush=True)
+    return rows
+
+
+class _Discard:
+    """A file that keeps nothing (the per-layer lines under ``--table``)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,8 +328,24 @@ def run(args: argparse.Namespace) -> int:
         powers = tuple(int(k) for k in args.powers.split(","))
     except ValueError:
         raise UserError(f"--powers {args.powers!r}: expected comma-separated integers") from None
+    engines = ("async", "sync", "sync-graph")
+    for engine in args.engine.split(","):
+        if engine not in engines + ("all",) or (engine in ("sync-graph", "all")
+                                                 and args.to_eps is None):
+            raise UserError(f"--engine {engine!r}: expected sync or async (with --to-eps also "
+                            "sync-graph; with --table a comma list or all)")
+    if "," in args.engine + args.dataset and args.table is None:
+        raise UserError("comma lists of --engine or --dataset need --table")
     try:
-        if args.to_eps is None:
+        if args.table is not None:
+            if args.to_eps is None:
+                raise UserError("--table needs --to-eps TOL")
+            graphs = (list(TABLE_GRAPHS) if args.table == "all" else args.table.split(","))
+            engines = (["async", "sync", "sync-graph"] if args.engine == "all"
+                       else args.engine.split(","))
+            table(args.dataset.split(","), engines, graphs, args.layers, args.to_eps,
+                  args.iters, powers)
+        elif args.to_eps is None:
             sweep(args.dataset, args.layers, args.engine, args.nodes, args.degree or 8,
                   args.iters, powers)
         else:

@@ -72,7 +72,7 @@ class AsyncEngine(Engine):
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
         assert ctx.wait_policy is not None
         self.waits = ctx.wait_policy  # every wait of this engine goes through it
-        # Neighbour-only exchange of the two numbers behind the auto penalty.
+        # Neighbour-only exchange of the three numbers behind the auto penalty.
         self.dcomm = ctx.comm.Create_dist_graph_adjacent(
             self.neighbors, self.neighbors, reorder=False
         )
@@ -84,7 +84,7 @@ class AsyncEngine(Engine):
     def auto_penalty(self, layer: int, stats: np.ndarray) -> np.ndarray:
         """gamma_mn for each neighbour n from the means of ``stats`` over {m, n}.
 
-        One neighbourhood allgather of two numbers, so a rank waits for its
+        One neighbourhood allgather of three numbers, so a rank waits for its
         neighbours (never anyone else) to reach the layer; under the default
         bounded delay it would wait for them in its first activations anyway.
         The wait sleeps, and gives up after ``--timeout`` like every other.
@@ -92,8 +92,9 @@ class AsyncEngine(Engine):
         """
         mine = np.ascontiguousarray(stats, dtype=float)
         pair = 0.5 * (self._gather(layer, mine) + mine)
-        size = self.ctx.size
-        return np.array([auto_penalty(lam, s, size, consensus=False) for lam, s in pair])
+        graph = self.ctx.graph  # known to every rank from the configuration
+        degree, l2 = float(graph.degrees.mean()), graph.algebraic_connectivity
+        return np.array([auto_penalty(p, False, degree, l2) for p in pair])
 
     def metric(self, layer: int, G: np.ndarray) -> list[Metric]:
         """One metric per edge, the mean of the two ends' ``G``, agreed with each neighbour.

@@ -154,9 +154,9 @@ class Engine:
     def auto_penalty(self, layer: int, stats: np.ndarray) -> float | np.ndarray:
         """The ``auto`` penalty of ``layer`` from this rank's ``stats``.
 
-        ``stats`` is ``[lam_m, s_m]``: the node's own multiplier
-        (:func:`dssfn_mpi.solver.local_multiplier`) and the mean nonzero
-        eigenvalue of its ``G_m``. Every engine combines them over the ranks it
+        ``stats`` is ``[lam_m, s_m, g_m]`` (:func:`dssfn_mpi.solver.penalty_stats`):
+        the node's own multiplier and the mean nonzero and largest eigenvalues
+        of its ``G_m``. Every engine combines them over the ranks it
         talks to anyway (see :func:`dssfn_mpi.solver.auto_penalty`).
         """
         raise NotImplementedError

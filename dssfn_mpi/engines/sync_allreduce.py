@@ -67,7 +67,7 @@ class SyncAllreduceEngine(Engine):
         """rho from the network means of ``stats``, taken with :meth:`average`."""
         mean = np.empty_like(stats)
         self.average(stats, mean)
-        return auto_penalty(mean[0], mean[1], self.ctx.size, consensus=True)
+        return auto_penalty(mean, True)
 
     def metric(self, layer: int, G: np.ndarray) -> Metric:
         """The mean of the ranks' ``G_m`` (upper triangles, with :meth:`average`) as the metric."""

@@ -2,7 +2,7 @@
 
 The live layer loop (:mod:`dssfn_mpi.train`) runs on every rank: features
 from the rank's own previous solution, ``G_m = Y Y^T``, ``B_m = T Y^T``, the
-``auto`` penalty from the rank's ``[lam_m, s_m]`` combined over the ranks its
+``auto`` penalty from the rank's ``[lam_m, s_m, g_m]`` combined over the ranks its
 engine talks to. Here the same functions (:mod:`dssfn_mpi.layerstep`) run for all
 M nodes in one process,
 and the combination is the engines' arithmetic: async the mean over each
@@ -20,10 +20,10 @@ import numpy as np
 from ..config import TrainConfig
 from ..engines.updates import mix_round
 from ..gramstats import ONESHOT_MODES, StatsLayout
-from ..layerstep import DIRECT_MODES, layer_inputs, penalty_statistics
+from ..layerstep import DIRECT_MODES, layer_inputs
 from ..metric import Metric, gram_metric
 from ..model import one_hot
-from ..solver import auto_penalty, metric_penalty
+from ..solver import auto_penalty, metric_penalty, penalty_stats
 
 __all__ = ["Layer", "Shards", "layer_metrics", "layer_problems", "load_shards", "penalties"]
 
@@ -65,7 +65,7 @@ class Layer:
     Y: np.ndarray
     G: np.ndarray | None  # kept only where the local inverse needs it (dense path)
     B: np.ndarray
-    stats: np.ndarray  # [lam_m, s_m] for the auto penalty (zeros with a fixed penalty)
+    stats: np.ndarray  # [lam_m, s_m, g_m] for the auto penalty (zeros with a fixed penalty)
     features_cpu: float
     penalty_cpu: float
     gram_trace: float
@@ -90,9 +90,9 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
         O_prev = Os[m] if layer > 0 else None
         Y, G, B = layer_inputs(O_prev, cfg.seed, layer, hidden, Yprev, shards.T[m])
         c1 = time.thread_time()
-        stats = np.zeros(2)
+        stats = np.zeros(3)
         if auto:
-            stats = penalty_statistics(Y, shards.T[m], G, eps)
+            stats = penalty_stats(Y, shards.T[m], G, eps)
         c2 = time.thread_time()
         if G_sum is not None:
             G_sum += G
@@ -124,11 +124,12 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
                                              lam2) for n in graph.neighbors(m)])
                     for m in range(M)]
         out = []
+        degree, l2 = float(graph.degrees.mean()), graph.algebraic_connectivity
         for m in range(M):
             nbrs = graph.neighbors(m)
-            theirs = np.array([stats[n] for n in nbrs], dtype=float).reshape(len(nbrs), 2)
+            theirs = np.array([stats[n] for n in nbrs], dtype=float).reshape(len(nbrs), 3)
             pair = 0.5 * (theirs + stats[m])
-            out.append(np.array([auto_penalty(lam, s, M, consensus=False) for lam, s in pair]))
+            out.append(np.array([auto_penalty(p, False, degree, l2) for p in pair]))
         return out
     if fixed is not None:
         return [float(fixed)] * M
@@ -136,10 +137,10 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
         return [metric_penalty(True)] * M
     if cfg.mode == "sync":
         mean = np.sum(np.array(stats), axis=0) / M
-        value = auto_penalty(mean[0], mean[1], M, consensus=True)
+        value = auto_penalty(mean, True)
         return [value] * M
     mixed = mix(graph, [np.array(s, dtype=float) for s in stats], rounds)
-    return [auto_penalty(v[0], v[1], M, consensus=True) for v in mixed]
+    return [auto_penalty(v, True) for v in mixed]
 
 
 def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0) -> list:
