@@ -32,6 +32,7 @@ __all__ = [
     "AUTHORS_ADMM_ITERS",
     "ExactSolution",
     "auto_penalty",
+    "edge_penalties",
     "gram_top_eigenvalue",
     "local_multiplier",
     "penalty_stats",
@@ -432,6 +433,28 @@ def auto_penalty(
         graph = max(degree * connectivity, 1e-12)
         value = AUTO_EDGE * np.sqrt(lam * np.sqrt(scale * top) / graph)
     return float(max(value, AUTO_FLOOR * scale, 1e-12))
+
+
+def edge_penalties(mine: np.ndarray, theirs: np.ndarray, graph) -> np.ndarray:
+    """A node's ``auto`` gamma_mn, one per neighbour, from the means over each edge's two ends.
+
+    Parameters
+    ----------
+    mine : array of 3 floats
+        The node's own :func:`penalty_stats`.
+    theirs : array (degree, 3)
+        Its neighbours' statistics, in the order of ``graph.neighbors(m)``.
+    graph : dssfn_mpi.topology.Graph
+        The run's graph (its mean degree and algebraic connectivity enter the rule).
+
+    Returns
+    -------
+    ndarray
+        One gamma per neighbour; both ends of an edge get the same value.
+    """
+    pair = 0.5 * (np.asarray(theirs, dtype=float) + mine)
+    degree, l2 = float(graph.degrees.mean()), graph.algebraic_connectivity
+    return np.array([auto_penalty(p, False, degree, l2) for p in pair])
 
 
 def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1.0) -> float:

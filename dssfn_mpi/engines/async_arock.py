@@ -36,7 +36,7 @@ from ..doneboard import DoneBoard
 from ..errors import RankError
 from ..gramstats import StatsLayout
 from ..metric import DenseInverse, Metric, gram_metric
-from ..solver import LocalInverse, auto_penalty, metric_penalty
+from ..solver import LocalInverse, edge_penalties, metric_penalty
 from ..stoprule import NodeCheck
 from ..trace import LayerTrace
 from ..transport import NeighborTimeout, ZMailbox
@@ -91,10 +91,8 @@ class AsyncEngine(Engine):
         Both ends of an edge compute the same value.
         """
         mine = np.ascontiguousarray(stats, dtype=float)
-        pair = 0.5 * (self._gather(layer, mine) + mine)
-        graph = self.ctx.graph  # known to every rank from the configuration
-        degree, l2 = float(graph.degrees.mean()), graph.algebraic_connectivity
-        return np.array([auto_penalty(p, False, degree, l2) for p in pair])
+        # The graph is known to every rank from the configuration.
+        return edge_penalties(mine, self._gather(layer, mine), self.ctx.graph)
 
     def metric(self, layer: int, G: np.ndarray) -> list[Metric]:
         """One metric per edge, the mean of the two ends' ``G``, agreed with each neighbour.

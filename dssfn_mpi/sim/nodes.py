@@ -23,7 +23,7 @@ from ..gramstats import ONESHOT_MODES, StatsLayout
 from ..layerstep import DIRECT_MODES, layer_inputs
 from ..metric import Metric, gram_metric
 from ..model import one_hot
-from ..solver import auto_penalty, metric_penalty, penalty_stats
+from ..solver import auto_penalty, edge_penalties, metric_penalty, penalty_stats
 
 __all__ = ["Layer", "Shards", "layer_metrics", "layer_problems", "load_shards", "penalties"]
 
@@ -123,14 +123,9 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
             return [np.array([metric_penalty(False, 0.5 * (graph.degree(m) + graph.degree(n)),
                                              lam2) for n in graph.neighbors(m)])
                     for m in range(M)]
-        out = []
-        degree, l2 = float(graph.degrees.mean()), graph.algebraic_connectivity
-        for m in range(M):
-            nbrs = graph.neighbors(m)
-            theirs = np.array([stats[n] for n in nbrs], dtype=float).reshape(len(nbrs), 3)
-            pair = 0.5 * (theirs + stats[m])
-            out.append(np.array([auto_penalty(p, False, degree, l2) for p in pair]))
-        return out
+        return [edge_penalties(stats[m], np.array([stats[n] for n in graph.neighbors(m)],
+                                                  dtype=float).reshape(-1, 3), graph)
+                for m in range(M)]
     if fixed is not None:
         return [float(fixed)] * M
     if metric:
