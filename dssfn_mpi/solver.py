@@ -16,6 +16,7 @@ Woodbury identity when a node holds fewer samples than features.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -435,14 +436,15 @@ def auto_penalty(
     return float(max(value, AUTO_FLOOR * scale, 1e-12))
 
 
-def edge_penalties(mine: np.ndarray, theirs: np.ndarray, graph) -> np.ndarray:
+def edge_penalties(mine: np.ndarray, theirs: Sequence[np.ndarray] | np.ndarray,
+                   graph) -> np.ndarray:
     """A node's ``auto`` gamma_mn, one per neighbour, from the means over each edge's two ends.
 
     Parameters
     ----------
     mine : array of 3 floats
         The node's own :func:`penalty_stats`.
-    theirs : array (degree, 3)
+    theirs : array (degree, 3), or one array of 3 per neighbour
         Its neighbours' statistics, in the order of ``graph.neighbors(m)``.
     graph : dssfn_mpi.topology.Graph
         The run's graph (its mean degree and algebraic connectivity enter the rule).

@@ -123,8 +123,7 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
             return [np.array([metric_penalty(False, 0.5 * (graph.degree(m) + graph.degree(n)),
                                              lam2) for n in graph.neighbors(m)])
                     for m in range(M)]
-        return [edge_penalties(stats[m], np.array([stats[n] for n in graph.neighbors(m)],
-                                                  dtype=float).reshape(-1, 3), graph)
+        return [edge_penalties(stats[m], [stats[n] for n in graph.neighbors(m)], graph)
                 for m in range(M)]
     if fixed is not None:
         return [float(fixed)] * M
