@@ -93,7 +93,7 @@ def _header(run: RunLog) -> list[str]:
         f"topology {setting(a.get('topology'))}  degree {setting(a.get('degree'))}",
         f"layers {setting(a.get('layers'))}  hidden {setting(a.get('hidden'))}  "
         f"iters {setting(a.get('iters'))}  complete {'yes' if run.complete else 'no'}  "
-        f"(layers done {done})",
+        f"(layers done {done})  compiled kernels {setting(a.get('compiled_kernels'))}",
         *(_sim_lines(a) if a.get("simulated") else _mpi_lines(a)),
     ]
 
@@ -187,7 +187,7 @@ def _format_run(run: RunLog) -> str:
 _JSON_ATTRS = ("mode", "update", "dataset", "nodes", "topology", "degree", "layers", "hidden",
                "iters", "simulated", "sim_speed", "sim_network", "mpi_library", "mpi_osc",
                "mpi_thread_level", "mpi_window_model", "mpi_passive_put",
-               "mpi_passive_put_seconds", "rma_write_path")
+               "mpi_passive_put_seconds", "rma_write_path", "compiled_kernels")
 
 
 def _json_value(value: object) -> object:

@@ -41,6 +41,7 @@ def test_format_report_numbers(tmp_path: Path) -> None:
         "layers": 2,
         "hidden": 50,
         "iters": 200,
+        "compiled_kernels": "off (numpy)",
     }
     write_runlog(path, attrs, report_layers())
     text = format_report(path)
@@ -58,6 +59,7 @@ def test_format_report_numbers(tmp_path: Path) -> None:
         "iters 200",
         "complete no",
         "layers done 2/3",
+        "compiled kernels off (numpy)",
     ]:
         assert expected in header
     rows = {ln.split()[0]: ln.split() for ln in lines if re.match(r"\s+\d+\s", ln)}
