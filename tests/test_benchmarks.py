@@ -257,6 +257,10 @@ def test_failing_configuration_is_recorded_and_sweep_goes_on(tmp_path, capsys, m
     assert bad.attrs["bench_returncode"] != 0
     assert good.attrs["bench_status"] == "ok" and good.complete
     assert not list(tmp_path.glob(".f.h5.runs*"))  # temporary logs cleaned up
+    # the figures' titles name the datasets of the runs, not the failed entry's none
+    from dssfn_mpi.bench.records import sweep_summaries
+
+    assert sweep_summaries(runs)["degree"]["info"]["datasets"] == [str(good.attrs["dataset"])]
 
 
 # --------------------------------------------------------------------------- no MPI

@@ -170,7 +170,8 @@ def _info(runs: Mapping[str, RunLog]) -> dict[str, Any]:
     keys = ("dataset", "nodes", "degree", "layers", "hidden", "iters", "topology",
             "mpi_library", "bench_preset", "bench_target_iters")
     info = {k: _plain(a[k]) for k in keys if k in a}
-    info["datasets"] = sorted({str(r.attrs.get("dataset", "")) for r in runs.values()})
+    # a failed job's entry carries no run attributes, so no dataset to name
+    info["datasets"] = sorted({str(r.attrs.get("dataset", "")) for r in runs.values()} - {""})
     hosts = {h for r in runs.values() for h in (r.hostnames or [])}
     info["hosts"] = max(len(hosts), 1)
     info["stop"] = str(ok[0].config.get("stop", "iters")) if ok else "iters"
