@@ -142,11 +142,15 @@ def test_noise_and_table2_views_mark_unreached_cases():
     plt.close(fig)
     text = ttefigs.noise_markdown(summary)
     assert "| rank 0 x5 | 2.000 (cap) |" in text
-    t2 = _summary("table2", [_rec("async", -1, 3.0, reached=False), _rec("sync", -1, 1.0),
-                             _rec("sync", -1, 0.9, kind="simulated")])
+    t2 = _summary("table2", [_rec("async", -1, 3.0, reached=False, hidden=1012),
+                             _rec("sync", -1, 1.0, hidden=1012),
+                             _rec("sync", -1, 0.9, kind="simulated", hidden=1012),
+                             _rec("sync", -1, 2.0, dataset="letter", hidden=1052)])
     fig = ttefigs.table2_tte_figure(t2)
     hollow = [p for ax in fig.axes for p in ax.patches if p.get_gid() == "unreached"]
     assert len(hollow) == 2 and all(p.get_facecolor()[3] == 0 for p in hollow)
+    # each dataset's own width in the title (not the first run's for all)
+    assert "n = 1052 (letter), 1012 (satimage)" in fig._suptitle.get_text()
     plt.close(fig)
     assert "3.000 (cap)" in ttefigs.table2_tte_markdown(t2)
 

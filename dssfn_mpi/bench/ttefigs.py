@@ -65,9 +65,13 @@ def tte_cell(rec: Mapping[str, Any] | None, key: str = "time_at_eps", spec: str 
 def _title(summary: Mapping[str, Any], what: str) -> str:
     i = summary["info"]
     ds = ", ".join(i.get("datasets") or [str(i.get("dataset", "?"))])
+    # the width is per dataset (n = 2Q + 1000 at the paper's sizes): name each one's
+    widths = {r["dataset"]: r["hidden"] for r in summary["records"]
+              if r.get("dataset") and r.get("hidden") is not None}
+    n = (", ".join(f"{widths[d]} ({d})" for d in sorted(widths)) if len(set(widths.values())) > 1
+         else i.get("hidden", "?"))
     return (f"{what}: time to eps = {summary['eps']:g}, every layer (input layer included); "
-            f"{ds}, L = {i.get('layers', '?')}, n = {i.get('hidden', '?')}, "
-            f"cap K = {i.get('iters', '?')}")
+            f"{ds}, L = {i.get('layers', '?')}, n = {n}, cap K = {i.get('iters', '?')}")
 
 
 def _draw(ax, x: list, recs: list[dict], key: str, st: dict, label: str,
