@@ -246,6 +246,8 @@ def _add_plot_parser(sub: Any) -> None:
     g.add_argument("--figures", metavar="STEM[=NAME],...", default="",
                    help="with --add: the figures drawn from it that are published, each "
                    "under NAME in docs/figures (default: its own stem)")
+    g.add_argument("--machine-note", metavar="TEXT", help="with --add: what else ran on "
+                   "the machine while the data were made (e.g. 'quiet'), kept in the manifest")
     g.add_argument("--name", help="with --add: its file name in the data folder (default: "
                    "its own, e.g. table2_L20.json for a second table2.json)")
     g.add_argument("--data", default="results/data", help="the data folder (default "
@@ -472,7 +474,8 @@ def _plot_action(args: argparse.Namespace) -> int:
                             "the data)")
         figures = dict(f.partition("=")[::2] for f in args.figures.split(",") if f)
         path = resultsdir.add_file(args.data, args.add, args.made_by,
-                                   {k: v or k for k, v in figures.items()}, args.name)
+                                   {k: v or k for k, v in figures.items()}, args.name,
+                                   args.machine_note)
         print(f"{path} recorded in {os.path.join(args.data, resultsdir.MANIFEST)}")
         return 0
     if not args.file:

@@ -60,9 +60,11 @@ def test_manifest_records_every_file_within_the_budget():
 def test_add_and_build_from_a_data_folder(tmp_path):
     src = DATA / "oneshot_cost.json"
     data = tmp_path / "data"
-    resultsdir.add_file(data, src, "python -m dssfn_mpi.bench.oneshot", {"oneshot_cost": "cost"})
+    resultsdir.add_file(data, src, "python -m dssfn_mpi.bench.oneshot", {"oneshot_cost": "cost"},
+                        machine_note="quiet")
     entry = resultsdir.read_manifest(data)["files"]["oneshot_cost.json"]
     assert entry["kind"] == "oneshot" and entry["machine"]["cpus"] >= 1
+    assert entry["machine"]["note"] == "quiet"
     written = {p.name for p in resultsdir.build_figures(data, tmp_path / "fig")}
     assert written == {"cost.png", "cost.pdf"}
     manifest = json.loads((data / resultsdir.MANIFEST).read_text())

@@ -236,10 +236,23 @@ def sweep_summaries(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
     return out
 
 
+def _processor() -> str:
+    """The processor's model name (``/proc/cpuinfo`` on Linux), else its architecture."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine() -> dict[str, Any]:
     """Where a data file was made: host name, processor, logical CPUs, OS, Python."""
-    return {"host": platform.node(), "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), "system": f"{platform.system()} {platform.release()}",
+    return {"host": platform.node(), "processor": _processor(), "cpus": os.cpu_count(),
+            "system": f"{platform.system()} {platform.release()}",
             "python": platform.python_version()}
 
 

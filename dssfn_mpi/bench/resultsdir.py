@@ -73,7 +73,8 @@ def total_bytes(data_dir: str | os.PathLike) -> int:
 
 
 def add_file(data_dir: str | os.PathLike, source: str | os.PathLike, command: str,
-             figures: dict[str, str], name: str | None = None) -> Path:
+             figures: dict[str, str], name: str | None = None,
+             machine_note: str | None = None) -> Path:
     """Copy ``source`` into the data folder and record it in the manifest.
 
     Parameters
@@ -90,6 +91,9 @@ def add_file(data_dir: str | os.PathLike, source: str | os.PathLike, command: st
         Figure drawn from it -> name published under in docs/figures.
     name : str, optional
         File name in the folder (default: the source's).
+    machine_note : str, optional
+        What else ran on the machine (e.g. "quiet", "shared: CI beside it"),
+        recorded as the entry's ``machine["note"]``.
 
     Returns
     -------
@@ -117,6 +121,8 @@ def add_file(data_dir: str | os.PathLike, source: str | os.PathLike, command: st
     if kind in ("summary", "accuracy"):
         data = json.loads(src.read_text())
         made, where = data.get("made", made), data.get("machine", where)
+    if machine_note:
+        where = {**where, "note": machine_note}
     if src.resolve() != dest.resolve():
         shutil.copyfile(src, dest)
     manifest["files"][dest.name] = {"kind": kind, "command": command, "made": made,
