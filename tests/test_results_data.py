@@ -125,6 +125,25 @@ def test_unreached_points_are_drawn_hollow_not_dropped():
     table = ttefigs.tte_markdown(summary)
     row = next(ln for ln in table.splitlines() if ln.startswith("| 2 |"))
     assert "0.900 (cap)" in row and "0.200" in row and "(cap)" not in row.split("0.900")[0]
+    assert "failed" not in table
+
+
+def test_a_failed_run_is_named_failed_not_left_blank():
+    from dssfn_mpi.bench import ttefigs
+    from dssfn_mpi.bench.tables import FAILED_NOTE, sweep_markdown
+
+    dead = dict(_rec("sync", 64, math.nan, kind="simulated"), status="failed", ok=False)
+    summary = _summary("nodes", [_rec("sync", 20, 0.2), _rec("sync", 20, 0.1, kind="simulated"),
+                                 _rec("sync", 64, 0.1), dead])
+    table = ttefigs.tte_markdown(summary)
+    row = next(ln for ln in table.splitlines() if ln.startswith("| 64 |"))
+    assert [c.strip() for c in row.strip("|").split("|")][1:] == ["0.100", "failed", "1.00"]
+    assert FAILED_NOTE in table
+    # the fixed-K table: a failed live run is a "failed" row cell, its value kept
+    live_dead = dict(_rec("async", 8, math.nan), status="failed", ok=False, iters=200)
+    fixed = dict(_summary("nodes", [live_dead]), records=[live_dead])
+    row = next(ln for ln in sweep_markdown(fixed).splitlines() if ln.startswith("| 8 |"))
+    assert row.count("failed") == 4 and FAILED_NOTE in sweep_markdown(fixed)
 
 
 def test_noise_and_table2_views_mark_unreached_cases():

@@ -19,6 +19,11 @@ __all__ = ["contention_markdown", "contention_rows", "straggler_markdown", "stra
            "sweep_markdown"]
 
 
+#: The note under a table with a ``failed`` cell.
+FAILED_NOTE = ("failed: the run did not finish (killed, timed out or crashed; the summary's "
+               "record of it keeps the error), so it has no time.")
+
+
 def _ok(runs: Mapping[str, RunLog]) -> dict[str, RunLog]:
     return {k: r for k, r in runs.items() if r.attrs.get("bench_status", "ok") == "ok"}
 
@@ -40,6 +45,8 @@ def sweep_markdown(summary: Mapping[str, Any]) -> str:
     cells: dict[tuple[float, str], Mapping[str, Any]] = {}
     modes: list[str] = []
     central = None
+    failed = {(r["value"], r["mode"]) for r in summary["records"]
+              if r["status"] != "ok" and r["kind"] == "live"}
     for rec in summary["records"]:
         if rec["status"] != "ok" or rec["kind"] != "live":
             continue
@@ -49,7 +56,8 @@ def sweep_markdown(summary: Mapping[str, Any]) -> str:
         if rec["mode"] not in modes:
             modes.append(rec["mode"])
         cells[(rec["value"], rec["mode"])] = rec
-    values = sorted({v for v, _ in cells})
+    modes += [m for _, m in sorted(failed) if m not in modes and m != "central"]
+    values = sorted({v for v, _ in cells} | {v for v, m in failed if m in modes})
     head = "d" if bench == "degree" else "M"
     kinds = ("measured [s]", f"projected {network} [s]", f"to eps {eps:g} [s]", "acc [%]")
     lines = [
@@ -62,7 +70,7 @@ def sweep_markdown(summary: Mapping[str, Any]) -> str:
             s = cells.get((v, m))
             if s is None:
                 for c in cols:
-                    c.append("-")
+                    c.append("failed" if (v, m) in failed else "-")
                 continue
             star = "*" if _shortened(s) else ""
             cols[0].append(number(s["scaled_seconds" if star else "train_seconds"], ".2f")
@@ -81,6 +89,8 @@ def sweep_markdown(summary: Mapping[str, Any]) -> str:
         lines.append("")
         lines.append(f"central (1 process, exact): {number(central['train_seconds'], '.2f')} "
                      f"s, {percent(central['acc_mean'])} %")
+    if failed - set(cells):
+        lines += ["", FAILED_NOTE]
     if any(_shortened(s) for s in cells.values()):
         lines.append("")
         lines.append("`*`: run with fewer iterations; measured and projected time = solver "

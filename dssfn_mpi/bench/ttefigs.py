@@ -30,6 +30,7 @@ import numpy as np
 from ..fmt import number
 from .figstyle import plt, style
 from .presets import ALL_ENGINES
+from .tables import FAILED_NOTE
 
 __all__ = ["CAP_NOTE", "mode_order", "noise_figure", "noise_markdown", "sweep_tte_figure",
            "table2_tte_figure", "table2_tte_markdown", "tte_cell", "tte_markdown",
@@ -156,6 +157,8 @@ def tte_markdown(summary: Mapping[str, Any]) -> str:
     if not recs:
         return "(no runs to accuracy in this summary)"
     modes = mode_order(r["mode"] for r in recs)
+    failed = {(r["mode"], r["kind"], r["value"]) for r in summary["records"]
+              if r["status"] != "ok"}
     by = {(r["mode"], r["kind"], r["value"]): r for r in recs}
     head = "d" if summary["bench"] == "degree" else "M"
     cols = [(m, "live", "time_at_eps", "projected") for m in modes]
@@ -165,10 +168,13 @@ def tte_markdown(summary: Mapping[str, Any]) -> str:
     lines = ["| " + head + " | " + " | ".join(f"{m} {w} [s]" for m, _k, _f, w in cols) + " |",
              "|---" * (1 + len(cols)) + "|"]
     for v in sorted({r["value"] for r in recs}):
-        cells = [tte_cell(by.get((m, k, v)), f, ".3f" if w != "measured" else ".2f")
+        cells = ["failed" if (m, k, v) in failed and (m, k, v) not in by else
+                 tte_cell(by.get((m, k, v)), f, ".3f" if w != "measured" else ".2f")
                  for m, k, f, w in cols]
         lines.append(f"| {v:g} | " + " | ".join(cells) + " |")
     lines += ["", _note(summary)]
+    if failed - set(by):
+        lines += ["", FAILED_NOTE]
     return "\n".join(lines)
 
 
