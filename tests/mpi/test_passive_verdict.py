@@ -20,14 +20,16 @@ def _comm():
 
 @pytest.fixture
 def slow_put(monkeypatch):
-    """Make the origin's put + flush take ``delay`` s more: asleep (descheduled) or busy."""
+    """Make the origin's put + flush take ``delay`` s more: asleep (descheduled) or busy
+    (``delay`` s of its own CPU time, so a loaded machine stretches it but cannot turn
+    it into a descheduled wait)."""
     real = rmacheck._put
 
     def install(delay: float, busy: bool) -> None:
         def put(win, payload):
             if busy:  # running, as a put that polls for its target's progress
-                end = time.perf_counter() + delay
-                while time.perf_counter() < end:
+                end = time.thread_time() + delay
+                while time.thread_time() < end:
                     pass
             else:
                 time.sleep(delay)
