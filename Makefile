@@ -47,11 +47,13 @@ demo: $(VENV)/.installed
 	    --degree 2 --layers 5 --hidden 300 --iters 200 --out runs/demo.h5 --overwrite
 	$(PY) -m dssfn_mpi report runs/demo.h5
 
-# Every published figure (docs/figures) and every marked table of BENCHMARKS.md, rebuilt from
+# Every published figure (docs/figures), every marked table and text of the pages
+# (README's answer, the results page's summary), rebuilt from
 # the committed result data in results/data (its MANIFEST.json says what made each file).
 figures: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[plot]'
-	$(PY) -m dssfn_mpi plot --all --data results/data --out docs/figures --page BENCHMARKS.md
+	$(PY) -m dssfn_mpi plot --all --data results/data --out docs/figures \
+	    --page BENCHMARKS.md README.md docs/ALGORITHMS.md docs/REPLAY.md docs/SIMULATE.md
 
 # The last line runs the RMA tests once more under another one-sided component
 # (osc/rdma over TCP): the seqlock must not depend on osc/sm.

@@ -252,8 +252,10 @@ def _add_plot_parser(sub: Any) -> None:
                    "its own, e.g. table2_L20.json for a second table2.json)")
     g.add_argument("--data", default="results/data", help="the data folder (default "
                    "results/data)")
-    g.add_argument("--page", default="BENCHMARKS.md", help="with --all: the results page "
-                   "whose marked tables are regenerated (default BENCHMARKS.md)")
+    g.add_argument("--page", nargs="+", default=None, metavar="PAGE",
+                   help="with --all: the pages whose marked tables and texts are regenerated "
+                   "(default: BENCHMARKS.md, README.md and the reference pages with "
+                   "generated tables)")
 
 
 def _add_data_parser(sub: Any) -> None:
@@ -467,7 +469,8 @@ def _plot_action(args: argparse.Namespace) -> int:
     if args.all:
         if args.file or args.add:
             raise UserError("plot --all takes no FILE and no --add")
-        return resultsdir.rebuild(args.data, args.out or "docs/figures", args.page, args.check)
+        pages = resultsdir.PAGES if args.page is None else args.page
+        return resultsdir.rebuild(args.data, args.out or "docs/figures", pages, args.check)
     if args.add:
         if not args.made_by:
             raise UserError("plot --add FILE needs --made-by 'COMMAND' (the command that made "

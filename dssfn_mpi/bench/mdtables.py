@@ -11,6 +11,11 @@ A table in a Markdown page (BENCHMARKS.md) that is made from a data file of
     ...
     <!-- /table -->
 
+Prose computed from the data sits between ``text`` markers the same way
+(``<!-- text: answer readme -->`` ... ``<!-- /text -->``): the answer of README and
+the results page's summary (:mod:`dssfn_mpi.bench.answer`, views ``readme`` and
+``brief``).
+
 :func:`render` rewrites every such block from its file (``dssfn-mpi plot --all``);
 :func:`differences` names the blocks whose text is not what their file gives
 (``dssfn-mpi plot --all --check``, and the test that keeps the page honest).
@@ -30,8 +35,9 @@ from ..errors import UserError
 
 __all__ = ["blocks", "differences", "render", "table_for"]
 
-_START = re.compile(r"^<!-- table: (?P<file>\S+)(?: (?P<view>\S+))? -->$")
-_END = "<!-- /table -->"
+_START = re.compile(r"^<!-- (?P<tag>table|text): (?P<file>\S+)(?: (?P<view>\S+))? -->$")
+#: The text blocks, computed from the whole data folder rather than one file.
+_TEXTS = ("answer",)
 
 
 def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -> str:
@@ -44,6 +50,10 @@ def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -
     """
     from .records import file_kind
 
+    if name in _TEXTS:
+        from .answer import answer_markdown
+
+        return answer_markdown(data_dir, view)
     path = Path(data_dir) / name
     if not path.is_file():
         raise UserError(f"{path}: no such data file (a table of the results page names it)")
@@ -84,11 +94,12 @@ def blocks(text: str) -> list[tuple[int, int, str, str | None]]:
     while i < len(lines):
         m = _START.match(lines[i])
         if m:
+            end_marker = f"<!-- /{m['tag']} -->"
             try:
-                end = lines.index(_END, i + 1)
+                end = lines.index(end_marker, i + 1)
             except ValueError:
-                raise UserError(f"line {i + 1}: table block for {m['file']} has no "
-                                f"{_END}") from None
+                raise UserError(f"line {i + 1}: {m['tag']} block for {m['file']} has no "
+                                f"{end_marker}") from None
             out.append((i, end, m["file"], m["view"]))
             i = end
         i += 1

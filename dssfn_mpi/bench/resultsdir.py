@@ -22,7 +22,7 @@ drawn from and the command that makes it::
 
 ``plot --all`` keeps those figures as published and says so (:func:`pending`).
 ``dssfn-mpi plot --all`` redraws every listed figure (:func:`build_figures`) and
-regenerates the results page's tables (:mod:`dssfn_mpi.bench.mdtables`);
+regenerates the marked tables and texts of :data:`PAGES` (:mod:`dssfn_mpi.bench.mdtables`);
 ``dssfn-mpi plot --add FILE`` records a new or re-measured file (:func:`add_file`).
 """
 
@@ -32,13 +32,19 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ..errors import UserError, require
 from .records import file_kind
 
-__all__ = ["BUDGET_BYTES", "KINDS", "MANIFEST", "add_file", "build_figures", "file_kind",
+#: The pages whose marked tables and texts ``plot --all`` regenerates by default
+#: (relative to the repository root).
+PAGES = ("BENCHMARKS.md", "README.md", "docs/ALGORITHMS.md", "docs/REPLAY.md",
+         "docs/SIMULATE.md")
+
+__all__ = ["BUDGET_BYTES", "KINDS", "MANIFEST", "PAGES", "add_file", "build_figures", "file_kind",
            "pending", "read_manifest", "rebuild", "total_bytes"]
 
 MANIFEST = "MANIFEST.json"
@@ -209,31 +215,35 @@ def pending(data_dir: str | os.PathLike, fig_dir: str | os.PathLike) -> list[str
 
 
 def rebuild(data_dir: str | os.PathLike, fig_dir: str | os.PathLike,
-            page: str | os.PathLike | None, check: bool = False) -> int:
-    """``dssfn-mpi plot --all``: every figure from the data folder and the page's tables.
+            pages: Iterable[str | os.PathLike] = (), check: bool = False) -> int:
+    """``dssfn-mpi plot --all``: every figure from the data folder, and the marked tables
+    and texts of ``pages`` (the results page, README's answer, the reference pages).
 
-    With ``check``, write nothing: compare the page's marked tables with what the data
+    With ``check``, write nothing: compare the pages' marked blocks with what the data
     give and return 1 (naming them on stderr) when one differs, else 0.
     """
     import sys
 
     from .mdtables import differences, render
 
-    require(page is None or Path(page).is_file(), f"--page {page}: no such file")
-    text = Path(page).read_text() if page else None
+    pages = [Path(p) for p in ([pages] if isinstance(pages, (str, os.PathLike)) else pages)]
+    for page in pages:
+        require(page.is_file(), f"--page {page}: no such file")
+    texts = {page: page.read_text() for page in pages}
     if check:
-        diff = differences(text, data_dir) if text is not None else []
+        diff = [f"{page}: {d}" for page, text in texts.items()
+                for d in differences(text, data_dir)]
         for d in diff:
-            print(f"{page}: table {d} is not what the data give (dssfn-mpi plot --all "
-                  "rewrites it)", file=sys.stderr)
+            print(f"{d} is not what the data give (dssfn-mpi plot --all rewrites it)",
+                  file=sys.stderr)
         return 1 if diff else 0
     for path in build_figures(data_dir, fig_dir):
         print(path)
     for line in pending(data_dir, fig_dir):
         print(line)
-    if text is not None:
+    for page, text in texts.items():
         new = render(text, data_dir)
         if new != text:
-            Path(page).write_text(new)
-            print(f"{page}: tables regenerated")
+            page.write_text(new)
+            print(f"{page}: marked tables and texts regenerated")
     return 0
