@@ -6,9 +6,9 @@ and ``beta``, the bandwidth in bytes per second, so that one message of
 networks and where their numbers come from:
 
 - ``shm``: this machine, one-sided puts between two ranks through shared
-  memory, from the project's own RMA micro-benchmark (BENCHMARKS.md, section
-  "RMA micro-benchmark", table of ``ZMailbox.put`` latency, column "target in
-  MPI (sm)"): a least-squares line through its six sizes (8 B to 982 kB;
+  memory, from the project's own RMA micro-benchmark (``ZMailbox.put`` latency
+  with the target in MPI, ``osc=sm``, puts; docs/HISTORY.md, "The mailbox"): a
+  least-squares line through its six sizes (8 B to 982 kB;
   4.6, 3.4, 3.6, 3.7, 6.6 and 20.9 µs) gives alpha = 2.8 µs and
   beta = 55 GB/s.
 - ``ib``: HDR 200 Gb/s InfiniBand, the OSU micro-benchmark figures that

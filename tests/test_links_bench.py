@@ -1,5 +1,5 @@
 """The links benchmark's pure parts (dssfn_mpi.bench.links, bench.netns); the measurement
-itself needs root and runs by hand (BENCHMARKS.md, "Replay on rate-capped links")."""
+itself needs root and runs by hand (docs/REPLAY.md, "Validation on rate-capped links")."""
 
 from __future__ import annotations
 

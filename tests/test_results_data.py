@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -30,9 +31,57 @@ def test_results_page_tables_are_what_the_data_give():
     assert mdtables.differences(text, DATA) == []
 
 
+def test_readme_answer_and_every_page_are_what_the_data_give():
+    for page in resultsdir.PAGES:
+        text = (REPO / page).read_text()
+        assert mdtables.differences(text, DATA) == [], page
+    readme = (REPO / "README.md").read_text()
+    assert any(name == "answer" and view == "readme"
+               for _s, _e, name, view in mdtables.blocks(readme))
+    assert any(name == "answer" and view == "brief"
+               for _s, _e, name, view in mdtables.blocks(PAGE.read_text()))
+
+
+def test_an_edited_number_in_the_answer_is_caught():
+    readme = (REPO / "README.md").read_text()
+    start, end, _name, _view = next(b for b in mdtables.blocks(readme) if b[2] == "answer")
+    lines = readme.splitlines()
+    row = next(i for i in range(start + 1, end) if re.search(r"\d\.\d", lines[i]))
+    lines[row] = re.sub(r"(\d)\.(\d)", r"9\1.\2", lines[row], count=1)  # one number changed
+    edited = "\n".join(lines) + "\n"
+    assert mdtables.differences(edited, DATA) == [f"answer readme (line {start + 1})"]
+    assert mdtables.render(edited, DATA) == readme
+
+
+def test_the_answer_is_computed_from_unrounded_data(tmp_path):
+    from dssfn_mpi.bench import answer
+
+    got = answer.facts(DATA)
+    s = answer.load(DATA)
+    live = {(r["mode"], r["value"]): r["time_at_eps"] for r in s["degree_tte"]["records"]
+            if r["kind"] == "live" and r.get("ok")}
+    ratios = [live[("sync", d)] / live[("async", d)] for m, d in live if m == "async"]
+    assert got["deg"] == f"{min(ratios):.2f} - {max(ratios):.2f}"
+    # a changed datum changes the text: d = 8's async run made 10x slower
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    summary = json.loads((data / "degree_tte.json").read_text())
+    for r in summary["records"]:
+        if (r["kind"], r["mode"], r["value"]) == ("live", "async", 8.0):
+            r["time_at_eps"] *= 10
+    (data / "degree_tte.json").write_text(json.dumps(summary))
+    assert answer.facts(data)["deg"] != got["deg"]
+    assert answer.facts(data)["sg_ring"] == got["sg_ring"]
+    with pytest.raises(UserError, match="no answer view"):
+        answer.answer_markdown(DATA, "nonesuch")
+    (data / "noise.json").unlink()
+    with pytest.raises(UserError, match="noise.json: no such data file"):
+        answer.answer_markdown(data, "readme")
+
+
 def test_an_edited_number_in_a_generated_table_is_caught(tmp_path):
     text = PAGE.read_text()
-    start, end, name, _view = mdtables.blocks(text)[0]
+    start, end, name, _view = next(b for b in mdtables.blocks(text) if b[2] != "answer")
     lines = text.splitlines()
     row = next(i for i in range(start + 3, end) if any(c.isdigit() for c in lines[i]))
     cells = lines[row].split("|")
@@ -266,12 +315,19 @@ def test_plot_all_command_checks_and_rebuilds(tmp_path, capsys):
 
     page = tmp_path / "B.md"
     shutil.copyfile(PAGE, page)
-    assert main(["plot", "--all", "--check", "--page", str(page)]) == 0
+    readme = tmp_path / "R.md"
+    shutil.copyfile(REPO / "README.md", readme)
+    assert main(["plot", "--all", "--check", "--page", str(page), str(readme)]) == 0
     page.write_text(page.read_text().replace("| 1000 | 4.08 |", "| 1000 | 4.09 |"))
     assert main(["plot", "--all", "--check", "--page", str(page)]) == 1
     assert "oneshot_cost.json" in capsys.readouterr().err
-    assert main(["plot", "--all", "--page", str(page), "--out", str(tmp_path / "f")]) == 0
+    readme.write_text(readme.read_text().replace("sync / async", "sync / async 9.99", 1))
+    assert main(["plot", "--all", "--check", "--page", str(readme)]) == 1
+    assert "answer readme" in capsys.readouterr().err
+    assert main(["plot", "--all", "--page", str(page), str(readme), "--out",
+                 str(tmp_path / "f")]) == 0
     assert page.read_text() == PAGE.read_text()
+    assert readme.read_text() == (REPO / "README.md").read_text()
     assert (tmp_path / "f" / "oneshot_cost.png").is_file()
 
 

@@ -17,7 +17,8 @@ the run log shows as zero waiting time where no other wait applies (layers 0
 and 1: the layer-start wait is for layer l - 2), and the ranks next to a
 straggler race ahead, so the straggler reads their versions with gaps: its
 mean staleness is positive. There is no convergence guarantee then: fast ranks
-finish on stale data (BENCHMARKS.md, straggler), so only a coarse bound holds.
+finish on stale data (docs/ALGORITHMS.md, "One straggler and the bounded delay"), so
+only a coarse bound holds.
 """
 
 from __future__ import annotations

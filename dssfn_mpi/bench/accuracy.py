@@ -3,7 +3,8 @@
 ``dssfn-mpi bench accuracy --live SWEEP.h5 --sim RUN.h5 ... --out FIG.png``
 
 Every point is the time the layers from 1 on took to reach the eps rule (layer 0, the input
-layer, is left out: it often ends at the cap, see BENCHMARKS.md "Time to accuracy"):
+layer, is left out: with the scalar penalty it often ends at the cap; docs/ALGORITHMS.md,
+"Stopping to accuracy, measured"):
 
 * live: a ``bench straggler --set stop=eps:E`` sweep; each run's own trace replayed with one
   core per rank (``--network``, its ``--slow`` re-applied: a sleep is not CPU time), the sum
@@ -134,17 +135,19 @@ def accuracy_summary(args: argparse.Namespace) -> dict:
                                                     r["nodes"], r["factor"]))}
 
 
-def accuracy_markdown(summary: dict) -> str:
-    """The table of a summary: every live point and simulated run."""
+def accuracy_markdown(summary: dict, part: str | None = None) -> str:
+    """The table of a summary: every live point and simulated run (``part`` ``"live"`` or
+    ``"simulated"``: those rows alone)."""
     net = summary["network"]
     lines = ["| source | variant | M | straggler | noise | time to eps, layers >= 1 [s] |",
              "|---|---|---|---|---|---|"]
-    for variant, pts in summary["live"].items():
+    if part in (None, "live"):
         lines += [f"| live, replayed {net} | {variant} | - | {f:g} | - | {t:.3f} |"
-                  for f, t in pts]
-    lines += [f"| simulated | {r['variant']} {r['topology']} | {r['nodes']} | {r['factor']:g} "
-              f"| {'jitter' if r['noise'] else '-'} | {r['seconds']:.4f} |"
-              for r in summary["simulated"]]
+                  for variant, pts in summary["live"].items() for f, t in pts]
+    if part in (None, "simulated"):
+        lines += [f"| simulated | {r['variant']} {r['topology']} | {r['nodes']} "
+                  f"| {r['factor']:g} | {'jitter' if r['noise'] else '-'} | {r['seconds']:.4f} |"
+                  for r in summary["simulated"]]
     return "\n".join(lines)
 
 

@@ -63,7 +63,7 @@ wake-up from the barrier's sleep with cold caches made every part 2 - 5 times
 dearer. While the hub measures, the neighbours wait in a sleeping barrier (no
 busy polling), so with fewer cores than ranks they do not take the hub's core.
 
-The HDF5 layout (``/activation/<label>``) is documented in BENCHMARKS.md.
+The HDF5 layout (``/activation/<label>``) is documented in benchmarks/README.md.
 """
 
 from __future__ import annotations

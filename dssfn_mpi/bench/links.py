@@ -17,8 +17,8 @@ the uncapped run of the same mode and pass, with ``alpha`` = the RMA
 benchmark's median put latency of one double on that link and ``beta`` = the
 cap, and prints measured against projected time for the whole run and for
 the solves, one message's measured time against the model's, and how much
-the ranks' compute was stretched by other work on the machine. BENCHMARKS.md
-("Replay on rate-capped links") has the figures.
+the ranks' compute was stretched by other work on the machine. docs/REPLAY.md
+("Validation on rate-capped links") has the figures.
 """
 
 from __future__ import annotations

@@ -19,9 +19,11 @@ the results page's summary (:mod:`dssfn_mpi.bench.answer`, views ``readme`` and
 :func:`render` rewrites every such block from its file (``dssfn-mpi plot --all``);
 :func:`differences` names the blocks whose text is not what their file gives
 (``dssfn-mpi plot --all --check``, and the test that keeps the page honest).
-Views: a sweep summary's main table (default) or ``jitter``; the one-shot cost's
-``cost`` table (default); an RMA file's ``write`` (default), ``read`` or ``activation``
-table (:mod:`dssfn_mpi.bench.rmaviews`); the time-to-eps summary's table.
+Views: a sweep summary's main table (default) or ``jitter``; a table2 summary's
+``accuracy`` or ``times`` table alone; a contention summary's ``slowdown`` table; the
+one-shot cost's ``cost`` table (default); an RMA file's ``write`` (default), ``read`` or
+``activation`` table (:mod:`dssfn_mpi.bench.rmaviews`); the time-to-eps summary's table,
+or its ``live`` or ``simulated`` rows.
 """
 
 from __future__ import annotations
@@ -62,22 +64,41 @@ def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -
         from .oneshot import cost_markdown
 
         return cost_markdown(json.loads(path.read_text()))
-    if kind == "summary" and view in (None, "jitter"):
-        from .jitter import jitter_markdown
-        from .plot import summary_markdown
-        from .records import read_summary
-
-        summary = read_summary(path)
-        return jitter_markdown(summary) if view == "jitter" else summary_markdown(summary)
+    if kind == "summary":
+        text = _summary_view(path, view)
+        if text is not None:
+            return text
     if kind == "rma":
         from .rmaviews import rma_markdown
 
         return rma_markdown(path, view)
-    if kind == "accuracy" and view is None:
+    if kind == "accuracy" and view in (None, "live", "simulated"):
         from .accuracy import accuracy_markdown
 
-        return accuracy_markdown(json.loads(path.read_text()))
+        return accuracy_markdown(json.loads(path.read_text()), view)
     raise UserError(f"{path}: no table view {view!r} for a file of kind {kind}")
+
+
+def _summary_view(path: Path, view: str | None) -> str | None:
+    """A sweep summary's table: its main one, ``jitter``, a table2 summary's ``accuracy``
+    or ``times``, a contention summary's ``slowdown``; None for a view it lacks."""
+    from .jitter import jitter_markdown
+    from .plot import summary_markdown
+    from .records import read_summary
+    from .table2 import table2_markdown
+    from .tables import slowdown_markdown
+
+    summary = read_summary(path)
+    bench = summary["bench"]
+    if view is None:
+        return summary_markdown(summary)
+    if view == "jitter":
+        return jitter_markdown(summary)
+    if view in ("accuracy", "times") and bench == "table2":
+        return table2_markdown(summary, view)
+    if view == "slowdown" and bench == "contention":
+        return slowdown_markdown(summary)
+    return None
 
 
 def blocks(text: str) -> list[tuple[int, int, str, str | None]]:

@@ -77,7 +77,7 @@ def _common(p: argparse.ArgumentParser, data: bool = True) -> None:
         p.add_argument("--data-dir", help="folder with the public dataset files")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a preset field, e.g. --set layers=5 --set dataset=satimage "
-                   "(repeatable; see BENCHMARKS.md)")
+                   "(repeatable; see benchmarks/README.md)")
 
 
 def _output(p: argparse.ArgumentParser) -> None:

@@ -37,7 +37,7 @@ Sizes: one Z = Q x n doubles with n = 2Q + 1000 for Q in {6, 10, 11, 26, 102}
   mailbox's ``Win.Allocate`` window and for ``Win.Create`` (a 0.5 s sleep on
   the target).
 
-The layout of the HDF5 file is documented in BENCHMARKS.md ("The /rma group").
+The layout of the HDF5 file is documented in benchmarks/README.md ("The /rma group").
 """
 
 from __future__ import annotations
@@ -308,7 +308,7 @@ def _dataset(group: Any, name: str, data: np.ndarray, units: str, description: s
 
 
 def _write_tables(g: Any, res: dict[str, Any]) -> None:
-    """The datasets of one ``/rma/<label>`` group (layout in BENCHMARKS.md)."""
+    """The datasets of one ``/rma/<label>`` group (layout in benchmarks/README.md)."""
     shapes = z_shapes()
     _dataset(g, "Q", np.array([q for q, _ in shapes]), "1",
              "classes Q of each size (0: a one-element Z, the latency floor)")

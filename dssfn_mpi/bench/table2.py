@@ -214,7 +214,7 @@ def _time_lines(by: dict, datasets: list[str]) -> list[str]:
     return lines
 
 
-def table2_markdown(summary: Mapping[str, Any]) -> str:
+def table2_markdown(summary: Mapping[str, Any], part: str | None = None) -> str:
     """The comparison of a table2 summary (:mod:`dssfn_mpi.bench.records`) in Markdown: an
     accuracy table and a time table, the paper's numbers on the line below ours.
 
@@ -223,7 +223,8 @@ def table2_markdown(summary: Mapping[str, Any]) -> str:
     measured training time, projected dedicated-core time under ``network``,
     projected time to ``eps``, the projected sync-graph / async and sync /
     async ratios and the paper's sync / async ratio (its synchronous dSSFN is
-    consensus over the graph, our sync-graph).
+    consensus over the graph, our sync-graph). ``part`` ``"accuracy"`` or
+    ``"times"`` gives that table alone (the results page's views).
     """
     network, eps, info = summary["network"], summary["eps"], summary["info"]
     rows = [r for r in summary["tables"].get("table2", []) if r["mode"] in ("central", *_MODES)]
@@ -233,7 +234,7 @@ def table2_markdown(summary: Mapping[str, Any]) -> str:
     layers_of = {str(r.get("dataset")): r["layers"] for r in summary["records"]
                  if r["kind"] == "live"}
     datasets = _datasets(rows)
-    lines = [
+    accuracy = [
         f"M = {info.get('nodes', '?')}, d = {info.get('degree', '?')}, "
         f"K = {info.get('bench_target_iters', info.get('iters', '?'))} (per node per layer), "
         f"test accuracy at the last layer in %: mean (± std when more than one) over seeds "
@@ -242,7 +243,8 @@ def table2_markdown(summary: Mapping[str, Any]) -> str:
         f"under sync-graph.",
         "",
         *_accuracy_lines(layers_of, by, datasets),
-        "",
+    ]
+    times = [
         f"Time in s: measured = training time (slowest rank, layers only) as run on this "
         f"machine, ranks sharing its cores; proj. = the same run replayed with one core per "
         f"rank, network {network} (dssfn-mpi replay); to eps = projected time until every "
@@ -251,6 +253,7 @@ def table2_markdown(summary: Mapping[str, Any]) -> str:
         "",
         *_time_lines(by, datasets),
     ]
+    lines = {None: [*accuracy, "", *times], "accuracy": accuracy, "times": times}[part]
     if any(r.get("shortened") for r in rows):
         lines += ["", "`*`: run at fewer iterations than K; measured and projected times with "
                   "the solver part scaled linearly to K, time to eps, accuracy and rel as "

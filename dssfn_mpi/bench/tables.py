@@ -15,8 +15,8 @@ from .presets import WAIT_POLICIES
 from .projection import DEFAULT_EPS, DEFAULT_NETWORK, project_run, run_time_to_eps
 from .summary import RunSummary, summarize
 
-__all__ = ["contention_markdown", "contention_rows", "straggler_markdown", "straggler_rows",
-           "sweep_markdown"]
+__all__ = ["contention_markdown", "contention_rows", "slowdown_markdown", "straggler_markdown",
+           "straggler_rows", "sweep_markdown"]
 
 
 #: The note under a table with a ``failed`` cell.
@@ -255,4 +255,25 @@ def contention_markdown(summary: Mapping[str, Any]) -> str:
               if r["status"] != "ok"]
     if failed:
         lines += ["", "failed: " + "; ".join(failed)]
+    return "\n".join(lines)
+
+
+def slowdown_markdown(summary: Mapping[str, Any]) -> str:
+    """The contention table in short: per mode and wait policy, the median solve time idle
+    and beside each number of busy processes, with its slowdown against idle."""
+    rows = summary["tables"].get("contention", [])
+    busy = sorted({r["busy"] for r in rows})
+    cells: dict[tuple, dict[int, str]] = {}
+    for r in rows:
+        text = number(r["solve"], ".2f")
+        if r["busy"] and math.isfinite(r["slowdown"]):
+            text += f" ({number(r['slowdown'], '.1f')}x)"
+        cells.setdefault((r["mode"], r["wait"] or "-"), {})[r["busy"]] = text
+    head = " | ".join("idle [s]" if b == 0 else f"{b} busy [s]" for b in busy)
+    lines = [f"| mode | wait | {head} |", "|---|---|" + "---|" * len(busy)]
+    lines += [f"| {m} | {w} | " + " | ".join(c.get(b, "-") for b in busy) + " |"
+              for (m, w), c in cells.items()]
+    lines += ["", "Medians over each configuration's runs of the solve time: the slowest "
+              "rank's solver time summed over layers (measured wall time); in brackets the "
+              "slowdown against the same mode and policy with no busy process."]
     return "\n".join(lines)
