@@ -65,9 +65,9 @@ def _listing(items: list[str]) -> str:
 
 def _samples(dataset: str) -> tuple[int, int]:
     """Training and test samples of a dataset, from its one record in the package."""
-    from ..datasets import _spec
+    from ..datasets import REGISTRY
 
-    m = re.search(r"(\d+)/(\d+)", _spec(dataset).description)
+    m = re.search(r"(\d+)/(\d+)", REGISTRY[dataset].description)
     if m is None:
         raise UserError(f"{dataset}: its description names no train/test split")
     return int(m[1]), int(m[2])
