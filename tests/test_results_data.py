@@ -79,6 +79,36 @@ def test_the_answer_is_computed_from_unrounded_data(tmp_path):
         answer.answer_markdown(data, "readme")
 
 
+def test_the_short_views_agree_with_the_full_tables():
+    full = mdtables.table_for(DATA, "contention.json").splitlines()
+    short = mdtables.table_for(DATA, "contention.json", "slowdown").splitlines()
+    cells = {}  # (mode, wait, busy) -> (solve, slowdown) of the full table
+    for line in full[2:]:
+        if not line.startswith("| "):
+            break
+        c = [x.strip() for x in line.strip("|").split("|")]
+        cells[(c[0], c[1], c[2])] = (c[4], c[5])
+    rows = [ln for ln in short[2:] if ln.startswith("| ")]
+    assert len(rows) * 3 == len(cells)
+    for line in rows:
+        mode, wait, *times = [x.strip() for x in line.strip("|").split("|")]
+        assert times[0] == cells[(mode, wait, "0")][0]
+        for busy, cell in zip(("1", "2"), times[1:]):
+            solve, slow = cells[(mode, wait, busy)]
+            assert cell == f"{solve} ({slow}x)"
+    both = mdtables.table_for(DATA, "table2.json")
+    acc = mdtables.table_for(DATA, "table2_L20.json", "accuracy")
+    times = mdtables.table_for(DATA, "table2.json", "times")
+    assert times.split("\n\nPaper rows")[0] in both and "central acc" not in times
+    assert "central acc" in acc and "sync proj." not in acc
+    live = mdtables.table_for(DATA, "time_to_eps.json", "live").splitlines()
+    sim = mdtables.table_for(DATA, "time_to_eps.json", "simulated").splitlines()
+    every = mdtables.table_for(DATA, "time_to_eps.json").splitlines()
+    assert every == live + sim[2:] and all("simulated" in ln for ln in sim[2:])
+    with pytest.raises(UserError, match="no table view 'slowdown'"):
+        mdtables.table_for(DATA, "degree.json", "slowdown")
+
+
 def test_an_edited_number_in_a_generated_table_is_caught(tmp_path):
     text = PAGE.read_text()
     start, end, name, _view = next(b for b in mdtables.blocks(text) if b[2] != "answer")
