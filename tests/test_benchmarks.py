@@ -301,6 +301,10 @@ def test_rma_dry_run_measures_each_write_path(capsys):
             for ln in lines] == [("OMPI_MCA_osc=sm", "auto", "osc-sm"),
                                  ("OMPI_MCA_osc=sm", "put", "osc-sm-put"),
                                  ("OMPI_MCA_osc=rdma", "auto", "osc-rdma")]
+    # --data-dir, which every sweep takes, is accepted (and unused: rma loads no data),
+    # so one loop of `bench X --preset quick --data-dir D` runs every sweep
+    code, with_data, _ = _bench(capsys, "rma", "--dry-run", "--data-dir", "/nonexistent")
+    assert code == 0 and with_data == stdout
     code, stdout, _ = _bench(capsys, "rma", "--dry-run", "--launcher", "srun --mpi=pmix")
     assert [ln.split("--label ")[1].split()[0] for ln in stdout.strip().splitlines()] == [
         "site", "site-put"]
@@ -312,6 +316,11 @@ def test_rma_dry_run_measures_each_write_path(capsys):
     (["degree", "--out", "{tmp}/x.h5", "--values", "2,9"], "impossible"),
     (["table2", "--out", "{tmp}/x.h5", "--datasets", "imagenet"], "imagenet"),
     (["collect", "--out", "{tmp}/x.h5"], "RUN.h5"),
+    # refused before the table's header is printed
+    (["penalty", "--to-eps", "1e-2", "--table", "bogus"], "--table graph 'bogus'"),
+    (["penalty", "--to-eps", "1e-2", "--table", "ring:4,moebius:4"], "moebius"),
+    (["penalty", "--to-eps", "1e-2", "--table", "ring:4", "--dataset", "digits,imagenet"],
+     "imagenet"),
 ])
 def test_user_errors_are_one_line(tmp_path, argv, fragment):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
@@ -321,6 +330,7 @@ def test_user_errors_are_one_line(tmp_path, argv, fragment):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("dssfn-mpi: error:"), res.stderr
     assert fragment in lines[0]
+    assert res.stdout == "", res.stdout  # nothing printed before the error
     assert not (tmp_path / "x.h5").exists()
 
 

@@ -66,15 +66,19 @@ def _by_preset(bench: str, field: str) -> str:
 
 
 def _common(p: argparse.ArgumentParser, data: bool = True) -> None:
-    """Options of every sweep: preset, output, launcher, overrides."""
+    """Options of every sweep: preset, output, launcher, data folder, overrides.
+
+    ``data=False`` (``rma``, which loads no dataset): ``--data-dir`` is accepted and
+    unused, so that one command line serves every sweep.
+    """
     p.add_argument("--preset", choices=["quick", "mid", "paper"], default="quick",
                    help="quick: tiny, for CI; mid: paper-width layers sized for a 2-core "
                    "machine (BENCHMARKS.md); paper: the paper's sizes")
     _output(p)
     p.add_argument("--launcher", help="command that starts MPI jobs, e.g. 'srun --mpi=pmix' "
                    "(default: the mpirun of this environment)")
-    if data:
-        p.add_argument("--data-dir", help="folder with the public dataset files")
+    p.add_argument("--data-dir", help="folder with the public dataset files" if data else
+                   "accepted like every sweep's, unused: this benchmark loads no dataset")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a preset field, e.g. --set layers=5 --set dataset=satimage "
                    "(repeatable; see benchmarks/README.md)")

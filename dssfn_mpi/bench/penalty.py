@@ -254,6 +254,18 @@ def _graph_spec(text: str) -> tuple[str, int, int | None]:
     raise UserError(f"--table graph {text!r}: expected TOPOLOGY:M or TOPOLOGY:M:DEGREE")
 
 
+def _check_table_input(datasets: list[str], graphs: list[str]) -> None:
+    """Refuse an unknown dataset or a graph that cannot be built before any row is printed."""
+    from ..datasets import DATASETS
+
+    for dataset in datasets:
+        if dataset not in DATASETS:
+            raise UserError(f"--dataset {dataset!r}: expected one of {', '.join(DATASETS)}")
+    for spec in graphs:
+        topology, nodes, degree = _graph_spec(spec)
+        make_topology(topology, nodes, degree)  # UserError on a bad name, M or degree
+
+
 def table(
     datasets: list[str], engines: list[str], graphs: list[str], layers: int, tol: float = 1e-2,
     iters: int = 3000, powers: tuple[int, ...] = (-2, -1, 0, 1, 2), seed: int = 0,
@@ -268,6 +280,7 @@ def table(
     """
     if 0 not in powers:
         raise UserError("--table needs 0 among --powers (the auto penalty itself)")
+    _check_table_input(datasets, graphs)
     print("| engine | graph | dataset | layer | auto | best | best x | auto / best |\n"
           "|---|---|---|---|---|---|---|---|", file=out, flush=True)
     rows, done_sync = [], {}
