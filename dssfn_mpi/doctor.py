@@ -142,7 +142,7 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, 
         ``slurm_env`` (JSON of the ``SLURM_*`` placement variables) and
         ``cpu_affinity`` (JSON list, per rank, of the CPUs it may run on).
     """
-    from .runlog import software_versions
+    from .versions import software_versions
 
     library = software_versions()["mpi_library"]
     hosts = comm.allgather(MPI.Get_processor_name())

@@ -227,7 +227,7 @@ def _check_rma(cfg: TrainConfig, comm: Any) -> None:
 
 def _check_outputs(cfg: TrainConfig, comm: Any, resume: bool) -> None:
     """Fail before any work if an output file cannot be written (rank 0 looks)."""
-    from .runlog import check_output_path
+    from .outpath import check_output_path
 
     if cfg.out is not None and not resume:
         root_call(comm, lambda: check_output_path(cfg.out, cfg.overwrite))
@@ -396,7 +396,7 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     """
     from .doctor import mpi_facts
     from .engines.kernels import compiled_status
-    from .runlog import software_versions
+    from .versions import software_versions
 
     start_time = datetime.now(timezone.utc).isoformat()
     hostnames = comm.gather(socket.gethostname(), root=0)
