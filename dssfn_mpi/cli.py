@@ -437,7 +437,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    from .datacmd import data_fetch, data_list, data_verify
+    from .datasets.command import data_fetch, data_list, data_verify
 
     if args.json and args.action != "list":
         raise UserError(f"--json is for data list (data {args.action} prints no JSON)")
