@@ -33,10 +33,13 @@ __all__ = ["run_bench"]
 def run_bench(args: argparse.Namespace) -> int:
     """Run the benchmark named by ``args.name`` (the ``dssfn-mpi bench`` subcommand).
 
+    The function that runs it is the one its subcommand names
+    (``args.bench_func``, see :mod:`dssfn_mpi.bench.parser`).
+
     Parameters
     ----------
     args : argparse.Namespace
-        Parsed ``bench`` arguments: ``name``, ``preset``, ``out``,
+        Parsed ``bench`` arguments: ``bench_func``, ``name``, ``preset``, ``out``,
         ``overwrite``, ``launcher``, ``data_dir``, ``datasets``, ``seeds``,
         ``dry_run`` and the optional ``set``, ``values``, ``modes``,
         ``job_timeout``, ``inputs``, ``kind``; for a tool (``accuracy``,
@@ -53,12 +56,4 @@ def run_bench(args: argparse.Namespace) -> int:
     dssfn_mpi.errors.UserError
         Bad ``--out``, preset, override or dataset, before any job starts.
     """
-    from .parser import TOOLS
-
-    if args.name in TOOLS:
-        from .parser import run_tool
-
-        return run_tool(args)
-    from .command import run
-
-    return run(args)
+    return args.bench_func(args)

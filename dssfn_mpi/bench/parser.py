@@ -1,10 +1,12 @@
 """``dssfn-mpi bench NAME``: one subcommand per benchmark, each with its own options and help.
 
-The sweeps (``degree``, ``nodes``, ``table2``, ``straggler``, ``contention``,
-``rma``) and ``collect`` run through :func:`dssfn_mpi.bench.run_bench`; the
-tools (``accuracy``, ``penalty``, ``activation``, ``links``) are their modules'
-modules' ``run``, their options declared here (:func:`tool_parser`: the same
-options as ``python -m dssfn_mpi.bench.NAME``). The defaults that a preset
+Each subcommand names the function that runs it (``set_defaults(bench_func=...)``,
+called by :func:`dssfn_mpi.bench.run_bench`): the sweeps (``degree``, ``nodes``,
+``table2``, ``straggler``, ``noise``, ``contention``) :func:`dssfn_mpi.bench.command.run`,
+``rma`` :func:`~dssfn_mpi.bench.command.run_rma`, ``collect`` its module's
+``run_collect``, the tools (``accuracy``, ``penalty``, ``activation``, ``links``)
+their modules' ``run``, with their options declared here (:func:`tool_parser`: the
+same options as ``python -m dssfn_mpi.bench.NAME``). The defaults that a preset
 sets (swept values, modes) are listed per preset in each option's help, read
 from :data:`dssfn_mpi.bench.presets.PRESETS`.
 """
@@ -17,7 +19,7 @@ from typing import Any
 from ..options import at_least, positive
 from .presets import PRESETS
 
-__all__ = ["SWEEPS", "TOOLS", "add_bench_parser", "run_tool", "tool_parser"]
+__all__ = ["SWEEPS", "TOOLS", "add_bench_parser", "tool_parser"]
 
 #: What each sweep's ``--values`` are.
 SWEEPS = {
@@ -123,7 +125,7 @@ def _add_sweep(sub: Any, name: str, **kw: Any) -> argparse.ArgumentParser:
     text = _DESCRIPTIONS[name].rstrip(".")
     p = sub.add_parser(name, help=text[0].lower() + text[1:],
                        description=_DESCRIPTIONS[name], **kw)
-    p.set_defaults(inputs=[])
+    p.set_defaults(inputs=[], bench_func=_RUN.get(name, _run_sweep))
     return p
 
 
@@ -162,7 +164,9 @@ def add_bench_parser(sub: Any, **kw: Any) -> argparse.ArgumentParser:
     for name, text in TOOLS.items():
         t = benches.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".",
                                **kw)
-        _TOOL_ARGS[name](t)
+        add_args, run = _TOOLS[name]
+        add_args(t)
+        t.set_defaults(bench_func=run)
     return p
 
 
@@ -247,8 +251,56 @@ def _links_args(parser: argparse.ArgumentParser) -> None:
     table.add_argument("folder", help="a folder written by run")
 
 
-_TOOL_ARGS = {"accuracy": _accuracy_args, "penalty": _penalty_args,
-              "activation": _activation_args, "links": _links_args}
+# What runs each subcommand: a function per module, imported only when it runs.
+
+def _run_sweep(args: argparse.Namespace) -> int:
+    from .command import run
+
+    return run(args)
+
+
+def _run_rma(args: argparse.Namespace) -> int:
+    from .command import run_rma
+
+    return run_rma(args)
+
+
+def _run_collect(args: argparse.Namespace) -> int:
+    from .collect import run_collect
+
+    return run_collect(args)
+
+
+def _run_accuracy(args: argparse.Namespace) -> int:
+    from .accuracy import run
+
+    return run(args)
+
+
+def _run_penalty(args: argparse.Namespace) -> int:
+    from .penalty import run
+
+    return run(args)
+
+
+def _run_activation(args: argparse.Namespace) -> int:
+    from .activation import run
+
+    return run(args, "dssfn-mpi")
+
+
+def _run_links(args: argparse.Namespace) -> int:
+    from .links import run
+
+    return run(args)
+
+
+#: The subcommands other than the sweeps (which run :func:`_run_sweep`).
+_RUN = {"rma": _run_rma, "collect": _run_collect}
+
+#: Each tool: the function declaring its options, the function running it.
+_TOOLS = {"accuracy": (_accuracy_args, _run_accuracy), "penalty": (_penalty_args, _run_penalty),
+          "activation": (_activation_args, _run_activation), "links": (_links_args, _run_links)}
 
 
 def tool_parser(name: str, description: str) -> argparse.ArgumentParser:
@@ -257,15 +309,5 @@ def tool_parser(name: str, description: str) -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog=f"python -m dssfn_mpi.bench.{name}",
                                      description=description, formatter_class=HelpFormatter)
-    _TOOL_ARGS[name](parser)
+    _TOOLS[name][0](parser)
     return parser
-
-
-def run_tool(args: argparse.Namespace) -> int:
-    """Run the tool ``args.name`` with its parsed options (its module's ``run``)."""
-    import importlib
-
-    module = importlib.import_module(f".{args.name}", __package__)
-    if args.name == "activation":
-        return module.run(args, "dssfn-mpi")
-    return module.run(args)
