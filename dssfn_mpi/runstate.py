@@ -392,10 +392,10 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     """The run log's root attributes on rank 0 (``{}`` elsewhere).
 
     Collective: gathers the host names and takes the MPI facts once
-    (:func:`dssfn_mpi.doctor.mpi_facts`, its passive-put check included).
+    (:func:`dssfn_mpi.mpifacts.mpi_facts`, its passive-put check included).
     """
-    from .doctor import mpi_facts
     from .engines.kernels import compiled_status
+    from .mpifacts import mpi_facts
     from .versions import software_versions
 
     start_time = datetime.now(timezone.utc).isoformat()
