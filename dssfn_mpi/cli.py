@@ -135,6 +135,7 @@ def _add_train_parser(sub: Any) -> None:
     p = _command(sub, "train", "train with one MPI rank per graph node",
                  "Train SSFN layer by layer; run under mpirun -n M.")
     _add_train_args(p)
+    p.set_defaults(func=_cmd_train)
 
 
 def _add_simulate_parser(sub: Any) -> None:
@@ -151,6 +152,7 @@ def _add_simulate_parser(sub: Any) -> None:
     add_simulate_arguments(groups.setdefault("simulation", p.add_argument_group("simulation")))
     groups["output"].add_argument("--quiet", action="store_true",
                                   help="no per-layer progress lines")
+    p.set_defaults(func=_cmd_simulate)
 
 
 def _add_evaluate_parser(sub: Any) -> None:
@@ -165,6 +167,7 @@ def _add_evaluate_parser(sub: Any) -> None:
     p.add_argument("--data-dir", help="folder with the public dataset files")
     p.add_argument("--seed", type=at_least(0), default=None,
                    help="split seed of the dataset, >= 0 (default: the model's)")
+    p.set_defaults(func=_cmd_evaluate)
 
 
 def _add_report_parser(sub: Any) -> None:
@@ -182,6 +185,7 @@ def _add_report_parser(sub: Any) -> None:
     p.add_argument("--replay", dest="network", action=RenamedFlag, new="--network",
                    help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_report)
 
 
 def _add_replay_parser(sub: Any) -> None:
@@ -208,6 +212,7 @@ def _add_replay_parser(sub: Any) -> None:
                    help="target relative distance to O* for time to eps (> 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--run", metavar="NAME", help="the run of a sweep file to replay")
+    p.set_defaults(func=_cmd_replay)
 
 
 def _add_doctor_parser(sub: Any) -> None:
@@ -218,6 +223,7 @@ def _add_doctor_parser(sub: Any) -> None:
                  "put into a window completes while its target computes outside MPI (passive "
                  "progress, which the async engine needs); exit 1 if it does not.")
     p.add_argument("--json", action="store_true", help="print one JSON object (rank 0)")
+    p.set_defaults(func=_cmd_doctor)
 
 
 def _add_plot_parser(sub: Any) -> None:
@@ -256,6 +262,7 @@ def _add_plot_parser(sub: Any) -> None:
                    help="with --all: the pages whose marked tables and texts are regenerated "
                    "(default: BENCHMARKS.md, README.md and the reference pages with "
                    "generated tables)")
+    p.set_defaults(func=_cmd_plot)
 
 
 def _add_data_parser(sub: Any) -> None:
@@ -270,10 +277,15 @@ def _add_data_parser(sub: Any) -> None:
                    "$XDG_DATA_HOME/dssfn-mpi, i.e. ~/.local/share/dssfn-mpi)")
     p.add_argument("--data-dir", help="folder to look in (list, verify; default: as train)")
     p.add_argument("--json", action="store_true", help="list: print one JSON object")
+    p.set_defaults(func=_cmd_data)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand (each declared by its ``_add_*_parser``)."""
+    """The argument parser of every subcommand.
+
+    Each is declared by its ``_add_*_parser``, which also names the function that runs
+    it (``set_defaults(func=...)``: ``func(args, argv)`` returns the exit status).
+    """
     from .bench.parser import add_bench_parser
     from .options import HelpFormatter
 
@@ -290,7 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_parser(sub)
     _add_replay_parser(sub)
     _add_doctor_parser(sub)
-    add_bench_parser(sub, formatter_class=HelpFormatter, epilog=EXIT_STATUS_HELP)
+    add_bench_parser(sub, formatter_class=HelpFormatter,
+                     epilog=EXIT_STATUS_HELP).set_defaults(func=_cmd_bench)
     _add_plot_parser(sub)
     _add_data_parser(sub)
     return parser
@@ -345,7 +358,19 @@ def _cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
-def _cmd_evaluate(args: argparse.Namespace) -> int:
+def _cmd_simulate(args: argparse.Namespace, argv: list[str]) -> int:
+    from .sim.cli import run_simulate
+
+    return run_simulate(args, shlex.join([PROG, *argv]))
+
+
+def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
+    from .bench import run_bench
+
+    return run_bench(args)
+
+
+def _cmd_evaluate(args: argparse.Namespace, argv: list[str]) -> int:
     from .datasets import load_dataset
     from .modelio import evaluate_model, load_model
 
@@ -360,7 +385,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
+def _cmd_report(args: argparse.Namespace, argv: list[str]) -> int:
     from .report import format_report
 
     network = None
@@ -384,7 +409,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_replay(args: argparse.Namespace) -> int:
+def _cmd_replay(args: argparse.Namespace, argv: list[str]) -> int:
     import json
 
     from .config import parse_slow
@@ -405,7 +430,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_doctor(args: argparse.Namespace) -> int:
+def _cmd_doctor(args: argparse.Namespace, argv: list[str]) -> int:
     """Print the report; exit 1 (every rank) when puts are not passive here."""
     MPI = _init_mpi()
 
@@ -438,8 +463,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 1
 
 
-def _cmd_data(args: argparse.Namespace) -> int:
-    from .datacmd import data_fetch, data_list, data_verify
+def _cmd_data(args: argparse.Namespace, argv: list[str]) -> int:
+    from .datasets.command import data_fetch, data_list, data_verify
 
     if args.json and args.action != "list":
         raise UserError(f"--json is for data list (data {args.action} prints no JSON)")
@@ -450,7 +475,7 @@ def _cmd_data(args: argparse.Namespace) -> int:
     return data_fetch(args.names, args.dest)
 
 
-def _cmd_plot(args: argparse.Namespace) -> int:
+def _cmd_plot(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         from .bench.plot import plot_file  # noqa: F401  (matplotlib present?)
     except ModuleNotFoundError as exc:
@@ -546,29 +571,7 @@ def _run(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "train":
-            return _cmd_train(args, argv)
-        if args.command == "simulate":
-            from .sim.cli import run_simulate
-
-            return run_simulate(args, shlex.join([PROG, *argv]))
-        if args.command == "report":
-            return _cmd_report(args)
-        if args.command == "replay":
-            return _cmd_replay(args)
-        if args.command == "evaluate":
-            return _cmd_evaluate(args)
-        if args.command == "doctor":
-            return _cmd_doctor(args)
-        if args.command == "data":
-            return _cmd_data(args)
-        if args.command == "bench":
-            from .bench import run_bench
-
-            return run_bench(args)
-        if args.command == "plot":
-            return _cmd_plot(args)
-        raise AssertionError(args.command)
+        return args.func(args, argv)
     except RankError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
         world = _mpi_world()

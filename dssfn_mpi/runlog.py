@@ -7,38 +7,48 @@ equivalence check runs, and once more at the end. Every write replaces the
 target atomically, so the file on disk is always a complete, valid log of the
 layers done so far (``complete = False`` until the last write).
 
-The schema is public and versioned; ``docs/RUNLOG.md`` describes it and
-:mod:`dssfn_mpi.schema` defines the per-layer fields. Additive changes keep
-:data:`SCHEMA_VERSION`; renames and removals bump it.
+The schema is public and versioned; ``docs/RUNLOG.md`` describes it,
+:mod:`dssfn_mpi.schema` defines the per-layer fields and
+:mod:`dssfn_mpi.rootschema` the root attributes and per-rank datasets. Additive
+changes keep :data:`SCHEMA_VERSION`; renames and removals bump it. What is
+written is checked and completed first (:mod:`dssfn_mpi.runprep`); where it may
+be written is :mod:`dssfn_mpi.outpath`, the software versions it records
+:mod:`dssfn_mpi.versions`.
 
 The summary table printed by ``dssfn-mpi report`` is :mod:`dssfn_mpi.report`.
 
-The run log observes and never steers: nothing here talks to MPI, and
-``mpi4py`` is only consulted (never imported) for its version strings.
+The run log observes and never steers: nothing here talks to MPI.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
-import os
-import platform
-import shlex
 import shutil
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import h5py
 import numpy as np
 
 from .errors import UserError
-from .fileio import atomic_write
+from .fileio import PathLike, atomic_write
+from .outpath import check_output_path
+from .rootschema import (
+    ATTRIBUTES,
+    DIMENSIONS,
+    RANK_FIELDS,
+    SCHEMA_VERSION,
+    TRACE_AXES,
+    utc_now,
+)
+from .runprep import check_axes, check_name, prepare
 from .schema import LAYER_FIELDS, LAYER_UNITS, TRACE, TRAJECTORY, trace_fields
+from .versions import software_versions
 
+# The schema's names (rootschema, schema), the path policy and the versions are
+# re-exported: callers read the whole run log interface from here.
 __all__ = [
     "ATTRIBUTES",
     "DIMENSIONS",
@@ -58,189 +68,7 @@ __all__ = [
     "write_runlog",
 ]
 
-PathLike = Union[str, "os.PathLike[str]"]
-
-SCHEMA_VERSION = 1
-
-_F8 = np.dtype(np.float64)
 _I8 = np.dtype(np.int64)
-
-# The /layers fields (name, dtype, unit, description, who fills them) are
-# defined once, in dssfn_mpi.schema; these are its derived tables:
-# LAYER_FIELDS is name -> (dtype, description), LAYER_UNITS name -> unit. Each
-# dataset has shape (layers_done, M); row l is layer l, column m is rank m.
-
-#: Documented per-rank datasets in ``/ranks``: name -> (dtype, description).
-#: ``hostname`` is a variable-length UTF-8 string; ``neighbors`` is 2-D.
-RANK_FIELDS: dict[str, tuple[np.dtype | str, str]] = {
-    "hostname": ("str", "host the rank ran on"),
-    "degree": (_I8, "number of graph neighbours of the rank"),
-    "neighbors": (_I8, "neighbour ranks, shape (M, max degree), padded with -1"),
-    "shard_size": (_I8, "number of training samples held by the rank"),
-}
-
-# Root attribute kinds: how a caller's value is checked and coerced.
-_STR, _INT, _BOOL, _JSON, _INTS, _CMD = "str", "int", "bool", "json", "int array", "cmd"
-_FLOAT = "float"
-
-#: Documented root attributes: name -> (kind, default, description).
-#: A missing attribute is written with its default so the schema is complete.
-ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
-    "schema_version": (_INT, SCHEMA_VERSION, "version of this schema (set by the writer)"),
-    "kind": (_STR, "run", "'run' for a run log (set by the writer); 'sweep' at a sweep root"),
-    "mode": (_STR, "", "training mode, e.g. async, sync or central"),
-    "update": (_STR, "", "the per-layer engine / update rule"),
-    "dataset": (_STR, "", "dataset name"),
-    "nodes": (_INT, -1, "M, number of MPI ranks = graph nodes"),
-    "topology": (_STR, "", "communication graph name"),
-    "degree": (_INT, -1, "degree parameter of the topology (-1: not applicable)"),
-    "layers": (_INT, -1, "L, index of the last layer; a complete run has L+1 rows"),
-    "hidden": (_INT, -1, "n, hidden width of layers 1..L"),
-    "iters": (_INT, -1, "solver iterations per layer"),
-    "seed": (_INT, -1, "master random seed"),
-    "config": (_JSON, "{}", "JSON string of the full configuration"),
-    "command_line": (_CMD, "", "the command line that started the run"),
-    "shard_sizes": (_INTS, None, "training samples per rank, int64 array of length M"),
-    "python": (_STR, "", "Python version"),
-    "numpy": (_STR, "", "numpy version"),
-    "scipy": (_STR, "", "scipy version ('' if not installed)"),
-    "h5py": (_STR, "", "h5py version"),
-    "hdf5": (_STR, "", "HDF5 library version"),
-    "mpi4py": (_STR, "", "mpi4py version ('' if not installed)"),
-    "mpi_library": (_STR, "", "first line of MPI_Get_library_version ('' if MPI not loaded)"),
-    "numba": (_STR, "", "numba version ('' if not installed: the async update ran in numpy)"),
-    "compiled_kernels": (_STR, "", "'on (numba X)' if numba's compiled kernels were there, "
-                         "else 'off (why)': the async update and seqlock ran in numpy/Python"),
-    # What training measured about MPI at start-up (dssfn_mpi.doctor.mpi_facts).
-    "mpi_vendor": (_STR, "", "MPI vendor and version, as mpi4py reports it"),
-    "mpi_standard": (_STR, "", "MPI standard version the library implements"),
-    "mpi_osc": (_STR, "", "one-sided component: Open MPI's OMPI_MCA_osc, or the MPICH device"),
-    "mpi_thread_level": (_STR, "", "thread level MPI provided, e.g. MPI_THREAD_FUNNELED"),
-    "mpi_window_model": (_STR, "", "memory model of an MPI-allocated window: unified or separate"),
-    "mpi_passive_put": (_STR, "", "passive-put check: 'passive', 'not passive', 'undecided' "
-                        "(no attempt conclusive on a loaded machine), 'n/a' (1 rank)"),
-    "mpi_passive_put_attempts": (_INT, 0, "checks the passive-put verdict took (longer target "
-                                 "sleeps until one decides)"),
-    "mpi_passive_put_seconds": (_FLOAT, float("nan"), "put + flush time in that check [s]"),
-    "mpi_passive_put_error": (_STR, "", "MPI error of that check's window or put, or ''"),
-    "mpi_passive_put_pair": (_STR, "", "the ranks (and hosts) of that check: origin -> target"),
-    "rma_write_path": (_STR, "", "how async wrote into neighbours' windows (--rma): 'store' "
-                       "(plain stores, shared window), 'put' (MPI_Put); '' for the other modes"),
-    "placement": (_STR, "", "placement a Slurm template asked for (DSSFN_PLACEMENT), or ''"),
-    "slurm_env": (_JSON, "{}", "JSON object of the SLURM_* placement variables set"),
-    "cpu_affinity": (_JSON, "[]", "JSON list, per rank, of the CPUs it was allowed to run on"),
-    "hostnames": (_JSON, "[]", "JSON list of the host of each rank (index = rank)"),
-    "start_time": (_STR, "", "ISO 8601 UTC time the run started"),
-    "end_time": (_STR, "", "ISO 8601 UTC time the run ended ('' while running)"),
-    "write_time": (_STR, "", "ISO 8601 UTC time of this write (set by the writer)"),
-    "git_revision": (_STR, "", "git commit of the code, or ''"),
-    "wait_policy": (_STR, "", "how ranks waited for each other (--wait: spin, hybrid, auto)"),
-    "wait_resolved": (_STR, "", "what the wait policy did on rank 0: spin, hybrid, or for "
-                      "auto 'measured' (a long spin, or a 0.5 ms spin then sleeps, as the measured "
-                      "foreign load says) and "
-                      "the ranks and cores of its node"),
-    # dssfn-mpi simulate (dssfn_mpi.sim): its run logs' times are simulated seconds.
-    "simulated": (_BOOL, False, "True for a run log of dssfn-mpi simulate: its times are "
-                  "simulated seconds, not measured"),
-    "sim_speed": (_STR, "", "simulate: the speed model (--speed, --speeds, --slow, --jitter)"),
-    "sim_network": (_STR, "", "simulate: the network model, its alpha and beta"),
-    "sim_allreduce": (_STR, "", "simulate, sync: whose allreduce algorithm was costed"),
-    "sim_schedule": (_STR, "", "simulate --schedule: the traced run re-executed, or ''"),
-    "sim_total_seconds": (_FLOAT, float("nan"), "simulate: simulated end of the last layer "
-                          "(the slowest node) [s]"),
-    "sim_wall_seconds": (_FLOAT, float("nan"), "simulate: wall time of the simulation "
-                         "itself [s]"),
-    "sim_peak_rss_bytes": (_INT, -1, "simulate: peak resident memory of the simulating "
-                           "process [bytes]"),
-    "complete": (_BOOL, False, "True once every layer is done and the run ended normally"),
-    "layers_done": (_INT, 0, "rows in each /layers dataset (set by the writer)"),
-}
-
-_SOFTWARE = ("python", "numpy", "scipy", "h5py", "hdf5", "mpi4py", "mpi_library", "numba")
-
-#: Names of the axes of the run's datasets, stored as HDF5 dimension scales
-#: (datasets ``layer``, ``rank``, ``neighbor`` in the run's group, see
-#: :func:`label_axes`): ``/layers/*`` are (layer, rank), 1-D ``/ranks/*`` (rank),
-#: ``/ranks/neighbors`` (rank, neighbor).
-DIMENSIONS: dict[str, tuple[str, ...]] = {
-    "layers": ("layer", "rank"),
-    "ranks": ("rank",),
-    "neighbors": ("rank", "neighbor"),
-}
-
-#: Dimension names of the /trace and /trajectory axes (the letters of
-#: :attr:`dssfn_mpi.schema.TraceField.shape`).
-_TRACE_AXES = {"L": "layer", "M": "rank", "K": "activation", "D": "neighbor", "P": "phase",
-               "S": "snapshot"}
-
-# --------------------------------------------------------------------------- helpers
-
-
-def utc_now() -> str:
-    """Return the current time as an ISO 8601 UTC string (second resolution).
-
-    Returns
-    -------
-    str
-        For example ``"2020-05-04T12:00:00+00:00"``.
-    """
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _dist_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return ""
-
-
-def software_versions() -> dict[str, str]:
-    """Versions of the software stack, as stored in the run log root attributes.
-
-    ``mpi_library`` is filled only if ``mpi4py.MPI`` is already imported:
-    importing it here would initialise MPI as a side effect.
-
-    Returns
-    -------
-    dict of str to str
-        Keys ``python``, ``numpy``, ``scipy``, ``h5py``, ``hdf5``, ``mpi4py``,
-        ``mpi_library``, ``numba``; ``""`` for anything not available.
-    """
-    mpi_library = ""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None:
-        try:
-            # Open MPI ends the string with a NUL, which HDF5 strings cannot hold.
-            lines = str(mpi.Get_library_version()).replace("\x00", "").strip().splitlines()
-            mpi_library = " ".join(lines[0].split()) if lines else ""  # MPICH pads with spaces
-        except Exception:  # a broken MPI must not lose the run log
-            mpi_library = ""
-    return {
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": _dist_version("scipy"),
-        "h5py": h5py.__version__,
-        "hdf5": h5py.version.hdf5_version,
-        "mpi4py": _dist_version("mpi4py"),
-        "mpi_library": mpi_library,
-        # The async edge form runs compiled loops when numba is installed (engines/kernels.py).
-        "numba": _dist_version("numba"),
-    }
-
-
-def _json_default(obj: Any) -> Any:
-    # Configurations carry numpy scalars and Paths; store them readably.
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj)
-    return str(obj)
-
-
-def _to_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=_json_default)
 
 
 def _open(path: PathLike, mode: str) -> h5py.File:
@@ -251,328 +79,6 @@ def _open(path: PathLike, mode: str) -> h5py.File:
     except (TypeError, ValueError):  # h5py/HDF5 too old for the locking option
         return h5py.File(path, mode)
 
-
-def _exists_message(path: PathLike) -> str:
-    return f"{path} exists; pass --overwrite or choose another --out"
-
-
-# --------------------------------------------------------------------------- validation
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-
-
-def _coerce_attr(name: str, value: Any) -> Any:
-    """Check and convert one root attribute value; ValueError for a bad value."""
-    if name in ATTRIBUTES:
-        kind = ATTRIBUTES[name][0]
-        if kind == _STR:
-            if not isinstance(value, str):
-                raise ValueError(f"attribute {name!r} must be a str, got {type(value).__name__}")
-            return str(value)
-        if kind == _INT:
-            if not _is_int(value):
-                raise ValueError(f"attribute {name!r} must be an int, got {value!r}")
-            return int(value)
-        if kind == _FLOAT:
-            real = isinstance(value, (int, float, np.integer, np.floating))
-            if not real or isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"attribute {name!r} must be a float, got {value!r}")
-            return float(value)
-        if kind == _BOOL:
-            if not isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"attribute {name!r} must be a bool, got {value!r}")
-            return bool(value)
-        if kind == _CMD:
-            if isinstance(value, (list, tuple)):
-                return shlex.join(str(v) for v in value)
-            if not isinstance(value, str):
-                raise ValueError(f"attribute {name!r} must be a str or list of str")
-            return value
-        if kind == _JSON:
-            if isinstance(value, str):
-                try:
-                    json.loads(value)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"attribute {name!r} is not valid JSON: {exc}") from None
-                return value
-            return _to_json(value)
-        if kind == _INTS:
-            arr = np.asarray(value)
-            if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-                raise ValueError(f"attribute {name!r} must be a 1-D int array, got {value!r}")
-            return arr.astype(np.int64)
-        raise AssertionError(kind)  # pragma: no cover - table is static
-    return _coerce_free_attr(name, value)
-
-
-def _coerce_free_attr(name: str, value: Any) -> Any:
-    """Convert an undocumented attribute: str/int/float/bool/list/1-D array/dict."""
-    if isinstance(value, dict):
-        return _to_json(value)
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, (bool, int, float, np.generic)):
-        if isinstance(value, np.generic) and value.dtype.kind not in "biuf":
-            raise ValueError(f"attribute {name!r}: unsupported numpy scalar {value!r}")
-        return value.item() if isinstance(value, np.generic) else value
-    if isinstance(value, (list, tuple, np.ndarray)):
-        items = list(value) if not isinstance(value, np.ndarray) else None
-        if items is not None and items and all(isinstance(v, str) for v in items):
-            return np.array(items, dtype=h5py.string_dtype())
-        arr = np.asarray(value) if items is None or items else np.zeros(0, dtype=np.float64)
-        if arr.ndim != 1:
-            raise ValueError(f"attribute {name!r} must be 1-D, got shape {arr.shape}")
-        if arr.dtype.kind in "US":
-            return arr.astype(str).astype(h5py.string_dtype())
-        if arr.dtype.kind not in "biuf":
-            raise ValueError(f"attribute {name!r}: unsupported element type {arr.dtype}")
-        return arr
-    raise ValueError(
-        f"attribute {name!r}: unsupported type {type(value).__name__} "
-        "(use str, int, float, bool, list, 1-D array or dict)"
-    )
-
-
-def _as_layer_array(name: str, value: Any) -> np.ndarray:
-    dtype = LAYER_FIELDS[name][0]
-    arr = np.asarray(value)
-    if arr.ndim != 2:
-        raise ValueError(f"layer field {name!r} must be 2-D (layers, ranks), got {arr.shape}")
-    if dtype == _I8:
-        if arr.dtype.kind == "f":
-            # Accept integral floats (e.g. counters summed as floats) but not NaN or fractions.
-            if not (np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))):
-                raise ValueError(f"layer field {name!r} is an integer field; got non-integers")
-        elif arr.size and arr.dtype.kind not in "biu":
-            raise ValueError(f"layer field {name!r} must be integer, got {arr.dtype}")
-        return arr.astype(np.int64)
-    if arr.size and arr.dtype.kind not in "biuf":
-        raise ValueError(f"layer field {name!r} must be numeric, got {arr.dtype}")
-    return arr.astype(np.float64)
-
-
-def _pad_neighbors(value: Any, m: int) -> np.ndarray:
-    if isinstance(value, np.ndarray) and value.ndim == 2:
-        arr = value
-    else:
-        rows = [np.asarray(r, dtype=np.int64).ravel() for r in value]
-        width = max((r.size for r in rows), default=0)
-        arr = np.full((len(rows), width), -1, dtype=np.int64)
-        for i, r in enumerate(rows):
-            arr[i, : r.size] = r
-    if arr.shape[0] != m:
-        raise ValueError(f"ranks field 'neighbors' has {arr.shape[0]} rows, expected M={m}")
-    if arr.size and arr.dtype.kind not in "iu":
-        raise ValueError("ranks field 'neighbors' must be integer")
-    return arr.astype(np.int64)
-
-
-def _as_rank_array(name: str, value: Any, m: int) -> np.ndarray:
-    if name == "neighbors":
-        return _pad_neighbors(value, m)
-    if name == "hostname":
-        arr = np.asarray([str(v) for v in value], dtype=object)
-    else:
-        arr = np.asarray(value)
-        if arr.dtype.kind in "US":
-            arr = arr.astype(str).astype(object)
-        elif arr.dtype.kind not in "biuf":
-            raise ValueError(f"ranks field {name!r}: unsupported dtype {arr.dtype}")
-        elif name in RANK_FIELDS:
-            if arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-                raise ValueError(f"ranks field {name!r} must be integer")
-            arr = arr.astype(np.int64)
-    if arr.ndim < 1 or arr.shape[0] != m:
-        raise ValueError(f"ranks field {name!r} must have length M={m}, got shape {arr.shape}")
-    return arr
-
-
-def _as_extra_array(name: str, value: Any) -> np.ndarray:
-    if isinstance(value, str):
-        return np.array(value, dtype=object)
-    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
-        return np.array(list(value), dtype=object)
-    try:
-        arr = np.asarray(value)
-    except ValueError as exc:  # ragged nested lists
-        raise ValueError(f"extra {name!r} is not a rectangular array: {exc}") from None
-    if arr.dtype.kind in "US":
-        return arr.astype(str).astype(object)
-    if arr.dtype.kind not in "biufc":
-        raise ValueError(f"extra {name!r}: unsupported dtype {arr.dtype}")
-    return arr
-
-
-def _check_name(kind: str, name: Any) -> str:
-    if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-        raise ValueError(f"{kind} name {name!r} is not a valid HDF5 object name")
-    return name
-
-
-def _check_axes(group: str, arrays: dict[str, np.ndarray], sizes: dict[str, int]) -> str | None:
-    """Why the datasets of ``group`` disagree with the schema's shapes (None: they agree).
-
-    ``sizes`` holds the known axis lengths (L, M) and learns the others (K, D, ...).
-    """
-    fields = trace_fields(group)
-    for name, arr in arrays.items():
-        if name not in fields:
-            return f"unknown {group} dataset {name!r}; known: {sorted(fields)}"
-        axes = fields[name].shape
-        if arr.ndim != len(axes):
-            return f"/{group}/{name} has shape {arr.shape}, expected ({', '.join(axes)})"
-        for axis, n in zip(axes, arr.shape):
-            if sizes.setdefault(axis, n) != n:
-                return (f"/{group}/{name} has {n} along {axis}, expected {sizes[axis]} "
-                        f"(shape {arr.shape})")
-    return None
-
-
-def _prepare_timing(trace: dict[str, Any] | None, trajectory: dict[str, Any] | None,
-                    attrs: dict[str, Any] | None, rows: int,
-                    m: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, Any]]:
-    """Check and convert the trace groups (``/trace``, ``/trajectory``, the attributes of
-    ``/trace``); ValueError for a caller's bug."""
-    out_attrs = {_check_name("trace attribute", k): _coerce_free_attr(k, v)
-                 for k, v in (attrs or {}).items()}
-    out_trace: dict[str, np.ndarray] = {}
-    out_trajectory: dict[str, np.ndarray] = {}
-    for group, given, into in ((TRACE, trace, out_trace), (TRAJECTORY, trajectory,
-                                                          out_trajectory)):
-        fields = trace_fields(group)
-        for name, value in (given or {}).items():
-            arr = np.asarray(value)
-            dtype = fields[name].dtype if name in fields else arr.dtype
-            if arr.size and arr.dtype.kind not in "biuf":
-                raise ValueError(f"{group} dataset {name!r} must be numeric, got {arr.dtype}")
-            into[name] = arr.astype(dtype)
-        problem = _check_axes(group, into, {"L": rows, "M": m})
-        if problem is not None:
-            raise ValueError(problem)
-    return out_trace, out_trajectory, out_attrs
-
-
-def _prepare(
-    attrs: dict[str, Any],
-    layers: dict[str, Any],
-    ranks: dict[str, Any] | None,
-    extra: dict[str, Any] | None,
-    trace: dict[str, Any] | None = None,
-    trajectory: dict[str, Any] | None = None,
-    trace_attrs: dict[str, Any] | None = None,
-) -> RunLog:
-    """Validate and normalise everything before any file is touched: the run as written."""
-    arrays, rows, m = _layer_arrays(attrs, layers)
-    out_layers = _complete_layers(arrays, rows, m)
-    out_attrs, ranks = _root_attrs(attrs, dict(ranks or {}), rows, m)
-    out_ranks = _rank_arrays(ranks, m)
-    out_extra = {
-        _check_name("extra", name): _as_extra_array(name, value)
-        for name, value in (extra or {}).items()
-    }
-    out_trace, out_trajectory, out_trace_attrs = _prepare_timing(trace, trajectory,
-                                                                 trace_attrs, rows, m)
-    return RunLog(attrs=out_attrs, layers=out_layers, ranks=out_ranks, extra=out_extra,
-                  trace=out_trace, trajectory=out_trajectory, trace_attrs=out_trace_attrs)
-
-
-def _layer_arrays(attrs: dict[str, Any],
-                  layers: dict[str, Any]) -> tuple[dict[str, np.ndarray], int, int]:
-    """The given layer fields as (L, M) arrays, with L and M checked against the attributes."""
-    unknown = sorted(set(layers) - set(LAYER_FIELDS))
-    if unknown:
-        raise ValueError(f"unknown layer field(s) {unknown}; known: {sorted(LAYER_FIELDS)}")
-    arrays = {name: _as_layer_array(name, value) for name, value in layers.items()}
-    shapes = {a.shape for a in arrays.values()}
-    if len(shapes) > 1:
-        detail = {name: a.shape for name, a in arrays.items()}
-        raise ValueError(f"layer fields have different shapes: {detail}")
-
-    nodes = attrs.get("nodes")
-    if shapes:
-        rows, m = shapes.pop()
-    else:  # no layer yet: the shape must come from the attributes
-        if not _is_int(nodes) or nodes < 1:
-            raise ValueError("without layer arrays, attrs['nodes'] must give M")
-        rows, m = int(attrs.get("layers_done") or 0), int(nodes)
-    if nodes is not None and _is_int(nodes) and int(nodes) != m:
-        raise ValueError(f"attrs['nodes'] = {nodes} but the layer arrays have {m} columns")
-    given_rows = attrs.get("layers_done")
-    if given_rows is not None and given_rows != rows:
-        raise ValueError(f"attrs['layers_done'] = {given_rows} but the arrays have {rows} rows")
-    if attrs.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
-        raise ValueError(f"attrs['schema_version'] must be {SCHEMA_VERSION} (set by the writer)")
-    if attrs.get("kind", "run") != "run":
-        raise ValueError("attrs['kind'] is set by the writer and must be 'run'")
-    return arrays, rows, m
-
-
-def _complete_layers(arrays: dict[str, np.ndarray], rows: int,
-                     m: int) -> dict[str, np.ndarray]:
-    """Every schema field; the ones not given filled with NaN ("not measured") or -1."""
-    out_layers: dict[str, np.ndarray] = {}
-    for name, (dtype, _desc) in LAYER_FIELDS.items():
-        if name in arrays:
-            out_layers[name] = arrays[name]
-        else:
-            fill = -1 if dtype == _I8 else np.nan
-            out_layers[name] = np.full((rows, m), fill, dtype=dtype)
-    return out_layers
-
-
-def _root_attrs(attrs: dict[str, Any], ranks: dict[str, Any], rows: int,
-                m: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The root attributes, completed, and ``ranks`` completed from them (and back)."""
-    out_attrs: dict[str, Any] = {}
-    for name, value in attrs.items():
-        _check_name("attribute", name)
-        if value is None:  # None means "not known": documented defaults apply
-            continue
-        out_attrs[name] = _coerce_attr(name, value)
-    for name, value in software_versions().items():
-        out_attrs.setdefault(name, value)
-
-    # The per-rank datasets and the root attributes describe the same facts; fill
-    # one from the other so either route gives a complete file.
-    if "shard_size" not in ranks and "shard_sizes" in out_attrs:
-        if len(out_attrs["shard_sizes"]) == m:
-            ranks["shard_size"] = out_attrs["shard_sizes"]
-    if "shard_sizes" not in out_attrs and "shard_size" in ranks:
-        out_attrs["shard_sizes"] = _as_rank_array("shard_size", ranks["shard_size"], m)
-    if "hostname" not in ranks and "hostnames" in out_attrs:
-        hosts = json.loads(out_attrs["hostnames"])
-        if isinstance(hosts, list) and len(hosts) == m:
-            ranks["hostname"] = hosts
-    if "hostnames" not in out_attrs and "hostname" in ranks:
-        out_attrs["hostnames"] = _to_json([str(h) for h in ranks["hostname"]])
-
-    for name, (_kind, default, _desc) in ATTRIBUTES.items():
-        if name not in out_attrs:
-            out_attrs[name] = np.zeros(0, dtype=np.int64) if name == "shard_sizes" else default
-    out_attrs["schema_version"] = SCHEMA_VERSION
-    out_attrs["kind"] = "run"
-    out_attrs["nodes"] = m
-    out_attrs["layers_done"] = rows
-    out_attrs["write_time"] = utc_now()
-    return out_attrs, ranks
-
-
-def _rank_arrays(ranks: dict[str, Any], m: int) -> dict[str, np.ndarray]:
-    """The per-rank datasets, each of length M; the schema's missing ones as "unknown"."""
-    out_ranks: dict[str, np.ndarray] = {}
-    for name, value in ranks.items():
-        out_ranks[_check_name("ranks field", name)] = _as_rank_array(name, value, m)
-    for name in RANK_FIELDS:
-        if name not in out_ranks:
-            if name == "hostname":
-                out_ranks[name] = np.array([""] * m, dtype=object)
-            elif name == "neighbors":
-                out_ranks[name] = np.full((m, 0), -1, dtype=np.int64)
-            else:
-                out_ranks[name] = np.full(m, -1, dtype=np.int64)
-    return out_ranks
 
 
 # --------------------------------------------------------------------------- writing
@@ -676,7 +182,7 @@ def _write_run(group: h5py.Group, prep: RunLog) -> None:
             ds.attrs["units"] = fields[key].unit
             ds.attrs["description"] = fields[key].description
             try:
-                label_axes(ds, [_TRACE_AXES[a] for a in fields[key].shape], group)
+                label_axes(ds, [TRACE_AXES[a] for a in fields[key].shape], group)
             except ValueError:  # e.g. versions of a 1-rank run: no neighbour axis to share
                 pass
 
@@ -742,7 +248,8 @@ def write_runlog(
         ``path`` exists and ``overwrite`` is False, or it cannot be written.
     """
     target = Path(path)
-    prep = _prepare(attrs, layers, ranks, extra, trace, trajectory, trace_attrs)  # check first
+    # Checked first: a caller's mistake leaves no file behind.
+    prep = RunLog(**prepare(attrs, layers, ranks, extra, trace, trajectory, trace_attrs))
     check_output_path(target, overwrite)
 
     def write(tmp: Path) -> None:
@@ -750,37 +257,6 @@ def write_runlog(
             _write_run(f, prep)
 
     atomic_write(target, write)
-
-
-def check_output_path(path: PathLike, overwrite: bool) -> None:
-    """Check that a run log can be written at ``path``, without creating anything.
-
-    Parameters
-    ----------
-    path
-        The intended output file.
-    overwrite
-        Whether an existing file may be replaced.
-
-    Raises
-    ------
-    UserError
-        The directory does not exist or is not a directory, is not writable,
-        ``path`` is a directory, or ``path`` exists and ``overwrite`` is False.
-    """
-    target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if target.is_dir():
-        raise UserError(f"{target} is a directory; give a file name for --out")
-    if not parent.exists():
-        raise UserError(f"directory {parent} does not exist; create it or choose another --out")
-    if not parent.is_dir():
-        raise UserError(f"{parent} is not a directory; choose another --out")
-    # os.access also reports read-only file systems (EROFS), even for root.
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"directory {parent} is not writable; choose another --out")
-    if (target.exists() or target.is_symlink()) and not overwrite:
-        raise UserError(_exists_message(target))
 
 
 # --------------------------------------------------------------------------- reading
@@ -897,7 +373,7 @@ def _read_run(group: h5py.Group, source: str) -> RunLog:
             trace_attrs.update({k: _attr_value(v) for k, v in group[name].attrs.items()})
     for name, arrays in ((TRACE, trace), (TRAJECTORY, trajectory)):
         known = {k: v for k, v in arrays.items() if k in trace_fields(name)}  # ignore newer
-        problem = _check_axes(name, known, {"L": rows, "M": m})
+        problem = check_axes(name, known, {"L": rows, "M": m})
         if problem is not None:
             raise UserError(f"{source}: {problem}; the file is damaged")
     return RunLog(
@@ -1074,9 +550,9 @@ def append_run(
         The file is not a sweep file, is newer than this schema, already holds
         ``group_name``, or its directory cannot be written.
     """
-    _check_name("run group", group_name)
+    check_name("run group", group_name)
     target = Path(path)
-    prep = _prepare(attrs, layers, ranks, extra, trace, trajectory, trace_attrs)
+    prep = RunLog(**prepare(attrs, layers, ranks, extra, trace, trajectory, trace_attrs))
     check_output_path(target, overwrite=True)
     exists = target.exists()
     if exists:

@@ -227,7 +227,7 @@ def _check_rma(cfg: TrainConfig, comm: Any) -> None:
 
 def _check_outputs(cfg: TrainConfig, comm: Any, resume: bool) -> None:
     """Fail before any work if an output file cannot be written (rank 0 looks)."""
-    from .runlog import check_output_path
+    from .outpath import check_output_path
 
     if cfg.out is not None and not resume:
         root_call(comm, lambda: check_output_path(cfg.out, cfg.overwrite))
@@ -392,11 +392,11 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     """The run log's root attributes on rank 0 (``{}`` elsewhere).
 
     Collective: gathers the host names and takes the MPI facts once
-    (:func:`dssfn_mpi.doctor.mpi_facts`, its passive-put check included).
+    (:func:`dssfn_mpi.mpifacts.mpi_facts`, its passive-put check included).
     """
-    from .doctor import mpi_facts
     from .engines.kernels import compiled_status
-    from .runlog import software_versions
+    from .mpifacts import mpi_facts
+    from .versions import software_versions
 
     start_time = datetime.now(timezone.utc).isoformat()
     hostnames = comm.gather(socket.gethostname(), root=0)

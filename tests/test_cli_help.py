@@ -132,6 +132,18 @@ def test_doctor_says_to_run_it_under_mpirun_n_2_and_exit_75_is_the_stop_status(c
 # --------------------------------------------------------------------------- bench
 
 
+def test_every_command_and_bench_subcommand_names_the_function_that_runs_it():
+    from dssfn_mpi.bench.command import SPECS
+
+    assert set(SPECS) == set(SWEEPS)  # every sweep builds its configurations
+    commands = _subparser()._actions
+    names = next(a for a in commands if isinstance(a, argparse._SubParsersAction)).choices
+    for name in names:
+        assert callable(_subparser(name).get_default("func")), name
+    for name in [*SWEEPS, "rma", "collect", *TOOLS]:
+        assert callable(_subparser("bench", name).get_default("bench_func")), name
+
+
 @pytest.mark.parametrize("name", [*SWEEPS, "rma", "collect", *TOOLS])
 def test_every_bench_subcommand_has_its_own_help(capsys, name):
     text = _help(capsys, "bench", name)

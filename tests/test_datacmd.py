@@ -16,7 +16,7 @@ import pytest
 
 from dssfn_mpi import datasets as ds
 from dssfn_mpi.cli import EXIT_BROKEN_PIPE, main
-from dssfn_mpi.datacmd import LOG_STEPS_FROM, DownloadProgress, format_size
+from dssfn_mpi.datasets.command import LOG_STEPS_FROM, DownloadProgress, format_size
 from dssfn_mpi.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -27,6 +27,7 @@ from dssfn_mpi.datasets import (
     fetch,
     find_data_dir,
     load_dataset,
+    verify,
 )
 from dssfn_mpi.errors import UserError
 
@@ -442,13 +443,13 @@ def test_checksum_cached_per_path_mtime_size(
     for name in ("vowel.train", "vowel.test"):
         monkeypatch.setitem(CHECKSUMS, name, sha256(folder / name))
     calls: list[Path] = []
-    real = ds._sha256_file
+    real = verify._sha256_file
 
     def counting(path: Path) -> str:
         calls.append(path)
         return real(path)
 
-    monkeypatch.setattr(ds, "_sha256_file", counting)
+    monkeypatch.setattr(verify, "_sha256_file", counting)
     load_dataset("vowel", data_dir=tmp_path)
     load_dataset("vowel", data_dir=tmp_path)
     assert len(calls) == 2  # one hash per file, not per load

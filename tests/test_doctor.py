@@ -1,4 +1,4 @@
-"""``dssfn-mpi doctor`` as a gate, and :func:`dssfn_mpi.doctor.mpi_facts`, under mpirun."""
+"""``dssfn-mpi doctor`` as a gate, and :func:`dssfn_mpi.mpifacts.mpi_facts`, under mpirun."""
 
 from __future__ import annotations
 

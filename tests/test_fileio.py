@@ -235,7 +235,7 @@ def test_package_writers_are_atomic(
 
 
 def test_download_is_atomic_and_verified(tmp_path: Path) -> None:
-    from dssfn_mpi.datasets import _ChecksumError, _download
+    from dssfn_mpi.datasets.download import _ChecksumError, _download
 
     source = tmp_path / "src.bin"
     source.write_bytes(b"payload")

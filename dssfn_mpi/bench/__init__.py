@@ -5,7 +5,7 @@ runs as its own MPI job and its run log is appended to one HDF5 sweep file,
 from which ``plot`` draws the figures. See BENCHMARKS.md; the repository's
 ``benchmarks/README.md`` lists every benchmark with its command.
 
-Modules: ``command`` (the ``bench`` subcommand), ``presets`` (sizes),
+Modules: ``command`` (the ``bench`` sweeps), ``presets`` (sizes),
 ``specs`` (configurations), ``jobs`` (running them and the sweep file), ``summary``
 (numbers per run), ``projection`` (projected dedicated-core time and time to
 eps, the one door to :mod:`dssfn_mpi.replay`), ``table2`` (the paper
@@ -20,7 +20,8 @@ measured-vs-projected figures) and ``figstyle`` (what figures share), ``busy``
 stops them), ``penalty`` (the serial ADMM penalty study behind the
 ``auto`` constants, run by hand), and ``links`` with ``netns`` (the replay's
 network model against rate-capped links between two emulated hosts, run by
-hand as root); ``parser`` declares every ``bench`` subcommand's options.
+hand as root); ``parser`` declares every ``bench`` subcommand's options and the
+function that runs it, ``toolargs`` the tools' options.
 """
 
 from __future__ import annotations
@@ -33,10 +34,13 @@ __all__ = ["run_bench"]
 def run_bench(args: argparse.Namespace) -> int:
     """Run the benchmark named by ``args.name`` (the ``dssfn-mpi bench`` subcommand).
 
+    The function that runs it is the one its subcommand names
+    (``args.bench_func``, see :mod:`dssfn_mpi.bench.parser`).
+
     Parameters
     ----------
     args : argparse.Namespace
-        Parsed ``bench`` arguments: ``name``, ``preset``, ``out``,
+        Parsed ``bench`` arguments: ``bench_func``, ``name``, ``preset``, ``out``,
         ``overwrite``, ``launcher``, ``data_dir``, ``datasets``, ``seeds``,
         ``dry_run`` and the optional ``set``, ``values``, ``modes``,
         ``job_timeout``, ``inputs``, ``kind``; for a tool (``accuracy``,
@@ -53,12 +57,4 @@ def run_bench(args: argparse.Namespace) -> int:
     dssfn_mpi.errors.UserError
         Bad ``--out``, preset, override or dataset, before any job starts.
     """
-    from .parser import TOOLS
-
-    if args.name in TOOLS:
-        from .parser import run_tool
-
-        return run_tool(args)
-    from .command import run
-
-    return run(args)
+    return args.bench_func(args)

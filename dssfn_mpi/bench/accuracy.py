@@ -211,7 +211,7 @@ def plot_accuracy(summary: dict, outdir: Path, stem: str = "time_to_eps") -> lis
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m dssfn_mpi.bench.accuracy``: as ``dssfn-mpi bench accuracy``."""
-    from .parser import tool_parser
+    from .toolargs import tool_parser
 
     return run(tool_parser("accuracy", __doc__.splitlines()[0]).parse_args(argv))
 

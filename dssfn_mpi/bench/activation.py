@@ -443,7 +443,7 @@ def write_activation(path: str | os.PathLike, label: str, res: dict[str, Any]) -
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m dssfn_mpi.bench.activation`` (run under mpirun)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from .parser import tool_parser
+    from .toolargs import tool_parser
 
     args = tool_parser("activation", __doc__.split("\n\n")[0]).parse_args(argv)
     return run(args, "dssfn_mpi.bench.activation")

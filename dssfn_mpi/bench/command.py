@@ -1,17 +1,24 @@
-"""``dssfn-mpi bench NAME``: pick the preset, build the specs, run them, report."""
+"""``dssfn-mpi bench NAME`` of a sweep: pick the preset, build the specs, run them, report.
+
+Each sweep's configurations come from its entry of :data:`SPECS`; ``rma`` runs through
+:func:`run_rma`. Which function runs a subcommand is declared with its options
+(:mod:`dssfn_mpi.bench.parser`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from collections.abc import Callable
+from pathlib import Path
+from typing import Optional, TextIO
 
 from ..errors import UserError, require
 from . import specs as S
 from .jobs import prepare_output, run_specs
 from .presets import Preset, apply_overrides, as_dict, get_preset
 
-__all__ = ["available_datasets", "resolve_preset", "run"]
+__all__ = ["SPECS", "available_datasets", "resolve_preset", "run", "run_rma"]
 
 
 def _split(text: str | None) -> list[str]:
@@ -66,45 +73,69 @@ def _projection(args: argparse.Namespace) -> tuple[str, float]:
             getattr(args, "eps", None) or DEFAULT_EPS)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run benchmark ``args.name``; return the exit status (1 if any run failed)."""
-    if args.name == "collect":
-        from .collect import run_collect
+#: Builds a sweep's configurations: ``(preset, data_dir, args) -> (specs, datasets)``
+#: (``datasets``: those table2 found, for its simulated runs; empty for the others).
+SpecsBuilder = Callable[[Preset, Optional[str], argparse.Namespace],
+                        tuple[list[S.RunSpec], list[str]]]
 
-        return run_collect(args)
+
+def _degree_specs(p: Preset, data_dir: str | None,
+                  args: argparse.Namespace) -> tuple[list[S.RunSpec], list[str]]:
+    for d in p.values:
+        require(1 <= int(d) < p.nodes,
+                f"degree: d = {d} is impossible with M = {p.nodes} nodes (1..{p.nodes - 1})")
+    return S.degree_specs(p, data_dir), []
+
+
+def _table2_specs(p: Preset, data_dir: str | None,
+                  args: argparse.Namespace) -> tuple[list[S.RunSpec], list[str]]:
+    from ..config import PAPER_TABLE3
+
+    datasets = available_datasets(p, data_dir, bool(getattr(args, "datasets", None)))
+    # At equal accuracy only the exact setting: eq. (7)'s bias keeps async from eps.
+    paper_ok = {d: d in PAPER_TABLE3 and not getattr(args, "to_eps", None) for d in datasets}
+    return S.table2_specs(p, datasets, data_dir, paper_ok), datasets
+
+
+def _specs_of(build: Callable[[Preset, str | None], list[S.RunSpec]]) -> SpecsBuilder:
+    """A sweep whose configurations need only the preset and the data folder."""
+    return lambda p, data_dir, args: (build(p, data_dir), [])
+
+
+#: Every sweep (:data:`dssfn_mpi.bench.parser.SWEEPS`) and how its configurations are built.
+SPECS: dict[str, SpecsBuilder] = {
+    "degree": _degree_specs,
+    "nodes": _specs_of(S.nodes_specs),
+    "table2": _table2_specs,
+    "straggler": _specs_of(S.straggler_specs),
+    "noise": _specs_of(S.noise_specs),
+    "contention": _specs_of(S.contention_specs),
+}
+
+
+def _preset_and_output(args: argparse.Namespace) -> tuple[Preset, Path]:
+    """The preset with the command line's changes (and ``--to-eps``), and the checked output."""
     p = resolve_preset(args)
     to_eps = getattr(args, "to_eps", None)
     if to_eps:
         p = S.eps_form(p, to_eps, bool(getattr(args, "modes", None)))
-    out = prepare_output(args.out, args.overwrite, args.dry_run, args.name)
-    if args.name == "rma":
-        from .rma_jobs import run_rma_bench
+    return p, prepare_output(args.out, args.overwrite, args.dry_run, args.name)
 
-        return run_rma_bench(p, out, args.launcher, args.dry_run)
+
+def run_rma(args: argparse.Namespace) -> int:
+    """Run ``bench rma``: the one-sided micro-benchmark as 2-rank jobs; the exit status."""
+    from .rma_jobs import run_rma_bench
+
+    p, out = _preset_and_output(args)
+    return run_rma_bench(p, out, args.launcher, args.dry_run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run sweep ``args.name``; return the exit status (1 if any run failed)."""
+    p, out = _preset_and_output(args)
+    to_eps = getattr(args, "to_eps", None)
     data_dir = getattr(args, "data_dir", None)
-    datasets: list[str] = []
-    if args.name == "degree":
-        for d in p.values:
-            require(1 <= int(d) < p.nodes,
-                    f"degree: d = {d} is impossible with M = {p.nodes} nodes (1..{p.nodes - 1})")
-        specs = S.degree_specs(p, data_dir)
-    elif args.name == "nodes":
-        specs = S.nodes_specs(p, data_dir)
-    elif args.name == "table2":
-        from ..config import PAPER_TABLE3
-
-        datasets = available_datasets(p, data_dir, bool(getattr(args, "datasets", None)))
-        # At equal accuracy only the exact setting: eq. (7)'s bias keeps async from eps.
-        paper_ok = {d: d in PAPER_TABLE3 and not to_eps for d in datasets}
-        specs = S.table2_specs(p, datasets, data_dir, paper_ok)
-    elif args.name == "straggler":
-        specs = S.straggler_specs(p, data_dir)
-    elif args.name == "noise":
-        specs = S.noise_specs(p, data_dir)
-    elif args.name == "contention":
-        specs = S.contention_specs(p, data_dir)
-    else:
-        raise UserError(f"unknown benchmark {args.name!r}")
+    specs, datasets = SPECS[args.name](p, data_dir, args)
     if to_eps and not getattr(args, "no_simulate", False):
         specs += S.simulated_specs(args.name, p, data_dir, datasets)
     require(bool(specs), f"{args.name}: nothing to run (empty --values or --modes?)")

@@ -314,7 +314,7 @@ def run_links(out: Path, rates: list[float], reps: int, timeout: float, passes: 
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m dssfn_mpi.bench.links``: as ``dssfn-mpi bench links``."""
-    from .parser import tool_parser
+    from .toolargs import tool_parser
 
     parser = tool_parser("links", __doc__.split("\n\n")[0])
     try:

@@ -1,10 +1,12 @@
 """``dssfn-mpi bench NAME``: one subcommand per benchmark, each with its own options and help.
 
-The sweeps (``degree``, ``nodes``, ``table2``, ``straggler``, ``contention``,
-``rma``) and ``collect`` run through :func:`dssfn_mpi.bench.run_bench`; the
-tools (``accuracy``, ``penalty``, ``activation``, ``links``) are their modules'
-modules' ``run``, their options declared here (:func:`tool_parser`: the same
-options as ``python -m dssfn_mpi.bench.NAME``). The defaults that a preset
+Each subcommand names the function that runs it (``set_defaults(bench_func=...)``,
+called by :func:`dssfn_mpi.bench.run_bench`): the sweeps (``degree``, ``nodes``,
+``table2``, ``straggler``, ``noise``, ``contention``) :func:`dssfn_mpi.bench.command.run`,
+``rma`` :func:`~dssfn_mpi.bench.command.run_rma`, ``collect`` its module's
+``run_collect``, the tools (``accuracy``, ``penalty``, ``activation``, ``links``)
+their modules' ``run``, with their options declared in :mod:`dssfn_mpi.bench.toolargs`
+(the same options as ``python -m dssfn_mpi.bench.NAME``). The defaults that a preset
 sets (swept values, modes) are listed per preset in each option's help, read
 from :data:`dssfn_mpi.bench.presets.PRESETS`.
 """
@@ -16,8 +18,9 @@ from typing import Any
 
 from ..options import at_least, positive
 from .presets import PRESETS
+from .toolargs import TOOL_ARGS, TOOLS
 
-__all__ = ["SWEEPS", "TOOLS", "add_bench_parser", "run_tool", "tool_parser"]
+__all__ = ["SWEEPS", "TOOLS", "add_bench_parser"]
 
 #: What each sweep's ``--values`` are.
 SWEEPS = {
@@ -29,15 +32,6 @@ SWEEPS = {
     "contention": "busy processes beside the job",
 }
 
-#: The tools: module under dssfn_mpi.bench and its one-line help.
-TOOLS = {
-    "accuracy": "time to eps of live and simulated --stop eps runs, one figure and a table",
-    "penalty": "serial ADMM penalty sweep behind the auto penalties (no MPI)",
-    "activation": "one async activation and one sync iteration against their floors "
-                  "(run under mpirun -n 17)",
-    "links": "the replay's network model on rate-capped links between two emulated hosts "
-             "(root)",
-}
 
 _DESCRIPTIONS = {
     "degree": "Every mode at each node degree d of the circular graph, M fixed (paper fig. 2).",
@@ -127,7 +121,7 @@ def _add_sweep(sub: Any, name: str, **kw: Any) -> argparse.ArgumentParser:
     text = _DESCRIPTIONS[name].rstrip(".")
     p = sub.add_parser(name, help=text[0].lower() + text[1:],
                        description=_DESCRIPTIONS[name], **kw)
-    p.set_defaults(inputs=[])
+    p.set_defaults(inputs=[], bench_func=_RUN.get(name, _run_sweep))
     return p
 
 
@@ -166,110 +160,60 @@ def add_bench_parser(sub: Any, **kw: Any) -> argparse.ArgumentParser:
     for name, text in TOOLS.items():
         t = benches.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".",
                                **kw)
-        _TOOL_ARGS[name](t)
+        TOOL_ARGS[name](t)
+        t.set_defaults(bench_func=_TOOLS[name])
     return p
 
 
-# The tools' options, here rather than in their modules so that building the command
-# line imports none of them (their numerical imports take a second).
+# What runs each subcommand: a function per module, imported only when it runs.
 
-def _accuracy_args(ap: argparse.ArgumentParser) -> None:
-    """The options of ``dssfn-mpi bench accuracy``."""
-    ap.add_argument("--live", metavar="SWEEP.h5",
-                    help="a bench straggler sweep run with --set stop=eps:E")
-    ap.add_argument("--sim", nargs="*", default=[], metavar="RUN.h5",
-                    help="simulated run logs (dssfn-mpi simulate --stop eps:E)")
-    ap.add_argument("--network", default="shm",
-                    help="replay network of the live runs: shm, ib, eth10 or "
-                    "alpha=SECONDS,beta=BYTES_PER_S")
-    ap.add_argument("--out", required=True, help="figure (.png; a .pdf and its points, .json, "
-                    "are written beside it)")
+def _run_sweep(args: argparse.Namespace) -> int:
+    from .command import run
+
+    return run(args)
 
 
-def _penalty_args(parser: argparse.ArgumentParser) -> None:
-    """The options of ``dssfn-mpi bench penalty``."""
-    parser.add_argument("--dataset", default="digits", help="dataset of the layer problems")
-    parser.add_argument("--layers", type=at_least(0), default=10, help="layers 0..L swept")
-    parser.add_argument("--engine", default="sync",
-                        help="consensus ADMM (sync), the async edge update (async), or with "
-                        "--to-eps also sync-graph; with --table a comma list or all")
-    parser.add_argument("--nodes", type=at_least(2), default=20, help="nodes M, >= 2")
-    parser.add_argument("--degree", type=at_least(1), default=None,
-                        help="of the circular graph (default 8; --to-eps: its topology's "
-                        "default)")
-    parser.add_argument("--topology", default="circular", help="graph of --to-eps (only)")
-    parser.add_argument("--iters", type=at_least(1), default=200,
-                        help="K, >= 1; with --to-eps the cap of each layer")
-    parser.add_argument("--powers", default="-2,-1,0,1,2,3",
-                        help="penalty = auto x 2^k for these integers k")
-    parser.add_argument("--to-eps", type=positive, default=None, metavar="TOL",
-                        help="count activations to TOL (> 0) in the simulator instead")
-    parser.add_argument("--table", default=None, metavar="GRAPHS",
-                        help="with --to-eps: the auto penalty against the best multiplier "
-                        "at layers 1..L, one markdown row per engine, graph, dataset and "
-                        "layer; GRAPHS is a comma list of TOPOLOGY:M[:DEGREE] or all "
-                        "(ring:4,ring:20,circular:20:8,complete:8,random-regular:16:3); "
-                        "--dataset and --engine may then be comma lists")
+def _run_rma(args: argparse.Namespace) -> int:
+    from .command import run_rma
+
+    return run_rma(args)
 
 
-def _activation_args(parser: argparse.ArgumentParser) -> None:
-    """The options of ``dssfn-mpi bench activation``."""
-    parser.add_argument("--out", help="HDF5 file to write (rank 0); none: print only")
-    parser.add_argument("--reps", type=at_least(1), default=200, help="repetitions per degree")
-    parser.add_argument("--degrees", default="1,2,4,8,16", help="neighbour counts")
-    parser.add_argument("--classes", type=at_least(1), default=10, help="Q (10: mnist)")
-    parser.add_argument("--width", type=at_least(1), help="layer width n (default 2Q + 1000)")
-    parser.add_argument("--numpy", action="store_true",
-                        help="the activation's numpy path instead of its compiled loops")
-    parser.add_argument("--rma", choices=("auto", "put"), default="auto",
-                        help="the mailbox's write path, as train --rma: auto (plain stores into "
-                        "a shared window where possible) or put (MPI_Put); the file records "
-                        "which was measured (write_path)")
-    parser.add_argument("--samples", type=at_least(1), default=3000,
-                        help="samples of the local inverse (3000: mnist over 20 nodes)")
-    parser.add_argument("--label", help="group name under /activation (default: "
-                                        "osc-$OMPI_MCA_osc, -put with --rma put)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+def _run_collect(args: argparse.Namespace) -> int:
+    from .collect import run_collect
+
+    return run_collect(args)
 
 
-def _links_args(parser: argparse.ArgumentParser) -> None:
-    """The actions and options of ``dssfn-mpi bench links``."""
-    sub = parser.add_subparsers(dest="cmd", required=True, metavar="{run,table}")
-    run = sub.add_parser("run", help="measure (root: creates two network namespaces)",
-                         description="Measure; as root (it creates two network namespaces).",
-                         formatter_class=parser.formatter_class)
-    run.add_argument("--out", required=True, help="folder for the files")
-    run.add_argument("--rates", default="10gbit,1gbit,100mbit", help="link rates")
-    run.add_argument("--reps", type=at_least(1), default=10, help="RMA benchmark repetitions")
-    run.add_argument("--passes", type=at_least(1), default=1, help="repeat everything")
-    run.add_argument("--progress-thread", action="store_true",
-                     help="Open MPI's TCP progress thread on (OMPI_MCA_btl_tcp_progress_thread=1)")
-    run.add_argument("--job-timeout", type=positive, default=900.0, help="seconds per job")
-    table = sub.add_parser("table", help="replay the runs of a folder; print the table",
-                           description="Replay the runs of a folder; print the table.",
-                           formatter_class=parser.formatter_class)
-    table.add_argument("folder", help="a folder written by run")
+def _run_accuracy(args: argparse.Namespace) -> int:
+    from .accuracy import run
+
+    return run(args)
 
 
-_TOOL_ARGS = {"accuracy": _accuracy_args, "penalty": _penalty_args,
-              "activation": _activation_args, "links": _links_args}
+def _run_penalty(args: argparse.Namespace) -> int:
+    from .penalty import run
+
+    return run(args)
 
 
-def tool_parser(name: str, description: str) -> argparse.ArgumentParser:
-    """The parser of ``python -m dssfn_mpi.bench.NAME``: the options of ``bench NAME``."""
-    from ..options import HelpFormatter
+def _run_activation(args: argparse.Namespace) -> int:
+    from .activation import run
 
-    parser = argparse.ArgumentParser(prog=f"python -m dssfn_mpi.bench.{name}",
-                                     description=description, formatter_class=HelpFormatter)
-    _TOOL_ARGS[name](parser)
-    return parser
+    return run(args, "dssfn-mpi")
 
 
-def run_tool(args: argparse.Namespace) -> int:
-    """Run the tool ``args.name`` with its parsed options (its module's ``run``)."""
-    import importlib
+def _run_links(args: argparse.Namespace) -> int:
+    from .links import run
 
-    module = importlib.import_module(f".{args.name}", __package__)
-    if args.name == "activation":
-        return module.run(args, "dssfn-mpi")
-    return module.run(args)
+    return run(args)
+
+
+#: The subcommands other than the sweeps (which run :func:`_run_sweep`).
+_RUN = {"rma": _run_rma, "collect": _run_collect}
+
+#: Each tool's function running it (its options: :data:`~.toolargs.TOOL_ARGS`).
+_TOOLS = {"accuracy": _run_accuracy, "penalty": _run_penalty, "activation": _run_activation,
+          "links": _run_links}
+
+

@@ -325,7 +325,7 @@ class _Discard:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m dssfn_mpi.bench.penalty``: as ``dssfn-mpi bench penalty``."""
-    from .parser import tool_parser
+    from .toolargs import tool_parser
 
     parser = tool_parser("penalty", __doc__.split("\n\n")[0])
     try:

@@ -1,9 +1,9 @@
 """``dssfn-mpi data list | verify | fetch``: what the user sees of the datasets.
 
-The datasets themselves (files, checksums, downloads) are :mod:`dssfn_mpi.datasets`;
-this module only decides what is printed: one status per dataset, one line per bad
-file, and download progress on stderr -- a live line on a terminal, a line every
-10 % in a log file, so a batch job's log gets no progress spam.
+The datasets themselves (files, checksums, downloads) are the rest of
+:mod:`dssfn_mpi.datasets`; this module only decides what is printed: one status per
+dataset, one line per bad file, and download progress on stderr -- a live line on a
+terminal, a line every 10 % in a log file, so a batch job's log gets no progress spam.
 """
 
 from __future__ import annotations
@@ -14,16 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from .datasets import (
-    DATASETS,
-    REGISTRY,
-    FileCheck,
-    check_files,
-    default_data_dir,
-    fetch,
-    find_data_dir,
-)
-from .errors import UserError
+from ..errors import UserError
+from .download import fetch
+from .locate import default_data_dir, find_data_dir
+from .registry import DATASETS, REGISTRY
+from .verify import FileCheck, check_files
 
 __all__ = ["DownloadProgress", "data_fetch", "data_list", "data_verify", "format_size"]
 
