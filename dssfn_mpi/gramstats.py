@@ -26,7 +26,6 @@ __all__ = [
     "available_memory",
     "check_memory",
     "memory_bytes",
-    "message_bytes",
     "stats_bytes",
     "stats_rounds",
 ]
@@ -43,18 +42,6 @@ SOLVE_OVERHEAD = 1 << 16
 def stats_bytes(d: int, n_classes: int) -> int:
     """Bytes of one rank's packed statistics: ``(d (d + 1) / 2 + Q d) * 8``."""
     return (d * (d + 1) // 2 + n_classes * d) * _F8
-
-
-def message_bytes(mode: str, n_classes: int, d: int) -> int:
-    """Payload of one message of ``mode`` at a layer of input width ``d``.
-
-    The one-shot modes send the packed statistics (:func:`stats_bytes`);
-    every other mode sends one ``Q x d`` matrix (a ``Z`` put or the
-    consensus average).
-    """
-    if mode in ONESHOT_MODES:
-        return stats_bytes(d, n_classes)
-    return n_classes * d * _F8
 
 
 class StatsLayout:

@@ -22,18 +22,17 @@ rows, in a :class:`dssfn_mpi.runlog.RunLog`.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
-from .gramstats import ONESHOT_MODES, StatsLayout
+from .gramstats import StatsLayout
 from .model import accuracy, layer_features
 
-__all__ = ["DIRECT_MODES", "accuracy_fields", "aims_at_target", "layer_inputs", "metric_bytes",
+__all__ = ["accuracy_fields", "aims_at_target", "layer_inputs", "layer_row", "metric_bytes",
            "penalty_fields", "test_features"]
 
-#: The modes whose layers are solved exactly (no ADMM, no penalty, no stop rule).
-DIRECT_MODES = ("central",) + ONESHOT_MODES
 
 
 def layer_inputs(O_prev: np.ndarray | None, seed: int, layer: int, hidden: int,
@@ -54,7 +53,7 @@ def aims_at_target(cfg: Any) -> bool:
     Computed before the solve, outside the layer's timings: an oracle of the
     benchmark, not a cost of the method. Exactly solved modes need none.
     """
-    return cfg.mode not in DIRECT_MODES and cfg.stop_rule.needs_target
+    return not cfg.algorithm.direct and cfg.stop_rule.needs_target
 
 
 def metric_bytes(width: int, metric: bool) -> int:
@@ -68,6 +67,27 @@ def penalty_fields(penalty: float | np.ndarray, width: int, metric: bool) -> dic
     """The log row's ``gamma`` (the mean of a node's penalties: one per neighbour in
     async) and ``metric_bytes`` (:func:`metric_bytes`)."""
     return {"gamma": float(np.mean(penalty)), "metric_bytes": metric_bytes(width, metric)}
+
+
+def layer_row(stats: Any, features_seconds: float, setup_seconds: float, total_seconds: float,
+              cpu_seconds: float, penalty: float | np.ndarray, width: int,
+              metric: bool) -> dict[str, Any]:
+    """One node's log row of a layer, but for its observation (accuracy, cost): the one
+    place train and simulate build it.
+
+    ``stats`` is the solve's :class:`~dssfn_mpi.engines.base.SolveStats` (the engine's
+    fields, live or simulated); ``setup_seconds`` the layer-start time outside the
+    solve's own factorisation (the penalty's) that ``factor_seconds`` includes; the
+    penalty fields are :func:`penalty_fields`'.
+    """
+    return {
+        **asdict(stats),
+        "factor_seconds": stats.factor_seconds + setup_seconds,
+        "features_seconds": features_seconds,
+        "total_seconds": total_seconds,
+        "cpu_seconds": cpu_seconds,
+        **penalty_fields(penalty, width, metric),
+    }
 
 
 def test_features(cfg: Any, layer: int, hidden: int, O_prev: np.ndarray | None,

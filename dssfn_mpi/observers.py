@@ -33,10 +33,9 @@ from typing import Any
 import numpy as np
 
 from . import checkpoint
-from .engines import LayerProblem
+from .engines.base import LayerProblem
 from .equivalence import measure_equivalence
 from .fmt import number as _fmt
-from .gramstats import ONESHOT_MODES, message_bytes
 from .layerstep import accuracy_fields, test_features
 from .runstate import ROW_FIELDS, RunState
 from .solver import objective
@@ -204,13 +203,14 @@ class Tracing(Observer):
             mix = [r[0]["mix_rounds"] for r in s.history]
             attrs.update(
                 phases=list(PHASES), origin="perf_counter after the start barrier",
-                bytes_per_message=message_bytes(s.cfg.mode, s.n_classes, max(widths)),
+                bytes_per_message=s.cfg.algorithm.message_bytes(s.n_classes, max(widths)),
                 max_lead=-1 if s.cfg.max_lead is None else s.cfg.max_lead,
                 mix_rounds=int(max(mix, default=-1)), snapshot_every=plan.snapshot_every)
             if plan.record:
-                trace["message_bytes"] = np.array([message_bytes(s.cfg.mode, s.n_classes,
-                                                                 widths[i])
-                                                   for i in range(rows)], dtype=np.int64)
+                alg = s.cfg.algorithm
+                trace["message_bytes"] = np.array(
+                    [alg.message_bytes(s.n_classes, widths[i]) for i in range(rows)],
+                    dtype=np.int64)
         return {"trace": trace, "trajectory": trajectory, "trace_attrs": attrs}
 
 
@@ -243,7 +243,7 @@ class Progress(Observer):
     def _ending(self, rows: list[dict]) -> str:
         """How the layer ended under --stop eps / local (nothing to say for a fixed count)."""
         cfg = self.state.cfg
-        if cfg.stop_rule.fixed or cfg.mode in ("central",) + ONESHOT_MODES:
+        if cfg.stop_rule.fixed or cfg.algorithm.direct:
             return ""
         acts = [int(r["activations"]) for r in rows]
         span = f"{min(acts)}" if min(acts) == max(acts) else f"{min(acts)}-{max(acts)}"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.errors import UserError
 from dssfn_mpi.gramstats import (
     StatsLayout,
     check_memory,
     memory_bytes,
-    message_bytes,
     stats_bytes,
     stats_rounds,
 )
@@ -45,6 +45,9 @@ def test_pack_and_unpack_round_trip_the_symmetric_statistics():
 
 
 def test_message_bytes_per_mode():
+    def message_bytes(mode, n_classes, d):
+        return lookup(mode).message_bytes(n_classes, d)
+
     assert message_bytes("oneshot", 10, 1000) == (1000 * 1001 // 2 + 10 * 1000) * 8
     assert message_bytes("oneshot-graph", 10, 1000) == message_bytes("oneshot", 10, 1000)
     for mode in ("async", "sync", "sync-graph"):

@@ -26,7 +26,6 @@ import time
 
 import numpy as np
 
-from ..engines.updates import consensus_dual, consensus_primal
 from ..network import Network, allreduce_seconds
 from ..solver import LocalInverse
 from ..stoprule import NodeCheck, StopRule
@@ -37,14 +36,15 @@ from .nodes import mix
 __all__ = ["solve_sync"]
 
 
-def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list[np.ndarray],
+def solve_sync(layer: int, alg, graph, invs: list[LocalInverse], B2s: list[np.ndarray],
                rhos: list[float], eps: float, checks: list[NodeCheck | None],
                begin: np.ndarray, rule: StopRule, iters: int, rounds: int, speed,
                network: Network, message_bytes: float, library: str,
                hops: np.ndarray | None, metrics: list | None = None
                ) -> tuple[list[NodeRun], bool]:
-    """Simulate one layer of ``sync`` or ``sync-graph`` (in each node's Gram metric when
-    ``metrics`` is given).
+    """Simulate one layer of a consensus algorithm ``alg`` (:mod:`dssfn_mpi.algorithms`;
+    averaging by allreduce or by mixing), in each node's Gram metric when ``metrics`` is
+    given.
 
     Returns
     -------
@@ -57,7 +57,7 @@ def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list
     Zbar = [np.zeros_like(b) for b in B2s]
     runs = [NodeRun(O=Zbar[m], end=float(begin[m])) for m in range(M)]
     flags = np.zeros(M, dtype=bool)
-    reduce = allreduce_seconds(network, M, message_bytes, library) if mode == "sync" else 0.0
+    reduce = allreduce_seconds(network, M, message_bytes, library) if alg.collective else 0.0
     message = network.message_seconds(message_bytes)
     t = np.asarray(begin, dtype=float).copy()
     all_done = False
@@ -66,17 +66,19 @@ def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list
         Os = []
         for m in range(M):
             c0 = time.thread_time()
-            Os.append(consensus_primal(invs[m], B2s[m], rhos[m], Zbar[m], U[m], metrics[m]))
+            Os.append(alg.primal(invs[m], B2s[m], rhos[m], Zbar[m], U[m], metrics[m]))
             measured[m] = time.thread_time() - c0
-        x = [O + u for O, u in zip(Os, U)]
+        x = [np.empty_like(O) for O in Os]
+        for m in range(M):
+            alg.share(Os[m], U[m], Zbar[m], x[m])
         c0 = time.thread_time()
-        if mode == "sync":
+        if alg.collective:
             mean = np.sum(np.stack(x), axis=0)
             mean /= M
             means = [mean] * M
         else:
             means = mix(graph, x, rounds)
-        share = (time.thread_time() - c0) / M if mode != "sync" else 0.0
+        share = (time.thread_time() - c0) / M if not alg.collective else 0.0
         # The flags of iteration k-1 ride in this collective: all set, the layer ends
         # with Zbar_{k-1}, this iteration's dual step is not taken.
         all_done = not rule.fixed and k > 0 and bool(flags.all())
@@ -84,14 +86,14 @@ def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list
             new = []
             for m in range(M):
                 c0 = time.thread_time()
-                new.append(consensus_dual(means[m], eps, Os[m], U[m], metrics[m]))
+                new.append(alg.dual(means[m], eps, Os[m], U[m], Zbar[m], metrics[m]))
                 measured[m] += time.thread_time() - c0
                 if checks[m] is not None:
                     flags[m] = checks[m].sync_done(Os[m], new[m])
             Zbar = new
         cost = speed.activations(layer, k, measured + share)
         ready = t + cost
-        end = (collective_end(ready, reduce) if mode == "sync"
+        end = (collective_end(ready, reduce) if alg.collective
                else exchange_end(ready, hops, rounds, message))
         for m in range(M):
             runs[m].starts.append(float(t[m]))
