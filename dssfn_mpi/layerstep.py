@@ -31,6 +31,7 @@ from .gramstats import StatsLayout
 from .model import accuracy, layer_features
 
 __all__ = ["accuracy_fields", "aims_at_target", "layer_inputs", "layer_row", "metric_bytes",
+           "progress_line",
            "penalty_fields", "test_features"]
 
 
@@ -88,6 +89,35 @@ def layer_row(stats: Any, features_seconds: float, setup_seconds: float, total_s
         "cpu_seconds": cpu_seconds,
         **penalty_fields(penalty, width, metric),
     }
+
+
+def progress_line(cfg: Any, layer: int, clock: str, seconds: float, rel: float,
+                  rows: list[dict[str, Any]]) -> str:
+    """The per-layer progress line of train and simulate: the layer's time (``clock``:
+    ``max time`` live, ``simulated``), the largest distance to O*, the nodes' test
+    accuracies and how the layer ended under ``--stop eps``/``local``."""
+    from .fmt import number
+
+    acc = [r.get("test_accuracy", math.nan) for r in rows]
+    return (f"layer {layer:>3}/{cfg.layers}  {cfg.mode:<10} {clock} {seconds:8.3f} s  "
+            f"max rel dist {number(rel, '.2e')}  test acc min/mean/max "
+            f"{number(100 * min(acc), '.1f')}/{number(100 * float(np.mean(acc)), '.1f')}/"
+            f"{number(100 * max(acc), '.1f')} %{stop_note(cfg, rows)}")
+
+
+def stop_note(cfg: Any, rows: list[dict[str, Any]]) -> str:
+    """How the layer ended under --stop eps / local (nothing to say for a fixed count)."""
+    from .stoprule import REASONS
+
+    if cfg.stop_rule.fixed or cfg.algorithm.direct:
+        return ""
+    acts = [int(r["activations"]) for r in rows]
+    span = f"{min(acts)}" if min(acts) == max(acts) else f"{min(acts)}-{max(acts)}"
+    capped = [m for m, r in enumerate(rows) if REASONS[int(r["stop_reason"])] == "cap"]
+    if capped:
+        who = "rank 0" if len(rows) == 1 else f"{len(capped)} of {len(rows)} ranks"
+        return f"  CAP: {who} reached --iters {cfg.iters} before {cfg.stop}"
+    return f"  {cfg.stop} after {span} activations"
 
 
 def test_features(cfg: Any, layer: int, hidden: int, O_prev: np.ndarray | None,

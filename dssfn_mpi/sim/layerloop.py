@@ -29,12 +29,18 @@ from ..engines.base import SolveStats
 from ..equivalence import check_fields
 from ..errors import UserError, require
 from ..gramstats import StatsLayout
-from ..layerstep import accuracy_fields, aims_at_target, layer_row, metric_bytes, test_features
+from ..layerstep import (
+    accuracy_fields,
+    aims_at_target,
+    layer_row,
+    metric_bytes,
+    progress_line,
+    test_features,
+)
 from ..network import Network
 from ..runlog import RunLog
 from ..solver import exact_solve
 from ..staleness import staleness
-from ..stoprule import REASONS
 from ..timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
 from .asyncsim import NodeRun, solve_async
 from .nodes import layer_metrics, layer_problems, load_shards, penalties
@@ -140,15 +146,18 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         rec.add(run, lay, Os, Yts, t_start, t_prev)
         prev_Os = Os
         Ys = [p.Y for p in lay.probs]
-        reason = run.rule.reason(lay.all_done)
         del lay
         if not quiet:
-            _progress(cfg, layer, rec, reason)
+            _progress(cfg, layer, rec)
         result = _result(run, rec, complete=layer == cfg.layers)
         if cfg.out is not None:
             result.write(cfg.out)
     if cfg.save_model is not None:
-        _save_model(cfg, run.shards, run.hidden, M, rec.Os)
+        from ..modelio import save_run_model
+
+        shards = run.shards
+        save_run_model(cfg, shards.name, shards.X[0].shape[0], shards.n_classes, run.hidden,
+                       rec.Os, simulated=True)
     return result
 
 
@@ -390,29 +399,13 @@ def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
                      source=run.cfg.out or "", trace_attrs=dict(_TRACE_ATTRS), Os=rec.Os)
 
 
-def _save_model(cfg: TrainConfig, shards, hidden: int, M: int,
-                Os_all: list[list[np.ndarray]]) -> None:
-    import json
-
-    from ..modelio import save_model
-
-    attrs = {"dataset": shards.name, "n_features": shards.X[0].shape[0],
-             "n_classes": shards.n_classes, "hidden": hidden, "layers": cfg.layers,
-             "seed": cfg.seed, "nodes": M, "mode": cfg.mode,
-             "config": json.dumps(cfg.to_dict()), "simulated": True}
-    save_model(cfg.save_model, attrs, Os_all)
-
-
-def _progress(cfg: TrainConfig, layer: int, rec: _Record, reason: int) -> None:
+def _progress(cfg: TrainConfig, layer: int, rec: _Record) -> None:
     layer_end = rec.layer_end
     done = float(layer_end[-1].max()) - (float(layer_end[-2].max()) if len(layer_end) > 1
                                          else 0.0)
-    acts = np.mean([r["activations"] for r in rec.rows[-1]])
     rel = rec.checks["rel_distance"][-1].max() if rec.checks["rel_distance"] else math.nan
-    stop = "-" if cfg.algorithm.direct else REASONS[reason]
-    print(f"layer {layer:>3}/{cfg.layers}  {cfg.mode:<10} simulated {done:10.4f} s  "
-          f"activations {acts:7.1f}  max rel dist {rel:.2e}  stop {stop}",
-          file=sys.stdout, flush=True)
+    print(progress_line(cfg, layer, "simulated", done, rel, rec.rows[-1]), file=sys.stdout,
+          flush=True)
 
 
 def load_schedule(path: str) -> tuple[TrainConfig, int, np.ndarray]:

@@ -68,9 +68,7 @@ def solve_sync(layer: int, alg, graph, invs: list[LocalInverse], B2s: list[np.nd
             c0 = time.thread_time()
             Os.append(alg.primal(invs[m], B2s[m], rhos[m], Zbar[m], U[m], metrics[m]))
             measured[m] = time.thread_time() - c0
-        x = [np.empty_like(O) for O in Os]
-        for m in range(M):
-            alg.share(Os[m], U[m], Zbar[m], x[m])
+        x = _shares(alg, Os, U, Zbar)
         c0 = time.thread_time()
         if alg.collective:
             mean = np.sum(np.stack(x), axis=0)
@@ -108,3 +106,12 @@ def solve_sync(layer: int, alg, graph, invs: list[LocalInverse], B2s: list[np.nd
         runs[m].O = Zbar[m]
         runs[m].end = float(t[m])
     return runs, all_done
+
+
+def _shares(alg, Os: list[np.ndarray], U: list[np.ndarray],
+            Zbar: list[np.ndarray]) -> list[np.ndarray]:
+    """Each node's vector to average: its algorithm's ``share`` (``O_m + U_m``)."""
+    out = [np.empty_like(O) for O in Os]
+    for O, u, z, x in zip(Os, U, Zbar, out):
+        alg.share(O, u, z, x)
+    return out
