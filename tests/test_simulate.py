@@ -64,6 +64,17 @@ def test_simulated_iterates_equal_the_live_ones(live, tmp_path, mode):
     assert _max_relative(a, b) <= 1e-10
 
 
+def test_the_paper_update_is_re_executed_as_live(tmp_path):
+    """The algorithm object, not the mode, decides the step: eq. 7 simulated as live."""
+    run, model, sim_model = tmp_path / "p.h5", tmp_path / "pm.h5", tmp_path / "spm.h5"
+    res = run_cli(4, "train", *SMALL, "--mode", "async", "--update", "paper", "--out",
+                  str(run), "--save-model", str(model), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert main(["simulate", "--schedule", str(run), "--save-model", str(sim_model),
+                 "--quiet"]) == 0
+    assert _max_relative(load_model(model), load_model(sim_model)) <= 1e-10
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_bytes_sent_mean_the_same_live_and_simulated(live, tmp_path, mode):
     """Payload bytes, by the algorithm's one rule: equal where the activations are."""

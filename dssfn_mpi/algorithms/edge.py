@@ -70,6 +70,7 @@ class PaperStep:
                  inv: Any) -> None:
         self.B2, self.gamma, self.eta, self.eps, self.inv = B2, gamma, eta, eps, inv
         self.Z = np.zeros((len(gamma),) + B2.shape)
+        self.O = np.zeros(B2.shape)
 
     def step_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """One activation given the neighbours' ``Z_{n,m}`` as rows of ``table``."""
@@ -77,8 +78,9 @@ class PaperStep:
 
     def __call__(self, Zr: Any) -> np.ndarray:
         """One activation given the neighbours' ``Z_{n,m}`` (``d_m`` arrays ``Q x d``)."""
-        return paper_activation(self.Z, np.asarray(Zr).reshape(self.Z.shape), self.B2,
-                                self.gamma, self.eta, self.eps, self.inv)
+        self.O = paper_activation(self.Z, np.asarray(Zr).reshape(self.Z.shape), self.B2,
+                                  self.gamma, self.eta, self.eps, self.inv)
+        return self.O
 
 
 class PaperUpdate(EdgeADMM):
