@@ -267,9 +267,8 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
                                    layer_end[-2] if len(layer_end) >= 2 else None, exchange)
     message_bytes = alg.message_bytes(run.shards.n_classes, d)
     B2s = [2.0 * p.B for p in probs]
-    runs, all_done = solve_layer(cfg, opts, layer, invs, B2s, pens, run.eps, target, run.rule,
-                                 begin, run.rounds, run.timing.hops, run.neighbors,
-                                 message_bytes, run.graph, metrics)
+    runs, all_done = solve_layer(run, layer, invs, B2s, pens, metrics, target, begin,
+                                 message_bytes)
     return _Layer(probs=probs, pens=pens, G_sum=G_sum, B_sum=B_sum, target=target,
                   phases=phases, begin=begin, message_bytes=message_bytes, runs=runs,
                   all_done=all_done, metric=metrics is not None)
@@ -322,18 +321,19 @@ class _Record:
                 self.checks[k].append(v)
 
 
-def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens, eps,
-                target, rule, begin, rounds, hops, neighbors, message_bytes,
-                graph, metrics=None) -> tuple[list[NodeRun], bool]:
-    """Simulate one layer's solve of ``cfg.algorithm``: each node's run and whether all were
-    done.
+def solve_layer(run: _Setup, layer: int, invs, B2s, pens, metrics, target, begin,
+                message_bytes: int) -> tuple[list[NodeRun], bool]:
+    """Simulate one layer's solve of the run's algorithm: each node's run and whether all
+    were done.
 
     ``invs``, ``B2s`` and ``pens`` are each node's local inverse, ``2 B_m`` and
-    penalty (async: one gamma per neighbour, in the order of ``neighbors``);
-    ``target`` the layer's exact solution (or None) and ``rule`` its stopping rule;
+    penalty (edge penalties: one per neighbour, in the order of its neighbours);
     ``metrics`` each node's Gram metric (:func:`~dssfn_mpi.sim.nodes.layer_metrics`)
-    on a layer solved in it, else None.
+    on a layer solved in it, else None; ``target`` the layer's exact solution (or None);
+    ``begin`` when each node's solve begins.
     """
+    cfg, opts, eps, rule, rounds = run.cfg, run.opts, run.eps, run.rule, run.rounds
+    hops, neighbors, graph = run.timing.hops, run.neighbors, run.graph
     M, net, alg = opts.nodes, opts.network, cfg.algorithm
     O_star = None if target is None else target.O
     if alg.exchanges_statistics:  # invs: the nodes' packed statistics
@@ -361,9 +361,8 @@ def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens,
         res = solve_async(layer, steps, checks, neighbors, begin, rule, cfg.iters,
                           cfg.max_lead, opts.speed, net, message_bytes)
         return res.nodes, res.all_done
-    return solve_sync(layer, alg, graph, invs, B2s, [float(p) for p in pens], eps, checks,
-                      begin, rule, cfg.iters, rounds, opts.speed, net, message_bytes,
-                      opts.allreduce, hops, metrics)
+    return solve_sync(run, layer, invs, B2s, [float(p) for p in pens], checks, begin,
+                      message_bytes, metrics)
 
 
 def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: float,

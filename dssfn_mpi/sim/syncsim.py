@@ -23,12 +23,13 @@ graphs here).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
-from ..network import Network, allreduce_seconds
+from ..network import allreduce_seconds
 from ..solver import LocalInverse
-from ..stoprule import NodeCheck, StopRule
+from ..stoprule import NodeCheck
 from ..timeline import collective_end, exchange_end
 from .asyncsim import NodeRun
 from .nodes import mix
@@ -36,21 +37,24 @@ from .nodes import mix
 __all__ = ["solve_sync"]
 
 
-def solve_sync(layer: int, alg, graph, invs: list[LocalInverse], B2s: list[np.ndarray],
-               rhos: list[float], eps: float, checks: list[NodeCheck | None],
-               begin: np.ndarray, rule: StopRule, iters: int, rounds: int, speed,
-               network: Network, message_bytes: float, library: str,
-               hops: np.ndarray | None, metrics: list | None = None
+def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndarray],
+               rhos: list[float], checks: list[NodeCheck | None], begin: np.ndarray,
+               message_bytes: float, metrics: list | None = None
                ) -> tuple[list[NodeRun], bool]:
-    """Simulate one layer of a consensus algorithm ``alg`` (:mod:`dssfn_mpi.algorithms`;
-    averaging by allreduce or by mixing), in each node's Gram metric when ``metrics`` is
-    given.
+    """Simulate one layer of a consensus algorithm (:mod:`dssfn_mpi.algorithms`; averaging
+    by allreduce or by mixing), in each node's Gram metric when ``metrics`` is given.
+
+    ``run`` is the simulation's set-up (:class:`~dssfn_mpi.sim.layerloop.SimOptions` and
+    the rest: its ``cfg``, ``graph``, ``eps``, ``rule``, ``rounds``, ``opts``, ``timing``).
 
     Returns
     -------
     (list of NodeRun, bool)
         Each node's run (its ``O`` is its ``Zbar``) and whether every node was done.
     """
+    alg, graph, eps, rule, rounds = run.cfg.algorithm, run.graph, run.eps, run.rule, run.rounds
+    iters, speed, network, hops = run.cfg.iters, run.opts.speed, run.opts.network, run.timing.hops
+    library = run.opts.allreduce
     M = len(invs)
     metrics = metrics or [None] * M
     U = [np.zeros_like(b) for b in B2s]
