@@ -49,7 +49,7 @@ from .schedule import node_runs, replay_reads
 from .speed import SpeedModel
 from .syncsim import solve_sync
 
-__all__ = ["SIM_MODES", "SimOptions", "SimResult", "simulate", "solve_layer"]
+__all__ = ["SIM_MODES", "SimOptions", "SimResult", "SolveContext", "simulate", "solve_layer"]
 
 #: The modes simulate runs (every decentralized algorithm; central has no timeline).
 SIM_MODES = tuple(n for n in names() if lookup(n).decentralized)
@@ -84,6 +84,24 @@ class SimOptions:
     network: Network
     allreduce: str = "mpich"
     schedule: tuple[str, np.ndarray] | None = None
+
+
+@dataclass
+class SolveContext:
+    """What one layer's simulated solve needs of the run (``bench penalty`` builds one too)."""
+
+    cfg: TrainConfig
+    opts: SimOptions
+    graph: Any
+    eps: float
+    rounds: int  # mixing rounds per exchange (0: none)
+    neighbors: list[tuple[int, ...]]
+    hops: np.ndarray  # hop distances between the nodes
+
+    @property
+    def rule(self) -> Any:
+        """The layers' :class:`~dssfn_mpi.stoprule.StopRule`."""
+        return self.cfg.stop_rule
 
 
 @dataclass
@@ -267,7 +285,9 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
                                    layer_end[-2] if len(layer_end) >= 2 else None, exchange)
     message_bytes = alg.message_bytes(run.shards.n_classes, d)
     B2s = [2.0 * p.B for p in probs]
-    runs, all_done = solve_layer(run, layer, invs, B2s, pens, metrics, target, begin,
+    ctx = SolveContext(cfg, opts, run.graph, run.eps, run.rounds, run.neighbors,
+                       run.timing.hops)
+    runs, all_done = solve_layer(ctx, layer, invs, B2s, pens, metrics, target, begin,
                                  message_bytes)
     return _Layer(probs=probs, pens=pens, G_sum=G_sum, B_sum=B_sum, target=target,
                   phases=phases, begin=begin, message_bytes=message_bytes, runs=runs,
@@ -321,7 +341,7 @@ class _Record:
                 self.checks[k].append(v)
 
 
-def solve_layer(run: _Setup, layer: int, invs, B2s, pens, metrics, target, begin,
+def solve_layer(run: SolveContext, layer: int, invs, B2s, pens, metrics, target, begin,
                 message_bytes: int) -> tuple[list[NodeRun], bool]:
     """Simulate one layer's solve of the run's algorithm: each node's run and whether all
     were done.
@@ -333,7 +353,7 @@ def solve_layer(run: _Setup, layer: int, invs, B2s, pens, metrics, target, begin
     ``begin`` when each node's solve begins.
     """
     cfg, opts, eps, rule, rounds = run.cfg, run.opts, run.eps, run.rule, run.rounds
-    hops, neighbors, graph = run.timing.hops, run.neighbors, run.graph
+    hops, neighbors, graph = run.hops, run.neighbors, run.graph
     M, net, alg = opts.nodes, opts.network, cfg.algorithm
     O_star = None if target is None else target.O
     if alg.exchanges_statistics:  # invs: the nodes' packed statistics

@@ -44,8 +44,8 @@ def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndar
     """Simulate one layer of a consensus algorithm (:mod:`dssfn_mpi.algorithms`; averaging
     by allreduce or by mixing), in each node's Gram metric when ``metrics`` is given.
 
-    ``run`` is the simulation's set-up (:class:`~dssfn_mpi.sim.layerloop.SimOptions` and
-    the rest: its ``cfg``, ``graph``, ``eps``, ``rule``, ``rounds``, ``opts``, ``timing``).
+    ``run`` is what the layer's solve needs of the run
+    (:class:`~dssfn_mpi.sim.layerloop.SolveContext`).
 
     Returns
     -------
@@ -53,7 +53,7 @@ def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndar
         Each node's run (its ``O`` is its ``Zbar``) and whether every node was done.
     """
     alg, graph, eps, rule, rounds = run.cfg.algorithm, run.graph, run.eps, run.rule, run.rounds
-    iters, speed, network, hops = run.cfg.iters, run.opts.speed, run.opts.network, run.timing.hops
+    iters, speed, network, hops = run.cfg.iters, run.opts.speed, run.opts.network, run.hops
     library = run.opts.allreduce
     M = len(invs)
     metrics = metrics or [None] * M

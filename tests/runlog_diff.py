@@ -1,6 +1,6 @@
 """Compare two run logs' numbers: every dataset and attribute, times and paths aside.
 
-Usage: python benchmarks/runlog_diff.py A.h5 B.h5 [A2.h5 B2.h5 ...]
+Usage: python tests/runlog_diff.py A.h5 B.h5 [A2.h5 B2.h5 ...]
 Exit status 0 when every pair is identical (bit for bit, NaN equal to NaN), 1 otherwise.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@ algorithms package and the registry: comparisons (==, !=, in, not in) with a mod
 update name, a ``*MODES`` tuple or a variable called ``mode``/``update``, and
 ``startswith`` on a mode.
 
-Usage: python benchmarks/mode_tests.py [PACKAGE_DIR]   (default: dssfn_mpi beside this file)
+Usage: python tests/mode_tests.py [PACKAGE_DIR]   (default: the package beside tests/)
 """
 from __future__ import annotations
 
