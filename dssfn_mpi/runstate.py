@@ -249,7 +249,7 @@ def _check_memory(cfg: TrainConfig, comm: Any, graph: Any, width: int, n_classes
     degree = max(graph.degree(m) for m in range(graph.n_nodes))
     error = None
     try:
-        check_memory(cfg.mode, width, n_classes, degree, ranks_here, available_memory())
+        check_memory(cfg.algorithm, width, n_classes, degree, ranks_here, available_memory())
     except UserError as exc:
         error = str(exc)
     first = next((e for e in comm.allgather(error) if e is not None), None)

@@ -91,12 +91,13 @@ def test_memory_check_refuses_what_does_not_fit():
     need = memory_bytes(1000, 10)
     assert need == (5 * 8 + 1) * 1000**2 + 4 * stats_bytes(1000, 10) + 64 * 8000 + 65536
     assert memory_bytes(1000, 10, degree=8) == need + 8 * stats_bytes(1000, 10)
-    check_memory("oneshot", 1000, 10, 8, 4, 4 * need)  # fits exactly
+    oneshot, graph_form = lookup("oneshot"), lookup("oneshot-graph")
+    check_memory(oneshot, 1000, 10, 8, 4, 4 * need)  # fits exactly
     with pytest.raises(UserError, match=r"--mode oneshot: the 1000 x 1000 statistics .* "
                        r"lower --hidden"):
-        check_memory("oneshot", 1000, 10, 8, 4, 4 * need - 1)
+        check_memory(oneshot, 1000, 10, 8, 4, 4 * need - 1)
     # The graph form also holds one received copy per neighbour.
     with pytest.raises(UserError, match="oneshot-graph"):
-        check_memory("oneshot-graph", 1000, 10, 8, 4, 4 * need)
-    check_memory("sync", 10**6, 10, 8, 4, 1)  # only the one-shot modes form n x n sums
-    check_memory("oneshot", 10**6, 10, 8, 4, None)  # unknown: not checked
+        check_memory(graph_form, 1000, 10, 8, 4, 4 * need)
+    check_memory(lookup("sync"), 10**6, 10, 8, 4, 1)  # only the one-shot modes form n x n sums
+    check_memory(oneshot, 10**6, 10, 8, 4, None)  # unknown: not checked
