@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .algorithms.registry import UPDATES, lookup, names
 from .errors import UserError, require
 from .model import default_eps, default_width
 from .options import add_arguments, from_args, from_mapping, option, wrong_type
@@ -37,10 +38,9 @@ __all__ = [
     "parse_slow",
 ]
 
-#: The methods ``--mode`` names; the first is the default.
-MODES = ("async", "sync", "sync-graph", "oneshot", "oneshot-graph", "central")
+#: The methods ``--mode`` names (:mod:`dssfn_mpi.algorithms.registry`); the first is the default.
+MODES = names()
 RMA_PATHS = ("auto", "put", "store")
-UPDATES = ("edge", "paper")
 METRICS = ("gram", "identity")
 
 # Table 3 of Liang et al. (ICASSP 2020): (mu_0, mu_l) of the central and sync
@@ -305,18 +305,22 @@ class TrainConfig:
         return hidden, (self.norm_bound if self.norm_bound is not None else default_eps(Q))
 
     def penalty_at(self, layer: int) -> float | None:
-        """The ADMM penalty of ``layer`` for this mode (gamma for async, rho for
-        sync; last value repeats), or ``None`` when it is ``auto``."""
-        values = self.gamma if self.mode == "async" else self.rho
+        """The ADMM penalty of ``layer`` for this mode (its algorithm's option: gamma for
+        async, rho for sync; last value repeats), or ``None`` when it is ``auto``."""
+        values = getattr(self, self.algorithm.penalty_option or "rho")
         if isinstance(values, str):
             return None
         return values[min(layer, len(values) - 1)]
 
     def metric_at(self, layer: int) -> bool:
         """Whether ``layer`` is solved in the Gram metric (:mod:`dssfn_mpi.metric`): the
-        input layer under ``--metric gram``, by the engines that have a metric form."""
-        admm = self.mode in ("sync", "sync-graph") or (self.mode, self.update) == ("async", "edge")
-        return layer == 0 and self.metric == "gram" and admm
+        input layer under ``--metric gram``, by the algorithms that have a metric form."""
+        return layer == 0 and self.metric == "gram" and self.algorithm.metric_form
+
+    @property
+    def algorithm(self) -> Any:
+        """The :class:`~dssfn_mpi.algorithms.Algorithm` that ``mode`` and ``update`` name."""
+        return lookup(self.mode, self.update)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dictionary of every setting."""
@@ -343,7 +347,7 @@ class TrainConfig:
         """Each named choice is one of its options."""
         require(self.wait in POLICIES,
                 f"--wait {self.wait!r}: choose one of {', '.join(POLICIES)}")
-        require(self.mode in MODES, f"--mode {self.mode!r}: choose one of {', '.join(MODES)}")
+        lookup(self.mode)  # a UserError naming the modes
         require(self.rma in RMA_PATHS,
                 f"--rma {self.rma!r}: choose one of {', '.join(RMA_PATHS)}")
         require(
@@ -407,16 +411,18 @@ class TrainConfig:
 
     def _check_ranks(self, world_size: int) -> None:
         """What depends on the rank count, and the settings that need one another."""
-        if self.mode == "central":
+        alg = self.algorithm
+        if alg.max_ranks == 1:
             require(
                 world_size == 1,
-                f"--mode central runs on one process, but {world_size} ranks were started: "
+                f"--mode {self.mode} runs on one process, but {world_size} ranks were started: "
                 "run it without mpirun (or with -n 1)",
             )
         else:
             require(
-                world_size >= 2 or self.mode != "async",
-                "--mode async needs at least 2 ranks (graph nodes): start it with mpirun -n M",
+                world_size >= alg.min_ranks,
+                f"--mode {self.mode} needs at least {alg.min_ranks} ranks (graph nodes): "
+                "start it with mpirun -n M",
             )
         if self.fail_at is not None:
             require(self.fail_at[0] < world_size,
@@ -426,8 +432,8 @@ class TrainConfig:
                 rank < world_size,
                 f"--slow {rank}:...: there are only {world_size} ranks (0..{world_size - 1})",
             )
-        if self.stop_rule.kind == "local" and self.mode == "async":
-            require(self.update == "edge", "--stop local reads the edge form's variables: "
+        if self.stop_rule.kind == "local":
+            require(alg.local_stop, "--stop local reads the edge form's variables: "
                     "use it with --update edge (the default)")
         if self.topology == "file":
             require(self.edges is not None, "--topology file needs --edges PATH (an edge list)")

@@ -15,24 +15,21 @@ a run starts). It does not import MPI.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .errors import require
 
 __all__ = [
-    "ONESHOT_MODES",
     "SOLVE_OVERHEAD",
     "StatsLayout",
     "available_memory",
     "check_memory",
     "memory_bytes",
-    "message_bytes",
     "stats_bytes",
     "stats_rounds",
 ]
-
-#: The modes that exchange the statistics once and solve exactly (no penalty, no iterations).
-ONESHOT_MODES = ("oneshot", "oneshot-graph")
 
 _F8 = 8  # bytes of a float64
 #: Bytes beyond the arrays in :func:`memory_bytes`: small Python objects (measured
@@ -43,18 +40,6 @@ SOLVE_OVERHEAD = 1 << 16
 def stats_bytes(d: int, n_classes: int) -> int:
     """Bytes of one rank's packed statistics: ``(d (d + 1) / 2 + Q d) * 8``."""
     return (d * (d + 1) // 2 + n_classes * d) * _F8
-
-
-def message_bytes(mode: str, n_classes: int, d: int) -> int:
-    """Payload of one message of ``mode`` at a layer of input width ``d``.
-
-    The one-shot modes send the packed statistics (:func:`stats_bytes`);
-    every other mode sends one ``Q x d`` matrix (a ``Z`` put or the
-    consensus average).
-    """
-    if mode in ONESHOT_MODES:
-        return stats_bytes(d, n_classes)
-    return n_classes * d * _F8
 
 
 class StatsLayout:
@@ -156,33 +141,34 @@ def available_memory() -> int | None:
     return None
 
 
-def check_memory(mode: str, d: int, n_classes: int, degree: int, ranks_here: int,
+def check_memory(algorithm: Any, d: int, n_classes: int, degree: int, ranks_here: int,
                  available: int | None) -> None:
     """Raise a one-line :class:`~dssfn_mpi.errors.UserError` if the statistics do not fit.
 
     Parameters
     ----------
-    mode : str
-        The run's mode (only the one-shot modes are checked).
+    algorithm : Algorithm
+        The run's algorithm (:mod:`dssfn_mpi.algorithms`; only those that exchange the
+        statistics are checked).
     d : int
         The widest layer input, ``max(P, n)``.
     n_classes : int
         Q.
     degree : int
-        The largest node degree (``oneshot-graph`` receives one buffer per neighbour).
+        The largest node degree (a mixing exchange receives one buffer per neighbour).
     ranks_here : int
         Ranks (or simulated nodes in one process) sharing this host's memory.
     available : int or None
         Bytes available on this host (:func:`available_memory`); None: not checked.
     """
-    if mode not in ONESHOT_MODES or available is None:
+    if not algorithm.exchanges_statistics or available is None:
         return
-    each = memory_bytes(d, n_classes, degree if mode == "oneshot-graph" else 0)
+    each = memory_bytes(d, n_classes, degree if algorithm.mixes else 0)
     need = ranks_here * each
     require(need <= available,
-            f"--mode {mode}: the {d} x {d} statistics need about {_gb(need)} on this host "
-            f"({ranks_here} x {_gb(each)}), but only {_gb(available)} are available: lower "
-            "--hidden, run fewer ranks per host, or use an iterative mode (async, sync, "
+            f"--mode {algorithm.name}: the {d} x {d} statistics need about {_gb(need)} on "
+            f"this host ({ranks_here} x {_gb(each)}), but only {_gb(available)} are available: "
+            "lower --hidden, run fewer ranks per host, or use an iterative mode (async, sync, "
             "sync-graph)")
 
 

@@ -22,18 +22,18 @@ rows, in a :class:`dssfn_mpi.runlog.RunLog`.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
-from .gramstats import ONESHOT_MODES, StatsLayout
+from .gramstats import StatsLayout
 from .model import accuracy, layer_features
 
-__all__ = ["DIRECT_MODES", "accuracy_fields", "aims_at_target", "layer_inputs", "metric_bytes",
+__all__ = ["accuracy_fields", "aims_at_target", "layer_inputs", "layer_row", "metric_bytes",
+           "progress_line",
            "penalty_fields", "test_features"]
 
-#: The modes whose layers are solved exactly (no ADMM, no penalty, no stop rule).
-DIRECT_MODES = ("central",) + ONESHOT_MODES
 
 
 def layer_inputs(O_prev: np.ndarray | None, seed: int, layer: int, hidden: int,
@@ -54,7 +54,7 @@ def aims_at_target(cfg: Any) -> bool:
     Computed before the solve, outside the layer's timings: an oracle of the
     benchmark, not a cost of the method. Exactly solved modes need none.
     """
-    return cfg.mode not in DIRECT_MODES and cfg.stop_rule.needs_target
+    return not cfg.algorithm.direct and cfg.stop_rule.needs_target
 
 
 def metric_bytes(width: int, metric: bool) -> int:
@@ -68,6 +68,56 @@ def penalty_fields(penalty: float | np.ndarray, width: int, metric: bool) -> dic
     """The log row's ``gamma`` (the mean of a node's penalties: one per neighbour in
     async) and ``metric_bytes`` (:func:`metric_bytes`)."""
     return {"gamma": float(np.mean(penalty)), "metric_bytes": metric_bytes(width, metric)}
+
+
+def layer_row(stats: Any, features_seconds: float, setup_seconds: float, total_seconds: float,
+              cpu_seconds: float, penalty: float | np.ndarray, width: int,
+              metric: bool) -> dict[str, Any]:
+    """One node's log row of a layer, but for its observation (accuracy, cost): the one
+    place train and simulate build it.
+
+    ``stats`` is the solve's :class:`~dssfn_mpi.engines.base.SolveStats` (the engine's
+    fields, live or simulated); ``setup_seconds`` the layer-start time outside the
+    solve's own factorisation (the penalty's) that ``factor_seconds`` includes; the
+    penalty fields are :func:`penalty_fields`'.
+    """
+    return {
+        **asdict(stats),
+        "factor_seconds": stats.factor_seconds + setup_seconds,
+        "features_seconds": features_seconds,
+        "total_seconds": total_seconds,
+        "cpu_seconds": cpu_seconds,
+        **penalty_fields(penalty, width, metric),
+    }
+
+
+def progress_line(cfg: Any, layer: int, clock: str, seconds: float, rel: float,
+                  rows: list[dict[str, Any]]) -> str:
+    """The per-layer progress line of train and simulate: the layer's time (``clock``:
+    ``max time`` live, ``simulated``), the largest distance to O*, the nodes' test
+    accuracies and how the layer ended under ``--stop eps``/``local``."""
+    from .fmt import number
+
+    acc = [r.get("test_accuracy", math.nan) for r in rows]
+    return (f"layer {layer:>3}/{cfg.layers}  {cfg.mode:<10} {clock} {seconds:8.3f} s  "
+            f"max rel dist {number(rel, '.2e')}  test acc min/mean/max "
+            f"{number(100 * min(acc), '.1f')}/{number(100 * float(np.mean(acc)), '.1f')}/"
+            f"{number(100 * max(acc), '.1f')} %{stop_note(cfg, rows)}")
+
+
+def stop_note(cfg: Any, rows: list[dict[str, Any]]) -> str:
+    """How the layer ended under --stop eps / local (nothing to say for a fixed count)."""
+    from .stoprule import REASONS
+
+    if cfg.stop_rule.fixed or cfg.algorithm.direct:
+        return ""
+    acts = [int(r["activations"]) for r in rows]
+    span = f"{min(acts)}" if min(acts) == max(acts) else f"{min(acts)}-{max(acts)}"
+    capped = [m for m, r in enumerate(rows) if REASONS[int(r["stop_reason"])] == "cap"]
+    if capped:
+        who = "rank 0" if len(rows) == 1 else f"{len(capped)} of {len(rows)} ranks"
+        return f"  CAP: {who} reached --iters {cfg.iters} before {cfg.stop}"
+    return f"  {cfg.stop} after {span} activations"
 
 
 def test_features(cfg: Any, layer: int, hidden: int, O_prev: np.ndarray | None,

@@ -25,7 +25,7 @@ from .errors import UserError, require
 from .fileio import atomic_write
 from .model import accuracy, forward
 
-__all__ = ["Model", "evaluate_model", "load_model", "save_model"]
+__all__ = ["Model", "evaluate_model", "load_model", "save_model", "save_run_model"]
 
 
 @dataclass
@@ -50,6 +50,20 @@ def save_model(path: str | os.PathLike, attrs: dict[str, Any],
                     g.create_dataset(f"O_{i:02d}", data=O)
 
     atomic_write(path, write)
+
+
+def save_run_model(cfg: Any, dataset: str, n_features: int, n_classes: int, hidden: int,
+                   nodes: list[list[np.ndarray]], simulated: bool = False) -> None:
+    """Write a run's model to ``cfg.save_model``: every node's weights and the run's
+    settings (the one saver of train and simulate)."""
+    import json
+
+    attrs = {"dataset": dataset, "n_features": n_features, "n_classes": n_classes,
+             "hidden": hidden, "layers": cfg.layers, "seed": cfg.seed, "nodes": len(nodes),
+             "mode": cfg.mode, "config": json.dumps(cfg.to_dict())}
+    if simulated:
+        attrs["simulated"] = True
+    save_model(cfg.save_model, attrs, nodes)
 
 
 def _by_index(names: Any, prefix: str, source: Path) -> list[str]:

@@ -24,7 +24,6 @@ every rank, and after the layer's timed part.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -33,14 +32,11 @@ from typing import Any
 import numpy as np
 
 from . import checkpoint
-from .engines import LayerProblem
+from .engines.base import LayerProblem
 from .equivalence import measure_equivalence
-from .fmt import number as _fmt
-from .gramstats import ONESHOT_MODES, message_bytes
-from .layerstep import accuracy_fields, test_features
+from .layerstep import accuracy_fields, progress_line, stop_note, test_features
 from .runstate import ROW_FIELDS, RunState
 from .solver import objective
-from .stoprule import REASONS
 from .trace import PHASES, LayerTrace, TraceTables, trace_plan
 
 __all__ = [
@@ -204,13 +200,14 @@ class Tracing(Observer):
             mix = [r[0]["mix_rounds"] for r in s.history]
             attrs.update(
                 phases=list(PHASES), origin="perf_counter after the start barrier",
-                bytes_per_message=message_bytes(s.cfg.mode, s.n_classes, max(widths)),
+                bytes_per_message=s.cfg.algorithm.message_bytes(s.n_classes, max(widths)),
                 max_lead=-1 if s.cfg.max_lead is None else s.cfg.max_lead,
                 mix_rounds=int(max(mix, default=-1)), snapshot_every=plan.snapshot_every)
             if plan.record:
-                trace["message_bytes"] = np.array([message_bytes(s.cfg.mode, s.n_classes,
-                                                                 widths[i])
-                                                   for i in range(rows)], dtype=np.int64)
+                alg = s.cfg.algorithm
+                trace["message_bytes"] = np.array(
+                    [alg.message_bytes(s.n_classes, widths[i]) for i in range(rows)],
+                    dtype=np.int64)
         return {"trace": trace, "trajectory": trajectory, "trace_attrs": attrs}
 
 
@@ -227,50 +224,25 @@ class Progress(Observer):
             return
         if not s.checking:
             _print(f"layer {step.layer:>3}/{s.cfg.layers}  rank 0 "
-                   f"{step.row['total_seconds']:8.3f} s{self._ending([step.row])}")
+                   f"{step.row['total_seconds']:8.3f} s{stop_note(s.cfg, [step.row])}")
             return
         table = s.history[-1]
         tot = max(r["total_seconds"] for r in table)
-        acc = [r["test_accuracy"] for r in table]
-        rel = s.checks["rel_distance"][-1].max()
-        _print(
-            f"layer {step.layer:>3}/{s.cfg.layers}  {s.cfg.mode:<10} max time {tot:8.3f} s  "
-            f"max rel dist {_fmt(rel, '.2e')}  test acc min/mean/max "
-            f"{_fmt(100 * min(acc), '.1f')}/{_fmt(100 * float(np.mean(acc)), '.1f')}/"
-            f"{_fmt(100 * max(acc), '.1f')} %{self._ending(table)}"
-        )
-
-    def _ending(self, rows: list[dict]) -> str:
-        """How the layer ended under --stop eps / local (nothing to say for a fixed count)."""
-        cfg = self.state.cfg
-        if cfg.stop_rule.fixed or cfg.mode in ("central",) + ONESHOT_MODES:
-            return ""
-        acts = [int(r["activations"]) for r in rows]
-        span = f"{min(acts)}" if min(acts) == max(acts) else f"{min(acts)}-{max(acts)}"
-        capped = [m for m, r in enumerate(rows) if REASONS[int(r["stop_reason"])] == "cap"]
-        if capped:
-            who = "rank 0" if len(rows) == 1 else f"{len(capped)} of {len(rows)} ranks"
-            return f"  CAP: {who} reached --iters {cfg.iters} before {cfg.stop}"
-        return f"  {cfg.stop} after {span} activations"
+        _print(progress_line(s.cfg, step.layer, "max time", tot,
+                             s.checks["rel_distance"][-1].max(), table))
 
 
 class ModelSaver(Observer):
     """At the end, every node's weights to ``--save-model`` (gathered to rank 0)."""
 
     def finish(self) -> None:
-        from .modelio import save_model
+        from .modelio import save_run_model
 
-        s, cfg = self.state, self.state.cfg
+        s = self.state
         s.barrier("gathering the model")
         all_Os = s.comm.gather(s.Os, root=0)
         if s.rank == 0:
-            attrs = {
-                "dataset": s.meta["name"], "n_features": s.X.shape[0],
-                "n_classes": s.n_classes, "hidden": s.hidden, "layers": cfg.layers,
-                "seed": cfg.seed, "nodes": s.size, "mode": cfg.mode,
-                "config": json.dumps(cfg.to_dict()),
-            }
-            save_model(cfg.save_model, attrs, all_Os)
+            save_run_model(s.cfg, s.meta["name"], s.X.shape[0], s.n_classes, s.hidden, all_Os)
 
 
 class LogWriter(Observer):

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .algorithms import lookup, names
 from .errors import UserError
 from .fmt import number
 from .network import Network, allreduce_library, parse_network
@@ -63,8 +64,8 @@ __all__ = [
     "timeline",
 ]
 
-#: The traced modes; central mode has no timeline to replay.
-MODES = ("async", "sync", "sync-graph", "oneshot", "oneshot-graph")
+#: The traced modes (every decentralized algorithm); central mode has no timeline to replay.
+MODES = tuple(n for n in names() if lookup(n).decentralized)
 
 
 @dataclass
@@ -223,7 +224,8 @@ def read_trace(run: RunLog) -> Trace:
     """
     source = run.source or "the run log"
     mode = str(run.attrs.get("mode", ""))
-    if mode not in MODES:
+    alg = lookup(mode) if mode in names() else None
+    if alg is None or not alg.decentralized:
         raise UserError(f"{source}: mode {mode or '?'} has no parallel timeline; replay needs "
                         "an async, sync, sync-graph, oneshot or oneshot-graph run")
     trace = getattr(run, "trace", None) or {}
@@ -262,11 +264,11 @@ def read_trace(run: RunLog) -> Trace:
         message_bytes=np.asarray(msg, dtype=np.float64)[layers],
         metric_bytes=_metric_bytes(run, layers),
         max_lead=_max_lead(tattrs, config),
-        puts_apart=mode == "async" and "comm_start" in trace and bool(np.isfinite(
+        puts_apart=alg.one_sided and "comm_start" in trace and bool(np.isfinite(
             np.asarray(trace["comm_start"], dtype=np.float64)[layers]).any()),
-        mix_rounds=_mix_rounds(mode, tattrs, config, source),
-        auto_penalty=(config.get("gamma" if mode == "async" else "rho", "auto") == "auto"
-                      and not mode.startswith("oneshot")),
+        mix_rounds=_mix_rounds(alg, tattrs, config, source),
+        auto_penalty=(not alg.direct
+                      and config.get(alg.penalty_option or "rho", "auto") == "auto"),
         activation=None if rel is None else np.asarray(traj["activation"], dtype=np.int64),
         rel_distance=None if rel is None else np.asarray(rel, dtype=np.float64)[layers],
         measured=np.array([max(row[np.isfinite(row)], default=math.nan) for row in total]),
@@ -304,14 +306,14 @@ def _max_lead(tattrs: dict[str, Any], config: dict[str, Any]) -> int | None:
     return None if lead is None or int(lead) < 0 else int(lead)
 
 
-def _mix_rounds(mode: str, tattrs: dict[str, Any], config: dict[str, Any], source: str) -> int:
-    if mode not in ("sync-graph", "oneshot-graph"):
+def _mix_rounds(alg, tattrs: dict[str, Any], config: dict[str, Any], source: str) -> int:
+    if not alg.mixes:
         return 0
     rounds = tattrs.get("mix_rounds", -1)
     if rounds is None or int(rounds) < 1:
         rounds = config.get("mix_rounds") or -1
     if int(rounds) < 1:
-        raise UserError(f"{source}: a {mode} trace without mix_rounds; the file is damaged")
+        raise UserError(f"{source}: a {alg.name} trace without mix_rounds; the file is damaged")
     return int(rounds)
 
 
@@ -360,8 +362,10 @@ def _solve_oneshot(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
     return begin[:, None], (ready + cpu[:, 0])[:, None]
 
 
-_SOLVERS = {"async": _solve_async, "sync": _solve_sync, "sync-graph": _solve_graph,
-            "oneshot": _solve_oneshot, "oneshot-graph": _solve_oneshot}
+#: The timeline of a layer by its driver kind and averaging (:mod:`dssfn_mpi.algorithms`).
+_SOLVERS = {("one-sided", None): _solve_async, ("consensus", "allreduce"): _solve_sync,
+            ("consensus", "mixing"): _solve_graph, ("one-shot", "allreduce"): _solve_oneshot,
+            ("one-shot", "mixing"): _solve_oneshot}
 
 
 def _time_to_eps(end: np.ndarray, activation: np.ndarray | None, rel: np.ndarray | None,
@@ -417,7 +421,9 @@ def timeline(run: RunLog, network: Network, slow: dict[int, float] | None = None
     for i, layer in enumerate(tr.layers):
         begin = model.layer_begin(t0, tr.phase_cpu[i], ends[i - 2] if i >= 2 else None,
                                   int(tr.metric_bytes[i]))
-        start, end = _SOLVERS[tr.mode](tr, i, model, begin, np.nan_to_num(tr.cpu[i]))
+        alg = model.algorithm
+        start, end = _SOLVERS[(alg.driver, alg.averaging)](tr, i, model, begin,
+                                                           np.nan_to_num(tr.cpu[i]))
         # A rank that ended the layer early (--stop) stays at its last end from there on.
         last = np.minimum(tr.counts[i], tr.cpu.shape[2]) - 1
         after = np.arange(end.shape[1])[None, :] > last[:, None]

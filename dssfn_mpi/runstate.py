@@ -23,9 +23,9 @@ import numpy as np
 
 from . import schema
 from .config import TrainConfig
-from .engines import RunContext
+from .engines.base import RunContext
 from .errors import RankError, UserError, require
-from .gramstats import ONESHOT_MODES, available_memory, check_memory
+from .gramstats import available_memory, check_memory
 from .model import layer_features, one_hot
 from .waiting import WaitPolicy, make_policy
 
@@ -109,7 +109,7 @@ class RunState:
     @property
     def checking(self) -> bool:
         """Whether the centralized-equivalence check runs after every layer."""
-        return self.cfg.check and self.cfg.mode != "central"
+        return self.cfg.check and self.cfg.algorithm.decentralized
 
     def log_due(self, layer: int) -> bool:
         """Whether the run log is rewritten after ``layer`` (every ``cfg.log_every`` layers)."""
@@ -219,7 +219,7 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
 
 def _check_rma(cfg: TrainConfig, comm: Any) -> None:
     """``--rma store`` where no shared window can be made: a user error before any work."""
-    if cfg.mode == "async" and cfg.rma == "store":
+    if cfg.algorithm.one_sided and cfg.rma == "store":
         from .rmacheck import NO_STORES, shared_window_possible
 
         require(shared_window_possible(comm), NO_STORES)
@@ -239,7 +239,7 @@ def _check_memory(cfg: TrainConfig, comm: Any, graph: Any, width: int, n_classes
     """One-shot modes: the same UserError on every rank, before the engine is built, when the
     ranks on some host cannot hold the ``width x width`` statistics
     (:func:`dssfn_mpi.gramstats.check_memory`)."""
-    if cfg.mode not in ONESHOT_MODES:
+    if not cfg.algorithm.exchanges_statistics:
         return
     from mpi4py import MPI
 
@@ -249,7 +249,7 @@ def _check_memory(cfg: TrainConfig, comm: Any, graph: Any, width: int, n_classes
     degree = max(graph.degree(m) for m in range(graph.n_nodes))
     error = None
     try:
-        check_memory(cfg.mode, width, n_classes, degree, ranks_here, available_memory())
+        check_memory(cfg.algorithm, width, n_classes, degree, ranks_here, available_memory())
     except UserError as exc:
         error = str(exc)
     first = next((e for e in comm.allgather(error) if e is not None), None)
@@ -369,7 +369,7 @@ def run_attributes(cfg: TrainConfig, graph: Any, dataset: str, n_classes: int, h
     degrees = [graph.degree(m) for m in range(graph.n_nodes)]
     return {
         "mode": cfg.mode,
-        "update": cfg.update if cfg.mode == "async" else "",
+        "update": cfg.algorithm.update or "",
         "dataset": dataset,
         "nodes": graph.n_nodes,
         "topology": graph.name,

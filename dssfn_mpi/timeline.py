@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .algorithms import lookup
 from .network import Network, allreduce_seconds
 
 __all__ = [
@@ -166,7 +167,7 @@ def oneshot_end(mode: str, ready: np.ndarray, hops: np.ndarray, rounds: int, nby
     (:func:`collective_end`, :func:`~dssfn_mpi.network.allreduce_seconds`);
     ``oneshot-graph``: ``rounds`` neighbour exchanges of them (:func:`exchange_end`).
     """
-    if mode == "oneshot":
+    if lookup(mode).collective:
         return collective_end(ready, allreduce_seconds(net, ready.size, nbytes, library))
     return exchange_end(ready, hops, rounds, net.message_seconds(nbytes))
 
@@ -313,6 +314,11 @@ class TimingModel:
     allreduce: str = "mpich"
 
     @property
+    def algorithm(self):
+        """The algorithm of :attr:`mode` (:func:`dssfn_mpi.algorithms.lookup`)."""
+        return lookup(self.mode)
+
+    @property
     def nodes(self) -> int:
         """M."""
         return int(self.neighbors.shape[0])
@@ -346,14 +352,15 @@ class TimingModel:
         ready = t0 + phases[:, 0] + phases[:, 1]
         exchanged = metric_bytes if metric_bytes > 0 else (
             PENALTY_BYTES if self.auto_penalty else 0)
+        alg = self.algorithm
         if exchanged:
-            if self.mode == "sync":
+            if alg.collective:
                 ready = collective_end(ready, self.allreduce_seconds(exchanged))
             else:
-                rounds = 1 if self.mode == "async" else self.mix_rounds
+                rounds = 1 if alg.one_sided else self.mix_rounds
                 ready = exchange_end(ready, self.hops, rounds,
                                      self.network.message_seconds(exchanged))
-        if self.mode == "async" and two_before is not None:  # parity slots
+        if alg.one_sided and two_before is not None:  # parity slots
             ready = np.maximum(ready, neighbour_max(two_before, self.neighbors)
                                + self.network.alpha)
         return ready + phases[:, 2]

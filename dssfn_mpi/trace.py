@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from .algorithms import lookup
 from .equivalence import relative_distance
-from .gramstats import ONESHOT_MODES
 
 __all__ = ["PHASES", "LayerTrace", "TracePlan", "TraceTables", "snapshot_points", "trace_plan"]
 
@@ -105,10 +105,11 @@ def trace_plan(cfg: Any, graph: Any) -> TracePlan:
     TracePlan
     """
     # The one-shot modes' layer is one step: the exchange and the exact solve.
-    K, M = (1 if cfg.mode in ONESHOT_MODES else cfg.iters), graph.n_nodes
+    alg = lookup(cfg.mode)
+    K, M = (1 if alg.direct else cfg.iters), graph.n_nodes
     every = cfg.snapshot_every or max(1, K // 20)
-    width = max(graph.degree(m) for m in range(M)) if cfg.mode == "async" else 0
-    if cfg.mode == "central":
+    width = max(graph.degree(m) for m in range(M)) if alg.one_sided else 0
+    if not alg.decentralized:
         return TracePlan(False, False, "central mode has no iterations", K, every, 0)
     size = (cfg.layers + 1) * M * K * (_PER_ACTIVATION + width) * _BYTES
     why = ""

@@ -23,17 +23,17 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .config import TrainConfig
-from .engines import Engine, LayerProblem, make_engine
+from .engines.base import Engine, LayerProblem
+from .engines.drivers import make_engine
 from .equivalence import exact_target
 from .errors import InjectedFailure
-from .layerstep import aims_at_target, layer_inputs, penalty_fields
+from .layerstep import aims_at_target, layer_inputs, layer_row
 from .observers import LayerStep, Observer, default_observers
 from .runstate import RunState, prepare_run, root_call
 from .solver import penalty_stats
@@ -134,14 +134,8 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
                                metric=metric, target=target)
         O, solved = engine.solve(problem, trace)
         t2, cpu = time.perf_counter(), time.process_time() - c0 - untimed_cpu
-        row = {
-            **asdict(solved),
-            "factor_seconds": solved.factor_seconds + t_penalty,
-            "features_seconds": t1 - t0,
-            "total_seconds": t2 - t0 - untimed,
-            "cpu_seconds": cpu,
-            **penalty_fields(penalty, G.shape[0], metric is not None),
-        }
+        row = layer_row(solved, t1 - t0, t_penalty, t2 - t0 - untimed, cpu, penalty,
+                        G.shape[0], metric is not None)
         state.Os.append(O)
         step = LayerStep(problem=problem, O=O, O_prev=O_prev, row=row, solved_at=t2,
                          trace=trace)

@@ -16,7 +16,8 @@ from dssfn_mpi.stoprule import reason_code
 pytest.importorskip("matplotlib")
 
 TINY = ["simulate", "--dataset", "digits", "--hidden", "60", "--layers", "1", "--iters", "400",
-        "--stop", "eps:5e-2", "--no-eval", "--quiet", "--topology", "ring", "--overwrite"]
+        "--stop", "eps:5e-2", "--no-eval", "--quiet", "--topology", "ring", "--overwrite",
+        "--speed", "const:1e-3"]
 
 
 def test_time_after_layer_0_counts_only_layers_that_reached_eps():
@@ -38,6 +39,7 @@ def test_straggler_and_node_count_curves(tmp_path, capsys):
     assert set(rows) == {("async-lead4", 4, 1.0), ("async-lead4", 4, 3.0), ("sync", 4, 1.0),
                          ("sync", 6, 1.0)}
     # A 3x straggler slows async's time to eps (simulated seconds), and every layer got there.
+    # (--slow slows activations, as in train: they are what the constant speed costs.)
     assert rows[("async-lead4", 4, 3.0)] > 1.5 * rows[("async-lead4", 4, 1.0)] > 0
     assert main(["--sim", *runs, "--out", str(tmp_path / "fig" / "t.png")]) == 0
     out = capsys.readouterr().out

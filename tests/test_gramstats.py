@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.errors import UserError
 from dssfn_mpi.gramstats import (
     StatsLayout,
     check_memory,
     memory_bytes,
-    message_bytes,
     stats_bytes,
     stats_rounds,
 )
@@ -45,6 +45,9 @@ def test_pack_and_unpack_round_trip_the_symmetric_statistics():
 
 
 def test_message_bytes_per_mode():
+    def message_bytes(mode, n_classes, d):
+        return lookup(mode).message_bytes(n_classes, d)
+
     assert message_bytes("oneshot", 10, 1000) == (1000 * 1001 // 2 + 10 * 1000) * 8
     assert message_bytes("oneshot-graph", 10, 1000) == message_bytes("oneshot", 10, 1000)
     for mode in ("async", "sync", "sync-graph"):
@@ -88,12 +91,13 @@ def test_memory_check_refuses_what_does_not_fit():
     need = memory_bytes(1000, 10)
     assert need == (5 * 8 + 1) * 1000**2 + 4 * stats_bytes(1000, 10) + 64 * 8000 + 65536
     assert memory_bytes(1000, 10, degree=8) == need + 8 * stats_bytes(1000, 10)
-    check_memory("oneshot", 1000, 10, 8, 4, 4 * need)  # fits exactly
+    oneshot, graph_form = lookup("oneshot"), lookup("oneshot-graph")
+    check_memory(oneshot, 1000, 10, 8, 4, 4 * need)  # fits exactly
     with pytest.raises(UserError, match=r"--mode oneshot: the 1000 x 1000 statistics .* "
                        r"lower --hidden"):
-        check_memory("oneshot", 1000, 10, 8, 4, 4 * need - 1)
+        check_memory(oneshot, 1000, 10, 8, 4, 4 * need - 1)
     # The graph form also holds one received copy per neighbour.
     with pytest.raises(UserError, match="oneshot-graph"):
-        check_memory("oneshot-graph", 1000, 10, 8, 4, 4 * need)
-    check_memory("sync", 10**6, 10, 8, 4, 1)  # only the one-shot modes form n x n sums
-    check_memory("oneshot", 10**6, 10, 8, 4, None)  # unknown: not checked
+        check_memory(graph_form, 1000, 10, 8, 4, 4 * need)
+    check_memory(lookup("sync"), 10**6, 10, 8, 4, 1)  # only the one-shot modes form n x n sums
+    check_memory(oneshot, 10**6, 10, 8, 4, None)  # unknown: not checked

@@ -24,7 +24,7 @@ from dssfn_mpi.gramstats import stats_bytes, stats_rounds
 from dssfn_mpi.modelio import load_model
 from dssfn_mpi.replay import load_run, parse_network, project
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.sim.speed import parse_classes
+from dssfn_mpi.sim.speed import SpeedModel, parse_classes
 from dssfn_mpi.stoprule import reason_code
 from dssfn_mpi.topology import make_topology
 
@@ -62,6 +62,30 @@ def test_simulated_iterates_equal_the_live_ones(live, tmp_path, mode):
     a, b = load_model(model), load_model(sim_model)
     assert len(b.nodes) == 4 and len(b.nodes[0]) == 3
     assert _max_relative(a, b) <= 1e-10
+
+
+def test_the_paper_update_is_re_executed_as_live(tmp_path):
+    """The algorithm object, not the mode, decides the step: eq. 7 simulated as live."""
+    run, model, sim_model = tmp_path / "p.h5", tmp_path / "pm.h5", tmp_path / "spm.h5"
+    res = run_cli(4, "train", *SMALL, "--mode", "async", "--update", "paper", "--out",
+                  str(run), "--save-model", str(model), "--quiet")
+    assert res.returncode == 0, res.stderr
+    assert main(["simulate", "--schedule", str(run), "--save-model", str(sim_model),
+                 "--quiet"]) == 0
+    assert _max_relative(load_model(model), load_model(sim_model)) <= 1e-10
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_bytes_sent_mean_the_same_live_and_simulated(live, tmp_path, mode):
+    """Payload bytes, by the algorithm's one rule: equal where the activations are."""
+    run, _ = live[mode]
+    out = tmp_path / "sim.h5"
+    assert main(["simulate", "--schedule", str(run), "--out", str(out), "--quiet"]) == 0
+    a, b = read_runlog(run).layers, read_runlog(out).layers
+    assert np.array_equal(a["activations"], b["activations"])
+    assert (a["bytes_sent"] > 0).all()
+    assert np.array_equal(a["bytes_sent"], b["bytes_sent"])
+    assert np.array_equal(a["puts"], b["puts"])
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -151,6 +175,15 @@ def test_stop_eps_ends_layers_early_and_records_the_reason(tmp_path):
         assert log.attrs["compiled_kernels"] == kernels.compiled_status()
         if mode != "async":  # lockstep: flags of k ride in k+1, which is then dropped
             assert (acts == acts[0]).all()
+
+
+def test_slow_means_slower_activations_as_live_and_classes_slow_everything():
+    speed = SpeedModel.build("measured", 4, 1, 1, {1: 5.0}, "0.5:2,0.5:1", None, 0)
+    ones = np.ones((4, 3))
+    # --slow 1:5 (train's straggler sleeps after each activation): activations only.
+    assert speed.activations(0, 0, np.ones(4)).tolist() == [2.0, 10.0, 1.0, 1.0]
+    # --speeds classes are slower hardware: the layer-start phases too.
+    assert speed.phases(0, ones)[:, 0].tolist() == [2.0, 2.0, 1.0, 1.0]
 
 
 def test_straggler_and_classes_slow_the_simulated_time(tmp_path):

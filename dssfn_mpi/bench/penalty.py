@@ -194,7 +194,7 @@ def to_eps(
     from ..config import TrainConfig
     from ..engines.sync_graph import MIX_TOLERANCE
     from ..network import parse_network
-    from ..sim.layerloop import SimOptions, solve_layer
+    from ..sim.layerloop import SimOptions, SolveContext, solve_layer
     from ..sim.speed import SpeedModel
     from ..timeline import hop_distances
 
@@ -203,7 +203,6 @@ def to_eps(
     hops = hop_distances(nbrs)  # when a mixing round's values have arrived (sync-graph)
     cfg = TrainConfig(dataset=dataset, mode=engine, iters=iters, stop=f"eps:{tol}", seed=seed,
                       metric="identity")  # the scalar form, also at layer 0
-    rule = cfg.stop_rule
     rounds = graph.mixing_rounds(MIX_TOLERANCE) if engine == "sync-graph" else 0
     opts = SimOptions(nodes=nodes, network=parse_network("shm"),
                       speed=SpeedModel.build("const:1e-3", nodes, layers + 1, iters, {}, None,
@@ -220,8 +219,9 @@ def to_eps(
             # The simulator's own layer solve: async one gamma per edge, sync one rho.
             pens = [mult * p for p in auto]
             invs = [LocalInverse(Ys[m], float(np.sum(pens[m])), Gs[m]) for m in range(nodes)]
-            runs, ok = solve_layer(cfg, opts, layer, invs, B2s, pens, eps, star, rule,
-                                   np.zeros(nodes), rounds, hops, nbrs, Bs[0].nbytes, graph)
+            ctx = SolveContext(cfg, opts, graph, eps, rounds, nbrs, hops)
+            runs, ok = solve_layer(ctx, layer, invs, B2s, pens, None, star, np.zeros(nodes),
+                                   Bs[0].nbytes)
             acts.append(float(np.mean([r.activations for r in runs])))
             done.append(bool(ok))
         # The fewest activations among the multipliers that got there (None: none did).

@@ -35,18 +35,22 @@ import numpy as np
 from ..doneboard import DoneBoard
 from ..errors import RankError
 from ..gramstats import StatsLayout
-from ..metric import DenseInverse, Metric, gram_metric
-from ..solver import LocalInverse, edge_penalties, metric_penalty
-from ..stoprule import NodeCheck
+from ..metric import Metric
+from ..solver import LocalInverse
+from ..staleness import Staleness
 from ..trace import LayerTrace
 from ..transport import NeighborTimeout, ZMailbox
 from ..waiting import WaitPolicy
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
-from .updates import EdgeStep, MetricEdgeStep, paper_activation
 
 
 class AsyncEngine(Engine):
-    """One-sided ARock ADMM over the graph (``--mode async``)."""
+    """The one-sided asynchronous driver: ARock over the graph (``--mode async``).
+
+    Runs any algorithm of the ``one-sided`` kind (:mod:`dssfn_mpi.algorithms`): its
+    per-node step, penalties, metric and stopping test; this class owns the windows,
+    the bounded delay, the votes and the timing.
+    """
 
     def __init__(self, ctx: RunContext) -> None:
         # The compiled update is built (or loaded from numba's cache) here, untimed, by rank 0
@@ -58,6 +62,7 @@ class AsyncEngine(Engine):
         from . import kernels  # noqa: F401, F811
 
         self.ctx = ctx
+        self.alg = ctx.cfg.algorithm
         self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
         self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width,
                                 force_put=ctx.cfg.rma == "put")
@@ -92,7 +97,8 @@ class AsyncEngine(Engine):
         """
         mine = np.ascontiguousarray(stats, dtype=float)
         # The graph is known to every rank from the configuration.
-        return edge_penalties(mine, self._gather(layer, mine), self.ctx.graph)
+        return self.alg.auto_penalty(mine, self._gather(layer, mine), self.ctx.graph,
+                                     self.ctx.rank)
 
     def metric(self, layer: int, G: np.ndarray) -> list[Metric]:
         """One metric per edge, the mean of the two ends' ``G``, agreed with each neighbour.
@@ -105,15 +111,12 @@ class AsyncEngine(Engine):
         mine = layout.pack(G, G[:0])
         theirs = self._gather(layer, mine)
         own = layout.unpack(mine)[0]  # the numbers the neighbours unpack, not G itself
-        return [Metric(gram_metric(own, layout.unpack(row)[0])) for row in theirs]
+        return self.alg.metric(own, [layout.unpack(row)[0] for row in theirs])
 
     def metric_penalty(self) -> np.ndarray:
         """gamma_mn of the metric form: from the graph alone (the edge's mean degree and
         the graph's algebraic connectivity), the same at both ends."""
-        graph, me = self.ctx.graph, self.ctx.rank
-        lam2 = graph.algebraic_connectivity
-        return np.array([metric_penalty(False, 0.5 * (graph.degree(me) + graph.degree(n)), lam2)
-                         for n in self.neighbors])
+        return self.alg.metric_penalty(self.ctx.graph, self.ctx.rank)
 
     def _gather(self, layer: int, mine: np.ndarray) -> np.ndarray:
         """Every neighbour's ``mine`` (rows in the order of the neighbours), at a layer's start."""
@@ -134,12 +137,9 @@ class AsyncEngine(Engine):
         first_use = layer - 2 < self.ctx.first_layer
         record.parity_waited(0.0 if first_use else self._wait_neighbors_done(layer - 2, layer))
         gamma = np.broadcast_to(np.asarray(prob.penalty, dtype=float), (len(self.neighbors),))
-        # The local matrix 2 G_m + K: K = sum_n gamma_mn S_mn, or sum_n gamma_mn I.
-        K = None if prob.metric is None else sum(g * s.S for g, s in zip(gamma, prob.metric))
-        inv = (LocalInverse(prob.Y, float(gamma.sum()), prob.G) if K is None
-               else DenseInverse(2.0 * prob.G + K))
+        inv = self.alg.inverse(prob.Y, prob.G, gamma, prob.metric)
         record.factored()
-        O, passed_O, done = self._activations(prob, gamma, inv, K, record)
+        O, passed_O, done = self._activations(prob, gamma, inv, record)
         if not np.all(np.isfinite(O)):
             raise RankError(
                 self.ctx.rank,
@@ -152,7 +152,9 @@ class AsyncEngine(Engine):
         O = passed_O if self._ended else O.copy()  # the edge step's O is one of its buffers
         record.close_trace(done, O)
         self.mailbox.finish_layer(layer)
-        return O, record.stats(done, self.rule.reason(self._ended))
+        payload = self.alg.message_bytes(*prob.B.shape)
+        _, sent = self.alg.sent(done, len(self.neighbors), 0, payload)
+        return O, record.stats(done, self.rule.reason(self._ended), sent)
 
     def _wait_neighbors_done(self, done: int, layer: int) -> float:
         """Wait (sleeping) until every neighbour has finished layer ``done``; seconds waited."""
@@ -162,7 +164,6 @@ class AsyncEngine(Engine):
             raise RankError(self.ctx.rank, f"layer {layer}: {exc}") from None
 
     def _activations(self, prob: LayerProblem, gamma: np.ndarray, inv: LocalInverse,
-                     K: np.ndarray | None,
                      record: _LayerRecord) -> tuple[np.ndarray, np.ndarray, int]:
         """This rank's activations of the layer: its last ``O_m``, the last that passed
         its own test (zeros if none did) and how many activations ran.
@@ -170,26 +171,19 @@ class AsyncEngine(Engine):
         Each activation reads the neighbours' latest Z (waiting, bounded delay),
         updates ``O_m`` and ``Z_{m,n}`` and puts every ``Z_{m,n}``; under
         ``--stop eps`` or ``local`` it then votes and leaves when the layer is over.
-        ``K`` is the metric form's penalty matrix (None: the scalar form).
         """
         cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
         eta, eps, dm = cfg.eta, prob.eps, len(self.neighbors)
         Q, d = prob.B.shape
         B2 = 2.0 * prob.B
-        # The edge form works on buffers allocated once per layer: Z lives in the mailbox's
-        # outbox, so that each put sends it as it is, header and all, in one call.
-        if cfg.update != "edge":
-            edge = None
-        elif prob.metric is None:
-            edge = EdgeStep(B2, gamma, eta, eps, inv, store=mb.outbox())
-        else:
-            edge = MetricEdgeStep(B2, gamma, eta, eps, inv, prob.metric, store=mb.outbox())
-        Z = np.zeros((dm, Q, d)) if edge is None else edge.Z
+        # The step works on buffers allocated once per layer: the edge form's Z lives in the
+        # mailbox's outbox, so that each put sends it as it is, header and all, in one call.
+        step = self.alg.step(B2, gamma, eta, eps, inv, prob.metric, store=mb.outbox())
         Zr: list[np.ndarray] = [np.empty(0), np.empty(0)]  # the mailbox's rows (_caught_up)
         O = np.zeros((Q, d))
         versions = np.zeros(dm, dtype=np.int64)
         check = (None if self.board is None else
-                 NodeCheck(self.rule, prob.target_O, B2=B2, gamma=gamma, eta=eta, K=K))
+                 self.alg.node_check(self.rule, prob.target_O, B2, gamma, eta, prob.metric))
         self._ended, done = False, 0
         passed_O = np.zeros((Q, d))  # the last O_m that passed this rank's own test
         for k in range(cfg.iters):
@@ -207,21 +201,16 @@ class AsyncEngine(Engine):
                 break
             started = time.perf_counter()
             record.read(versions)
-            table, rows = Zr
-            if edge is not None:
-                O = edge.step_rows(table, rows)
-            else:
-                Zrs = table[rows, : Q * d].reshape(dm, Q, d)
-                O = paper_activation(Z, Zrs, B2, gamma, eta, eps, inv)
+            O = step.step_rows(*Zr)
             # A slow node computes slowly, then sends (as in the sync engines).
             self.throttle.after(started)
             record.putting()
-            mb.put_all(Z, layer)
+            mb.put_all(step.Z, layer)
             record.activation(k, O, versions)
             done = k + 1
             if check is not None:  # after the puts, so neighbours need not wait for it
                 assert self.board is not None
-                passed = check.async_done(O, None if edge is None else edge.rhs_buffer)
+                passed = check.async_done(O, step.rhs_buffer)
                 if passed:  # what the rank returns if the layer ends before it passes again
                     passed_O[...] = O
                 self.board.vote(layer, passed)
@@ -254,29 +243,6 @@ class AsyncEngine(Engine):
         return self._ended
 
 
-class _Staleness:
-    """Neighbour versions skipped between this rank's reads: ARock's delay, measured."""
-
-    def __init__(self, degree: int) -> None:
-        self.last = np.zeros(degree, dtype=np.int64)
-        self.skipped, self.max, self.reads = 0, 0, 0
-
-    def record(self, versions: np.ndarray) -> None:
-        """Account for one read of every neighbour that returned ``versions``."""
-        new = versions > self.last
-        if new.any():
-            skipped = versions[new] - self.last[new] - 1
-            self.skipped += int(skipped.sum())
-            self.max = max(self.max, int(skipped.max()))
-            self.last[new] = versions[new]
-        self.reads += self.last.size
-
-    @property
-    def mean(self) -> float:
-        """Mean versions skipped per neighbour read."""
-        return self.skipped / max(self.reads, 1)
-
-
 class _LayerRecord:
     """The timing, counters and trace of one layer's solve, kept beside the algorithm.
 
@@ -296,7 +262,7 @@ class _LayerRecord:
         self.slept0 = waits.slept
         self.start, self.start_cpu = time.perf_counter(), time.thread_time()
         self.counts0 = self._counts()
-        self.staleness = _Staleness(len(mailbox.neighbors))
+        self.staleness = Staleness(len(mailbox.neighbors))
         self.parity_wait = self.lead_wait = 0.0
         self.waited_at = self.waited_cpu = self.factored_at = 0.0
         self.poll_at = self.poll_cpu = 0.0  # the start of the last poll
@@ -348,10 +314,10 @@ class _LayerRecord:
         if self.trace is not None:
             self.trace.close(done, O)
 
-    def stats(self, done: int, stop_reason: int) -> SolveStats:
-        """The layer's :class:`SolveStats`, its end now."""
+    def stats(self, done: int, stop_reason: int, sent: int) -> SolveStats:
+        """The layer's :class:`SolveStats`, its end now; ``sent`` payload bytes."""
         end = time.perf_counter()
-        puts, sent, torn, fallbacks = (a - b for a, b in zip(self._counts(), self.counts0))
+        puts, _, torn, fallbacks = (a - b for a, b in zip(self._counts(), self.counts0))
         return SolveStats(
             wait_seconds=self.parity_wait + self.lead_wait,
             factor_seconds=self.factored_at - self.waited_at,

@@ -66,7 +66,8 @@ class OneshotEngine(Engine):
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
-        self.graph_form = ctx.cfg.mode == "oneshot-graph"
+        self.alg = ctx.cfg.algorithm
+        self.graph_form = self.alg.mixes
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
         self._layouts: dict[int, StatsLayout] = {}
         # The exchange is the sync engines' own average (collective to build).
@@ -75,12 +76,10 @@ class OneshotEngine(Engine):
 
             self.mixer: Any = SyncGraphEngine(ctx)
             self.mixer.rounds = stats_rounds(ctx.graph, ctx.cfg.mix_tol, ctx.cfg.mix_rounds)
-            self.sends = self.mixer.rounds * len(self.mixer.neighbors)
         else:
             from .sync_allreduce import SyncAllreduceEngine
 
             self.mixer = SyncAllreduceEngine(ctx)
-            self.sends = 1
 
     @property
     def rounds(self) -> int:
@@ -125,7 +124,7 @@ class OneshotEngine(Engine):
             solve_seconds=t3 - t2,
             wait_seconds=tc - t2,
             activations=1,
-            bytes_sent=self.sends * lay.nbytes,
+            bytes_sent=self.alg.sent(1, len(self.mixer.neighbors), self.rounds, lay.nbytes)[1],
             mix_rounds=self.rounds,
             waits_slept=self.ctx.wait_policy.slept - slept0,
             stats_peak_bytes=memory.peak,

@@ -21,22 +21,28 @@ from collections import deque
 import numpy as np
 
 from ..gramstats import StatsLayout
-from ..metric import DenseInverse, Metric, gram_metric
-from ..solver import LocalInverse, auto_penalty, metric_penalty
-from ..stoprule import NodeCheck
+from ..metric import Metric
 from ..trace import LayerTrace
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle, await_request
-from .updates import consensus_dual, consensus_primal
 
 
 class SyncAllreduceEngine(Engine):
-    """Consensus ADMM, averaging with ``MPI_Allreduce`` (``--mode sync``)."""
+    """The consensus driver, averaging with ``MPI_Allreduce`` (``--mode sync``).
+
+    Runs any algorithm of the ``consensus`` kind (:mod:`dssfn_mpi.algorithms`): its
+    primal step, the vector it shares, its dual step, penalties and metric; this class
+    owns the collective, the votes and the timing.
+    """
 
     # Thread CPU of the arithmetic inside the last :meth:`average` (compute, not waiting).
     mix_cpu = 0.0
+    #: Neighbours a round of averaging sends to, and the rounds (-1: one allreduce).
+    neighbors: list[int] = []
+    rounds = -1
 
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
+        self.alg = ctx.cfg.algorithm
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
         self.rule = ctx.cfg.stop_rule
 
@@ -67,7 +73,7 @@ class SyncAllreduceEngine(Engine):
         """rho from the network means of ``stats``, taken with :meth:`average`."""
         mean = np.empty_like(stats)
         self.average(stats, mean)
-        return auto_penalty(mean, True)
+        return self.alg.auto_penalty(stats, mean, self.ctx.graph, self.ctx.rank)
 
     def metric(self, layer: int, G: np.ndarray) -> Metric:
         """The mean of the ranks' ``G_m`` (upper triangles, with :meth:`average`) as the metric."""
@@ -75,18 +81,17 @@ class SyncAllreduceEngine(Engine):
         packed = layout.pack(G, G[:0])
         mean = np.empty_like(packed)
         self.average(packed, mean)
-        return Metric(gram_metric(layout.unpack(mean)[0]))
+        return self.alg.metric(G, layout.unpack(mean)[0])
 
     def metric_penalty(self) -> float:
-        return metric_penalty(consensus=True)
+        return self.alg.metric_penalty(self.ctx.graph, self.ctx.rank)
 
     def solve(self, prob: LayerProblem,
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
-        cfg, metric = self.ctx.cfg, prob.metric
+        cfg, metric, alg = self.ctx.cfg, prob.metric, self.alg
         rho = float(prob.penalty)
         t1, c1 = time.perf_counter(), time.thread_time()
-        inv = (LocalInverse(prob.Y, rho, prob.G) if metric is None
-               else DenseInverse(2.0 * prob.G + rho * metric.S))
+        inv = alg.inverse(prob.Y, prob.G, rho, metric)
         t2 = time.perf_counter()
         if trace is not None:
             trace.phase("factor", t1, t2, time.thread_time() - c1)
@@ -99,16 +104,16 @@ class SyncAllreduceEngine(Engine):
         A = 0 if self.rule.fixed else self.vote_delay()
         buf, flat = np.zeros(size + A), np.zeros(size + A)
         x, mean = buf[:size].reshape(prob.B.shape), flat[:size].reshape(prob.B.shape)
-        check = None if A == 0 else NodeCheck(self.rule, prob.target_O)
+        check = None if A == 0 else alg.node_check(self.rule, prob.target_O, B2, rho, cfg.eta)
         tested: deque[np.ndarray] = deque(maxlen=A)  # Zbar of the last A iterations
         comm_seconds, flag, ended, done = 0.0, 0.0, False, 0
         slept0 = self.ctx.wait_policy.slept
         for k in range(cfg.iters):
             started, cpu0 = time.perf_counter(), time.thread_time()
-            O = consensus_primal(inv, B2, rho, Zbar, U, metric)
+            O = alg.primal(inv, B2, rho, Zbar, U, metric)
             self.throttle.after(started)
             tc, cc = time.perf_counter(), time.thread_time()
-            np.add(O, U, out=x)
+            alg.share(O, U, Zbar, x)
             if A:
                 buf[size + 1 :] = flat[size : size + A - 1]
                 buf[size] = flag
@@ -123,7 +128,7 @@ class SyncAllreduceEngine(Engine):
                 if trace is not None:
                     trace.record_activation(k, Zbar, started, cpu0, comm=tc)
                 break
-            Zbar = consensus_dual(mean, prob.eps, O, U, metric)
+            Zbar = alg.dual(mean, prob.eps, O, U, Zbar, metric)
             if check is not None:
                 flag = float(check.sync_done(O, Zbar))
                 tested.append(Zbar.copy())  # Zbar may be the collective's buffer
@@ -132,12 +137,15 @@ class SyncAllreduceEngine(Engine):
         t3 = time.perf_counter()
         if trace is not None:
             trace.close(done, Zbar)
+        _, sent = alg.sent(done, len(self.neighbors), self.rounds,
+                           alg.message_bytes(*prob.B.shape))
         return Zbar.copy(), SolveStats(
             factor_seconds=t2 - t1,
             solve_seconds=t3 - t2,
             wait_seconds=comm_seconds,
             activations=done,
             stop_reason=self.rule.reason(ended),
-            bytes_sent=done * buf.nbytes,
+            bytes_sent=sent,
+            mix_rounds=self.rounds,
             waits_slept=self.ctx.wait_policy.slept - slept0,
         )

@@ -12,21 +12,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
 
 import numpy as np
 
-from ..trace import LayerTrace
-from .base import LayerProblem, RunContext, SolveStats, await_request
+from ..algorithms.consensus import MIX_TOLERANCE  # noqa: F401 (where it was defined)
+from .base import RunContext, await_request
 from .sync_allreduce import SyncAllreduceEngine
 from .updates import mix_round
 
-# Disagreement left after mixing, relative to the start of the round.
-MIX_TOLERANCE = 1e-4
-
 
 class SyncGraphEngine(SyncAllreduceEngine):
-    """Consensus ADMM with neighbour-only averaging (``--mode sync-graph``)."""
+    """The consensus driver with neighbour-only averaging (``--mode sync-graph``)."""
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
@@ -35,7 +31,7 @@ class SyncGraphEngine(SyncAllreduceEngine):
         W = ctx.graph.metropolis_weights()
         self.w_self = float(W[me, me])
         self.w_nbr = np.array([W[me, n] for n in self.neighbors])
-        self.rounds = ctx.cfg.mix_rounds or ctx.graph.mixing_rounds(MIX_TOLERANCE)
+        self.rounds = self.alg.mix_rounds(ctx.graph, ctx.cfg.mix_rounds, ctx.cfg.mix_tol)
         self.dcomm = ctx.comm.Create_dist_graph_adjacent(
             self.neighbors, self.neighbors, reorder=False
         )
@@ -70,13 +66,6 @@ class SyncGraphEngine(SyncAllreduceEngine):
             else:
                 mix_round(out, recv, self.w_self, self.w_nbr)
             self.mix_cpu += time.thread_time() - c
-
-    def solve(self, prob: LayerProblem,
-              trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
-        O, stats = super().solve(prob, trace)
-        per_round = stats.bytes_sent // max(stats.activations, 1)  # the exchanged buffer
-        sent = stats.activations * self.rounds * len(self.neighbors) * per_round
-        return O, replace(stats, bytes_sent=sent, mix_rounds=self.rounds)
 
     def close(self) -> None:
         self.dcomm.Free()

@@ -35,7 +35,7 @@ from ..network import Network
 from ..stoprule import NodeCheck, StopRule
 from ..timeline import activation_start
 
-__all__ = ["AsyncResult", "NodeRun", "solve_async", "staleness"]
+__all__ = ["AsyncResult", "NodeRun", "solve_async"]
 
 
 @dataclass
@@ -58,21 +58,6 @@ class AsyncResult:
 
     nodes: list[NodeRun]
     all_done: bool
-
-
-def staleness(versions: list[np.ndarray], degree: int) -> tuple[float, float]:
-    """Mean and largest number of neighbour versions skipped per read (the engine's measure)."""
-    last = np.zeros(degree, dtype=np.int64)
-    skipped, worst, reads = 0, 0, 0
-    for v in versions:
-        new = v > last
-        if new.any():
-            gap = v[new] - last[new] - 1
-            skipped += int(gap.sum())
-            worst = max(worst, int(gap.max()))
-            last[new] = v[new]
-        reads += degree
-    return skipped / max(reads, 1), float(worst)
 
 
 class _Outbox:
@@ -200,7 +185,7 @@ class _EventLoop:
         O = self.steps[m](Zr)
         measured = time.thread_time() - c0
         check = self.checks[m]
-        done = check.async_done(O, self.steps[m]._rhs) if check is not None else False
+        done = check.async_done(O, self.steps[m].rhs_buffer) if check is not None else False
         cost = self.speed.activation(self.layer, m, k, measured)
         end = t + cost + self.put
         run.O[...] = O

@@ -61,7 +61,7 @@ def _settings(args: argparse.Namespace):
         cfg.save_model = values.get("save_model")
         require(args.nodes in (None, nodes),
                 f"--nodes {args.nodes}: the scheduled run has {nodes} ranks")
-        if cfg.mode == "async":
+        if cfg.algorithm.one_sided:
             schedule = (args.schedule, versions)
         return cfg, nodes, schedule
     require(args.nodes is not None, "simulate needs --nodes M (or --schedule RUN.h5)")
@@ -70,7 +70,6 @@ def _settings(args: argparse.Namespace):
 
 def run_simulate(args: argparse.Namespace, command_line: str) -> int:
     """Run ``dssfn-mpi simulate``; returns the exit status."""
-    from ..gramstats import ONESHOT_MODES
     from ..network import allreduce_library, parse_network
     from .layerloop import SimOptions, simulate
     from .speed import SpeedModel
@@ -78,7 +77,7 @@ def run_simulate(args: argparse.Namespace, command_line: str) -> int:
     network = parse_network(args.network)
     cfg, nodes, schedule = _settings(args)
     require(nodes >= 2, f"--nodes {nodes}: simulate needs at least 2 nodes")
-    iters = 1 if cfg.mode in ONESHOT_MODES else cfg.iters  # one step: exchange and solve
+    iters = 1 if cfg.algorithm.direct else cfg.iters  # one step: exchange and solve
     speed = SpeedModel.build(args.speed, nodes, cfg.layers + 1, iters, cfg.slow,
                              args.speeds, args.jitter, args.jitter_seed)
     library = args.allreduce

@@ -22,31 +22,37 @@ from typing import Any
 
 import numpy as np
 
-from .. import gramstats, schema
+from .. import schema
+from ..algorithms import lookup, names
 from ..config import TrainConfig
-from ..engines.sync_graph import MIX_TOLERANCE
-from ..engines.updates import EdgeStep, MetricEdgeStep
+from ..engines.base import SolveStats
 from ..equivalence import check_fields
 from ..errors import UserError, require
-from ..gramstats import ONESHOT_MODES, StatsLayout, stats_rounds
-from ..layerstep import accuracy_fields, aims_at_target, metric_bytes, penalty_fields, test_features
-from ..metric import DenseInverse
+from ..gramstats import StatsLayout
+from ..layerstep import (
+    accuracy_fields,
+    aims_at_target,
+    layer_row,
+    metric_bytes,
+    progress_line,
+    test_features,
+)
 from ..network import Network
 from ..runlog import RunLog
-from ..solver import LocalInverse, exact_solve
-from ..stoprule import REASONS, NodeCheck
+from ..solver import exact_solve
+from ..staleness import staleness
 from ..timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
-from .asyncsim import NodeRun, solve_async, staleness
+from .asyncsim import NodeRun, solve_async
 from .nodes import layer_metrics, layer_problems, load_shards, penalties
 from .oneshotsim import pack_statistics, solve_oneshot
 from .schedule import node_runs, replay_reads
 from .speed import SpeedModel
 from .syncsim import solve_sync
 
-__all__ = ["SIM_MODES", "SimOptions", "SimResult", "simulate", "solve_layer"]
+__all__ = ["SIM_MODES", "SimOptions", "SimResult", "SolveContext", "simulate", "solve_layer"]
 
-#: The modes simulate runs (central has no decentralized timeline).
-SIM_MODES = ("async", "sync", "sync-graph") + ONESHOT_MODES
+#: The modes simulate runs (every decentralized algorithm; central has no timeline).
+SIM_MODES = tuple(n for n in names() if lookup(n).decentralized)
 
 #: The run log's ``/trace`` attributes of a simulated run (no per-activation trace).
 _TRACE_ATTRS = {"recorded": False,
@@ -81,6 +87,24 @@ class SimOptions:
 
 
 @dataclass
+class SolveContext:
+    """What one layer's simulated solve needs of the run (``bench penalty`` builds one too)."""
+
+    cfg: TrainConfig
+    opts: SimOptions
+    graph: Any
+    eps: float
+    rounds: int  # mixing rounds per exchange (0: none)
+    neighbors: list[tuple[int, ...]]
+    hops: np.ndarray  # hop distances between the nodes
+
+    @property
+    def rule(self) -> Any:
+        """The layers' :class:`~dssfn_mpi.stoprule.StopRule`."""
+        return self.cfg.stop_rule
+
+
+@dataclass
 class SimResult(RunLog):
     """What :func:`simulate` produced: the run's record, as its run log holds it, and
     every node's solutions (``Os[m][l]``)."""
@@ -93,9 +117,9 @@ def _peak_rss_bytes() -> int:
 
 
 def _check(cfg: TrainConfig, opts: SimOptions) -> None:
-    require(cfg.mode in SIM_MODES, f"--mode {cfg.mode!r}: simulate runs {', '.join(SIM_MODES)}")
-    require(cfg.update == "edge" or cfg.mode != "async",
-            "--update paper: simulate runs the edge form only")
+    sim_modes = [n for n in names() if lookup(n).decentralized]
+    require(lookup(cfg.mode).decentralized,
+            f"--mode {cfg.mode!r}: simulate runs {', '.join(sim_modes)}")
     require(opts.nodes >= 2, f"--nodes {opts.nodes}: simulate needs at least 2 nodes")
     cfg.validate(opts.nodes)
 
@@ -140,15 +164,18 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         rec.add(run, lay, Os, Yts, t_start, t_prev)
         prev_Os = Os
         Ys = [p.Y for p in lay.probs]
-        reason = run.rule.reason(lay.all_done)
         del lay
         if not quiet:
-            _progress(cfg, layer, rec, reason)
+            _progress(cfg, layer, rec)
         result = _result(run, rec, complete=layer == cfg.layers)
         if cfg.out is not None:
             result.write(cfg.out)
     if cfg.save_model is not None:
-        _save_model(cfg, run.shards, run.hidden, M, rec.Os)
+        from ..modelio import save_run_model
+
+        shards = run.shards
+        save_run_model(cfg, shards.name, shards.X[0].shape[0], shards.n_classes, run.hidden,
+                       rec.Os, simulated=True)
     return result
 
 
@@ -187,17 +214,13 @@ def _setup(cfg: TrainConfig, opts: SimOptions, command_line: str) -> _Setup:
     shards = load_shards(cfg, M)
     Q = shards.n_classes
     hidden, eps = cfg.width_and_bound(Q)
-    rule = cfg.stop_rule
-    rounds = (cfg.mix_rounds or graph.mixing_rounds(MIX_TOLERANCE)
-              if cfg.mode == "sync-graph" else 0)
-    if cfg.mode == "oneshot-graph":
-        rounds = stats_rounds(graph, cfg.mix_tol, cfg.mix_rounds)
+    rule, alg = cfg.stop_rule, cfg.algorithm
+    rounds = alg.mix_rounds(graph, cfg.mix_rounds, cfg.mix_tol)
     neighbors = [tuple(graph.neighbors(m)) for m in range(M)]
     timing = TimingModel(
         mode=cfg.mode, neighbors=neighbor_table(neighbors), hops=hop_distances(neighbors),
         network=net, mix_rounds=rounds, allreduce=opts.allreduce,
-        auto_penalty=((cfg.gamma if cfg.mode == "async" else cfg.rho) == "auto"
-                      and cfg.mode not in ONESHOT_MODES))
+        auto_penalty=not alg.direct and getattr(cfg, alg.penalty_option) == "auto")
     attrs = {
         **run_attributes(cfg, graph, shards.name, Q, hidden, eps, command_line),
         "shard_sizes": np.array(shards.sizes, dtype=np.int64),
@@ -208,7 +231,7 @@ def _setup(cfg: TrainConfig, opts: SimOptions, command_line: str) -> _Setup:
         "simulated": True,
         "sim_speed": opts.speed.description,
         "sim_network": f"{net.name} (alpha {net.alpha:g} s, beta {net.beta:g} B/s)",
-        "sim_allreduce": opts.allreduce if cfg.mode in ("sync", "oneshot") else "",
+        "sim_allreduce": opts.allreduce if alg.collective else "",
         "sim_schedule": opts.schedule[0] if opts.schedule else "",
     }
     return _Setup(cfg=cfg, opts=opts, graph=graph, shards=shards, hidden=hidden, eps=eps,
@@ -249,40 +272,36 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     if need_target:
         B_sum = np.sum(np.stack([p.B for p in probs]), axis=0)
         target = exact_solve(G_sum, B_sum, run.eps)
-    if cfg.mode in ONESHOT_MODES:  # the nodes' packed statistics instead of inverses
+    alg = cfg.algorithm
+    if alg.exchanges_statistics:  # the nodes' packed statistics instead of inverses
         invs, factor_cpu = pack_statistics(probs, StatsLayout(d, run.shards.n_classes))
     else:
-        invs, factor_cpu = _factorise(cfg.mode, probs, pens, metrics)
+        invs, factor_cpu = _factorise(alg, probs, pens, metrics)
     measured = np.column_stack([[p.features_cpu for p in probs],
                                 [p.penalty_cpu for p in probs], factor_cpu])
     phases = opts.speed.phases(layer, measured)
     exchange = metric_bytes(d, metrics is not None)
     begin = run.timing.layer_begin(t_prev, phases,
                                    layer_end[-2] if len(layer_end) >= 2 else None, exchange)
-    message_bytes = gramstats.message_bytes(cfg.mode, run.shards.n_classes, d)
+    message_bytes = alg.message_bytes(run.shards.n_classes, d)
     B2s = [2.0 * p.B for p in probs]
-    runs, all_done = solve_layer(cfg, opts, layer, invs, B2s, pens, run.eps, target, run.rule,
-                                 begin, run.rounds, run.timing.hops, run.neighbors,
-                                 message_bytes, run.graph, metrics)
+    ctx = SolveContext(cfg, opts, run.graph, run.eps, run.rounds, run.neighbors,
+                       run.timing.hops)
+    runs, all_done = solve_layer(ctx, layer, invs, B2s, pens, metrics, target, begin,
+                                 message_bytes)
     return _Layer(probs=probs, pens=pens, G_sum=G_sum, B_sum=B_sum, target=target,
                   phases=phases, begin=begin, message_bytes=message_bytes, runs=runs,
                   all_done=all_done, metric=metrics is not None)
 
 
-def _factorise(mode: str, probs, pens, metrics=None) -> tuple[list, np.ndarray]:
-    """Each node's local inverse for its penalty (async: the sum over its edges; in the
-    Gram metric ``2 G_m`` plus the penalties times the metrics) and the CPU seconds it
-    took (its factor phase)."""
+def _factorise(alg, probs, pens, metrics=None) -> tuple[list, np.ndarray]:
+    """Each node's local inverse for its penalty (:meth:`Algorithm.inverse
+    <dssfn_mpi.algorithms.Algorithm.inverse>`) and the CPU seconds it took (its factor
+    phase)."""
     invs, factor_cpu = [], np.empty(len(probs))
     for m, p in enumerate(probs):
         c0 = time.thread_time()
-        if metrics is not None:
-            own = metrics[m] if mode == "async" else [metrics[m]]
-            K = sum(g * s.S for g, s in zip(np.atleast_1d(pens[m]), own))
-            invs.append(DenseInverse(2.0 * p.G + K))
-        else:
-            shift = float(np.sum(pens[m])) if mode == "async" else float(pens[m])
-            invs.append(LocalInverse(p.Y, shift, p.G))
+        invs.append(alg.inverse(p.Y, p.G, pens[m], None if metrics is None else metrics[m]))
         factor_cpu[m] = time.thread_time() - c0
         p.G = None
     return invs, factor_cpu
@@ -308,8 +327,8 @@ class _Record:
         row_layer = []
         for m, (node, p) in enumerate(zip(lay.runs, lay.probs)):
             row = _row(cfg, node, lay.phases[m], lay.begin[m], t_start[m], run.neighbors[m],
-                       lay.message_bytes, run.rounds, run.rule.reason(lay.all_done))
-            row.update(penalty_fields(lay.pens[m], p.Y.shape[0], lay.metric))
+                       lay.message_bytes, run.rounds, run.rule.reason(lay.all_done),
+                       lay.pens[m], p.Y.shape[0], lay.metric)
             resid = shards.T[m] - Os[m] @ p.Y
             row.update(train_cost=float(np.vdot(resid, resid)),
                        **accuracy_fields(cfg.evaluate, Os[m], p.Y, shards.y[m], Yts[m],
@@ -322,35 +341,32 @@ class _Record:
                 self.checks[k].append(v)
 
 
-def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens, eps,
-                target, rule, begin, rounds, hops, neighbors, message_bytes,
-                graph, metrics=None) -> tuple[list[NodeRun], bool]:
-    """Simulate one layer's solve in ``cfg.mode``: each node's run and whether all were done.
+def solve_layer(run: SolveContext, layer: int, invs, B2s, pens, metrics, target, begin,
+                message_bytes: int) -> tuple[list[NodeRun], bool]:
+    """Simulate one layer's solve of the run's algorithm: each node's run and whether all
+    were done.
 
     ``invs``, ``B2s`` and ``pens`` are each node's local inverse, ``2 B_m`` and
-    penalty (async: one gamma per neighbour, in the order of ``neighbors``);
-    ``target`` the layer's exact solution (or None) and ``rule`` its stopping rule;
+    penalty (edge penalties: one per neighbour, in the order of its neighbours);
     ``metrics`` each node's Gram metric (:func:`~dssfn_mpi.sim.nodes.layer_metrics`)
-    on a layer solved in it, else None.
+    on a layer solved in it, else None; ``target`` the layer's exact solution (or None);
+    ``begin`` when each node's solve begins.
     """
-    M, net = opts.nodes, opts.network
+    cfg, opts, eps, rule, rounds = run.cfg, run.opts, run.eps, run.rule, run.rounds
+    hops, neighbors, graph = run.hops, run.neighbors, run.graph
+    M, net, alg = opts.nodes, opts.network, cfg.algorithm
     O_star = None if target is None else target.O
-    if cfg.mode in ONESHOT_MODES:  # invs: the nodes' packed statistics
+    if alg.exchanges_statistics:  # invs: the nodes' packed statistics
         Q, d = B2s[0].shape
-        return solve_oneshot(layer, cfg.mode, graph, StatsLayout(d, Q), invs, eps, begin,
+        return solve_oneshot(layer, alg, graph, StatsLayout(d, Q), invs, eps, begin,
                              rounds, opts.speed, net, opts.allreduce, hops), True
-    if cfg.mode == "async":
-        if metrics is None:
-            steps = [EdgeStep(B2s[m], pens[m], cfg.eta, eps, invs[m]) for m in range(M)]
-            Ks = [None] * M
-        else:
-            steps = [MetricEdgeStep(B2s[m], pens[m], cfg.eta, eps, invs[m], metrics[m])
-                     for m in range(M)]
-            Ks = [sum(g * s.S for g, s in zip(pens[m], metrics[m])) for m in range(M)]
-        checks = [None if rule.fixed else
-                  NodeCheck(rule, target=O_star, B2=B2s[m], gamma=pens[m], eta=cfg.eta,
-                            K=Ks[m])
-                  for m in range(M)]
+    metrics = metrics or [None] * M
+    checks = [None if rule.fixed else
+              alg.node_check(rule, O_star, B2s[m], pens[m], cfg.eta, metrics[m])
+              for m in range(M)]
+    if alg.one_sided:
+        steps = [alg.step(B2s[m], pens[m], cfg.eta, eps, invs[m], metrics[m])
+                 for m in range(M)]
         if opts.schedule is not None:
             path, versions = opts.schedule
             require(layer < versions.shape[0], f"{path}: its trace has no layer {layer}")
@@ -365,42 +381,27 @@ def solve_layer(cfg: TrainConfig, opts: SimOptions, layer: int, invs, B2s, pens,
         res = solve_async(layer, steps, checks, neighbors, begin, rule, cfg.iters,
                           cfg.max_lead, opts.speed, net, message_bytes)
         return res.nodes, res.all_done
-    checks = [None if rule.fixed else NodeCheck(rule, target=O_star) for _ in range(M)]
-    return solve_sync(layer, cfg.mode, graph, invs, B2s, [float(p) for p in pens], eps, checks,
-                      begin, rule, cfg.iters, rounds, opts.speed, net, message_bytes,
-                      opts.allreduce, hops, metrics)
+    return solve_sync(run, layer, invs, B2s, [float(p) for p in pens], checks, begin,
+                      message_bytes, metrics)
 
 
 def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: float,
-         nbrs: tuple[int, ...], message_bytes: int, rounds: int,
-         reason: int) -> dict[str, float]:
-    """One node's log row of a layer (simulated seconds), but for its penalty and
-    observation."""
-    dm = len(nbrs)
-    row: dict[str, float] = {
-        "total_seconds": run.end - t0,
-        "cpu_seconds": float(phases.sum()) + run.compute,
-        "features_seconds": float(phases[0]),
-        "factor_seconds": begin - t0 - float(phases[0]),
-        "solve_seconds": run.end - begin,
-        "wait_seconds": run.wait,
-        "eval_seconds": math.nan,
-        "activations": run.activations,
-        "stop_reason": -1 if cfg.mode in ONESHOT_MODES else reason,
-        "mix_rounds": rounds if cfg.mode in ("sync-graph", "oneshot-graph") else -1,
-        "waits_slept": 0,
-    }
-    if cfg.mode == "async":
-        mean, worst = staleness(run.versions, dm)
-        row.update(puts=run.activations * dm, bytes_sent=run.activations * dm * message_bytes,
-                   staleness_mean=mean, staleness_max=worst, torn_retries=0, fallbacks=0)
-    elif cfg.mode in ("sync", "oneshot"):
-        row.update(puts=0, bytes_sent=run.activations * message_bytes, torn_retries=-1,
-                   fallbacks=-1)
-    else:
-        row.update(puts=0, bytes_sent=run.activations * rounds * dm * message_bytes,
-                   torn_retries=-1, fallbacks=-1)
-    return row
+         nbrs: tuple[int, ...], message_bytes: int, rounds: int, reason: int,
+         penalty, width: int, metric: bool) -> dict[str, float]:
+    """One node's log row of a layer (simulated seconds), but for its observation: the
+    simulated solve as a :class:`~dssfn_mpi.engines.base.SolveStats`, in the shared row
+    (:func:`~dssfn_mpi.layerstep.layer_row`)."""
+    dm, alg = len(nbrs), cfg.algorithm
+    puts, sent = alg.sent(run.activations, dm, rounds, message_bytes)
+    mean, worst = staleness(run.versions, dm) if alg.one_sided else (math.nan, math.nan)
+    stats = SolveStats(
+        solve_seconds=run.end - begin, factor_seconds=begin - t0 - float(phases[0]),
+        wait_seconds=run.wait, activations=run.activations, puts=puts, bytes_sent=sent,
+        staleness_mean=mean, staleness_max=worst, mix_rounds=rounds if alg.mixes else -1,
+        torn_retries=0 if alg.one_sided else -1, fallbacks=0 if alg.one_sided else -1,
+        waits_slept=0, stop_reason=-1 if alg.direct else reason)
+    return layer_row(stats, float(phases[0]), 0.0, run.end - t0,
+                     float(phases.sum()) + run.compute, penalty, width, metric)
 
 
 def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
@@ -417,29 +418,13 @@ def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
                      source=run.cfg.out or "", trace_attrs=dict(_TRACE_ATTRS), Os=rec.Os)
 
 
-def _save_model(cfg: TrainConfig, shards, hidden: int, M: int,
-                Os_all: list[list[np.ndarray]]) -> None:
-    import json
-
-    from ..modelio import save_model
-
-    attrs = {"dataset": shards.name, "n_features": shards.X[0].shape[0],
-             "n_classes": shards.n_classes, "hidden": hidden, "layers": cfg.layers,
-             "seed": cfg.seed, "nodes": M, "mode": cfg.mode,
-             "config": json.dumps(cfg.to_dict()), "simulated": True}
-    save_model(cfg.save_model, attrs, Os_all)
-
-
-def _progress(cfg: TrainConfig, layer: int, rec: _Record, reason: int) -> None:
+def _progress(cfg: TrainConfig, layer: int, rec: _Record) -> None:
     layer_end = rec.layer_end
     done = float(layer_end[-1].max()) - (float(layer_end[-2].max()) if len(layer_end) > 1
                                          else 0.0)
-    acts = np.mean([r["activations"] for r in rec.rows[-1]])
     rel = rec.checks["rel_distance"][-1].max() if rec.checks["rel_distance"] else math.nan
-    stop = "-" if cfg.mode in ONESHOT_MODES else REASONS[reason]
-    print(f"layer {layer:>3}/{cfg.layers}  {cfg.mode:<10} simulated {done:10.4f} s  "
-          f"activations {acts:7.1f}  max rel dist {rel:.2e}  stop {stop}",
-          file=sys.stdout, flush=True)
+    print(progress_line(cfg, layer, "simulated", done, rel, rec.rows[-1]), file=sys.stdout,
+          flush=True)
 
 
 def load_schedule(path: str) -> tuple[TrainConfig, int, np.ndarray]:
@@ -460,7 +445,7 @@ def load_schedule(path: str) -> tuple[TrainConfig, int, np.ndarray]:
     # Runs logged before --metric existed solved every layer with the scalar penalty.
     values = config_from_mapping({"metric": "identity", **run.config}, f"--schedule {path}")
     cfg = TrainConfig(**values)
-    if cfg.mode != "async":
+    if not cfg.algorithm.one_sided:
         return cfg, run.nodes, np.zeros((0,))
     versions = (getattr(run, "trace", None) or {}).get("versions")
     if versions is None:

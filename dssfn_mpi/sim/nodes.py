@@ -5,9 +5,10 @@ from the rank's own previous solution, ``G_m = Y Y^T``, ``B_m = T Y^T``, the
 ``auto`` penalty from the rank's ``[lam_m, s_m, g_m]`` combined over the ranks its
 engine talks to. Here the same functions (:mod:`dssfn_mpi.layerstep`) run for all
 M nodes in one process,
-and the combination is the engines' arithmetic: async the mean over each
-edge's two ends; sync the network mean; sync-graph ``mix_rounds`` rounds of
-:func:`~dssfn_mpi.engines.updates.mix_round` with Metropolis weights.
+and each node's algorithm combines what its driver gathers (:func:`exchange`):
+the one-sided drivers each neighbour's values; the allreduce the network mean;
+mixing ``mix_rounds`` rounds of :func:`~dssfn_mpi.engines.updates.mix_round` with
+Metropolis weights.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..engines.updates import mix_round
-from ..gramstats import ONESHOT_MODES, StatsLayout
-from ..layerstep import DIRECT_MODES, layer_inputs
-from ..metric import Metric, gram_metric
+from ..gramstats import StatsLayout
+from ..layerstep import layer_inputs
 from ..model import one_hot
-from ..solver import auto_penalty, edge_penalties, metric_penalty, penalty_stats
+from ..solver import penalty_stats
 
-__all__ = ["Layer", "Shards", "layer_metrics", "layer_problems", "load_shards", "penalties"]
+__all__ = ["Layer", "Shards", "exchange", "layer_metrics", "layer_problems", "load_shards",
+           "penalties"]
 
 
 @dataclass
@@ -81,8 +82,8 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
     ``sum_m G_m`` (for the exact solution) so that no node keeps a ``d x d``
     matrix it does not need.
     """
-    metric = cfg.metric_at(layer)
-    auto = (cfg.penalty_at(layer) is None and cfg.mode not in DIRECT_MODES
+    metric, alg = cfg.metric_at(layer), cfg.algorithm
+    auto = (cfg.penalty_at(layer) is None and not alg.direct
             and not metric)  # the metric form's penalty needs no statistics
     out = []
     for m, Yprev in enumerate(Ys):
@@ -97,71 +98,64 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
         if G_sum is not None:
             G_sum += G
         # LocalInverse's dense path uses G; the one-shot modes send it.
-        keep = 2 * Y.shape[1] >= Y.shape[0] or cfg.mode in ONESHOT_MODES or metric
+        keep = 2 * Y.shape[1] >= Y.shape[0] or alg.exchanges_statistics or metric
         out.append(Layer(Y=Y, G=G if keep else None, B=B, stats=stats, features_cpu=c1 - c0,
                          penalty_cpu=c2 - c1, gram_trace=float(np.trace(G))))
     return out
 
 
+def exchange(alg, graph, values: list[np.ndarray], rounds: int) -> list:
+    """What each node's driver gathers of ``values`` (one per node): each neighbour's
+    (one-sided, in the order of ``graph.neighbors(m)``), the network mean (allreduce)
+    or ``rounds`` rounds of mixing."""
+    M = graph.n_nodes
+    if alg.one_sided:
+        return [[values[n] for n in graph.neighbors(m)] for m in range(M)]
+    if alg.mixes:
+        return mix(graph, values, rounds)
+    mean = np.sum(np.stack(values), axis=0) / M
+    return [mean] * M
+
+
 def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
               rounds: int = 0) -> list[float | np.ndarray]:
-    """Each node's penalty of ``layer``: fixed, or ``auto`` combined as its engine does.
+    """Each node's penalty of ``layer``: fixed, or ``auto`` by its algorithm's rule.
 
-    Returns per node: async an array of one gamma per neighbour (in the
-    order of ``graph.neighbors(m)``); sync and sync-graph one rho.
+    Returns per node what the algorithm's penalty is: one gamma per neighbour (in the
+    order of ``graph.neighbors(m)``) for edge penalties, else one rho; NaN when the
+    layer is solved directly.
     """
-    M = graph.n_nodes
-    if cfg.mode in ONESHOT_MODES:  # solved exactly: no penalty
+    M, alg = graph.n_nodes, cfg.algorithm
+    if alg.direct:  # solved exactly: no penalty
         return [float("nan")] * M
     fixed = cfg.penalty_at(layer)
-    metric = cfg.metric_at(layer) and fixed is None
-    if cfg.mode == "async":
-        if fixed is not None:
-            return [np.full(graph.degree(m), fixed) for m in range(M)]
-        if metric:  # the engine's metric_penalty: from the graph alone
-            lam2 = graph.algebraic_connectivity
-            return [np.array([metric_penalty(False, 0.5 * (graph.degree(m) + graph.degree(n)),
-                                             lam2) for n in graph.neighbors(m)])
-                    for m in range(M)]
-        return [edge_penalties(stats[m], [stats[n] for n in graph.neighbors(m)], graph)
-                for m in range(M)]
     if fixed is not None:
-        return [float(fixed)] * M
-    if metric:
-        return [metric_penalty(True)] * M
-    if cfg.mode == "sync":
-        mean = np.sum(np.array(stats), axis=0) / M
-        value = auto_penalty(mean, True)
-        return [value] * M
-    mixed = mix(graph, [np.array(s, dtype=float) for s in stats], rounds)
-    return [auto_penalty(v, True) for v in mixed]
+        return [alg.fixed_penalty(fixed, graph.degree(m)) for m in range(M)]
+    if cfg.metric_at(layer):  # from the graph alone
+        return [alg.metric_penalty(graph, m) for m in range(M)]
+    gathered = exchange(alg, graph, [np.array(s, dtype=float) for s in stats], rounds)
+    return [alg.auto_penalty(stats[m], gathered[m], graph, m) for m in range(M)]
 
 
 def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0) -> list:
-    """Each node's Gram metric of a layer solved in it, as its engine forms it.
+    """Each node's Gram metric of a layer solved in it, as its algorithm forms it from
+    what its driver gathers (:func:`exchange`): one per neighbour (a list) for the
+    one-sided drivers, else one.
 
-    Async: one :class:`~dssfn_mpi.metric.Metric` per neighbour, from the edge's two
-    ``G`` (a list per node); sync: one, the network mean; sync-graph: one per node,
-    from ``rounds`` rounds of mixing. Each node's CPU seconds for it are added to
-    its penalty phase (the live engines form the metric where the penalty is).
-    For the layers where ``cfg.metric_at(layer)``; the nodes' ``G`` must be kept.
+    Each node's CPU seconds for it are added to its penalty phase (the live engines
+    form the metric where the penalty is). For the layers where
+    ``cfg.metric_at(layer)``; the nodes' ``G`` must be kept.
     """
-    M = len(probs)
+    alg = cfg.algorithm
     # As the engines send them: the packed upper triangle, unpacked (both ends of an async
     # edge then build their metric from the same numbers).
     layout = StatsLayout(probs[0].G.shape[0], 0)
     Gs = [layout.unpack(layout.pack(p.G, p.G[:0]))[0] for p in probs]
-    if cfg.mode == "sync":
-        mean = np.sum(np.stack(Gs), axis=0) / M
-    elif cfg.mode == "sync-graph":
-        mixed = mix(graph, Gs, rounds)
+    gathered = exchange(alg, graph, Gs, rounds)
     out = []
     for m, p in enumerate(probs):
         c0 = time.thread_time()
-        if cfg.mode == "async":
-            out.append([Metric(gram_metric(Gs[m], Gs[n])) for n in graph.neighbors(m)])
-        else:
-            out.append(Metric(gram_metric(mean if cfg.mode == "sync" else mixed[m])))
+        out.append(alg.metric(Gs[m], gathered[m]))
         p.penalty_cpu += time.thread_time() - c0
     return out
 

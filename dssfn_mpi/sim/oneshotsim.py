@@ -41,7 +41,7 @@ def pack_statistics(probs: list[Layer], layout: StatsLayout) -> tuple[list[np.nd
     return packed, cpu
 
 
-def solve_oneshot(layer: int, mode: str, graph, layout: StatsLayout, packed: list[np.ndarray],
+def solve_oneshot(layer: int, alg, graph, layout: StatsLayout, packed: list[np.ndarray],
                   eps: float, begin: np.ndarray, rounds: int, speed, network: Network,
                   library: str, hops: np.ndarray) -> list[NodeRun]:
     """Simulate one layer of ``oneshot`` or ``oneshot-graph``: each node's run.
@@ -51,7 +51,7 @@ def solve_oneshot(layer: int, mode: str, graph, layout: StatsLayout, packed: lis
     """
     M = len(packed)
     c0 = time.thread_time()
-    if mode == "oneshot":
+    if alg.collective:
         mean = np.zeros(layout.size)
         for x in packed:
             mean += x
@@ -59,10 +59,10 @@ def solve_oneshot(layer: int, mode: str, graph, layout: StatsLayout, packed: lis
         means = [mean] * M
     else:
         means = mix(graph, packed, rounds)
-    share = (time.thread_time() - c0) / M if mode != "oneshot" else 0.0
+    share = (time.thread_time() - c0) / M if not alg.collective else 0.0
     measured, Os = np.empty(M), []
     for m in range(M):
-        if mode == "oneshot" and m > 0:
+        if alg.collective and m > 0:
             Os.append(Os[0])
             measured[m] = measured[0]
             continue
@@ -70,7 +70,7 @@ def solve_oneshot(layer: int, mode: str, graph, layout: StatsLayout, packed: lis
         Os.append(exact_solve(*layout.unpack(means[m]), eps).O)
         measured[m] = time.thread_time() - c0
     cost = speed.activations(layer, 0, measured + share)
-    ready = oneshot_end(mode, np.asarray(begin, dtype=float), hops, rounds, layout.nbytes,
+    ready = oneshot_end(alg.name, np.asarray(begin, dtype=float), hops, rounds, layout.nbytes,
                         network, library)
     end = ready + cost
     return [NodeRun(O=Os[m], end=float(end[m]), activations=1, compute=float(cost[m]),

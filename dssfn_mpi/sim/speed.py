@@ -17,9 +17,9 @@ straggler, as in train), ``--speeds FRACTION:FACTOR,...`` (heterogeneous
 classes: the first ``round(FRACTION M)`` nodes run FACTOR times slower, the next
 class follows, and so on; fractions sum to 1) and ``--jitter`` (replay's
 seeded per-activation factors, :func:`dssfn_mpi.replay.jitter_factors`).
-Layer-start phases get the straggler and class factors, not the jitter
-(as in replay, whose ``--slow`` leaves them alone: here a slow node is slow at
-everything).
+Layer-start phases get the class factors only: ``--slow`` slows a node's activations, as
+in train (whose straggler sleeps after each activation) and replay, and the jitter is
+per activation.
 """
 
 from __future__ import annotations
@@ -135,7 +135,9 @@ class SpeedModel:
     kind : str
         ``measured``, ``const`` or ``trace`` (:func:`parse_speed`).
     node_factor : ndarray, shape (M,)
-        Straggler and class factors of each node (multiplied).
+        Straggler and class factors of each node (multiplied): its activations'.
+    phase_factor : ndarray, shape (M,), optional
+        Class factors of each node: its layer-start phases' (default: ``node_factor``).
     jitter : ndarray or None
         ``(layers, M, K)`` per-activation factors, or None.
     const : float
@@ -146,6 +148,7 @@ class SpeedModel:
 
     kind: str
     node_factor: np.ndarray
+    phase_factor: np.ndarray | None = None
     jitter: np.ndarray | None = None
     const: float = 0.0
     trace: TraceCosts | None = None
@@ -165,6 +168,7 @@ class SpeedModel:
         """
         kind, param = parse_speed(speed)
         factor = parse_classes(classes, nodes)
+        phase_factor = factor.copy()
         for rank, f in slow.items():
             require(0 <= rank < nodes, f"--slow {rank}:{f:g}: there are only {nodes} nodes "
                     f"(0..{nodes - 1})")
@@ -185,7 +189,7 @@ class SpeedModel:
         parts += [f"slow {r}:{f:g}" for r, f in sorted(slow.items())]
         if jitter is not None:
             parts.append(f"jitter {jitter} (seed {seed})")
-        return cls(kind=kind, node_factor=factor, jitter=jit,
+        return cls(kind=kind, node_factor=factor, phase_factor=phase_factor, jitter=jit,
                    const=float(param) if kind == "const" else 0.0, trace=costs,
                    description=", ".join(parts))
 
@@ -221,4 +225,5 @@ class SpeedModel:
             base = np.zeros((self.node_factor.size, 3))
         else:
             base = self.trace.phase_cpu[layer]
-        return base * self.node_factor[:, None]
+        factor = self.node_factor if self.phase_factor is None else self.phase_factor
+        return base * factor[:, None]

@@ -23,13 +23,13 @@ graphs here).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
-from ..engines.updates import consensus_dual, consensus_primal
-from ..network import Network, allreduce_seconds
+from ..network import allreduce_seconds
 from ..solver import LocalInverse
-from ..stoprule import NodeCheck, StopRule
+from ..stoprule import NodeCheck
 from ..timeline import collective_end, exchange_end
 from .asyncsim import NodeRun
 from .nodes import mix
@@ -37,27 +37,31 @@ from .nodes import mix
 __all__ = ["solve_sync"]
 
 
-def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list[np.ndarray],
-               rhos: list[float], eps: float, checks: list[NodeCheck | None],
-               begin: np.ndarray, rule: StopRule, iters: int, rounds: int, speed,
-               network: Network, message_bytes: float, library: str,
-               hops: np.ndarray | None, metrics: list | None = None
+def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndarray],
+               rhos: list[float], checks: list[NodeCheck | None], begin: np.ndarray,
+               message_bytes: float, metrics: list | None = None
                ) -> tuple[list[NodeRun], bool]:
-    """Simulate one layer of ``sync`` or ``sync-graph`` (in each node's Gram metric when
-    ``metrics`` is given).
+    """Simulate one layer of a consensus algorithm (:mod:`dssfn_mpi.algorithms`; averaging
+    by allreduce or by mixing), in each node's Gram metric when ``metrics`` is given.
+
+    ``run`` is what the layer's solve needs of the run
+    (:class:`~dssfn_mpi.sim.layerloop.SolveContext`).
 
     Returns
     -------
     (list of NodeRun, bool)
         Each node's run (its ``O`` is its ``Zbar``) and whether every node was done.
     """
+    alg, graph, eps, rule, rounds = run.cfg.algorithm, run.graph, run.eps, run.rule, run.rounds
+    iters, speed, network, hops = run.cfg.iters, run.opts.speed, run.opts.network, run.hops
+    library = run.opts.allreduce
     M = len(invs)
     metrics = metrics or [None] * M
     U = [np.zeros_like(b) for b in B2s]
     Zbar = [np.zeros_like(b) for b in B2s]
     runs = [NodeRun(O=Zbar[m], end=float(begin[m])) for m in range(M)]
     flags = np.zeros(M, dtype=bool)
-    reduce = allreduce_seconds(network, M, message_bytes, library) if mode == "sync" else 0.0
+    reduce = allreduce_seconds(network, M, message_bytes, library) if alg.collective else 0.0
     message = network.message_seconds(message_bytes)
     t = np.asarray(begin, dtype=float).copy()
     all_done = False
@@ -66,17 +70,17 @@ def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list
         Os = []
         for m in range(M):
             c0 = time.thread_time()
-            Os.append(consensus_primal(invs[m], B2s[m], rhos[m], Zbar[m], U[m], metrics[m]))
+            Os.append(alg.primal(invs[m], B2s[m], rhos[m], Zbar[m], U[m], metrics[m]))
             measured[m] = time.thread_time() - c0
-        x = [O + u for O, u in zip(Os, U)]
+        x = _shares(alg, Os, U, Zbar)
         c0 = time.thread_time()
-        if mode == "sync":
+        if alg.collective:
             mean = np.sum(np.stack(x), axis=0)
             mean /= M
             means = [mean] * M
         else:
             means = mix(graph, x, rounds)
-        share = (time.thread_time() - c0) / M if mode != "sync" else 0.0
+        share = (time.thread_time() - c0) / M if not alg.collective else 0.0
         # The flags of iteration k-1 ride in this collective: all set, the layer ends
         # with Zbar_{k-1}, this iteration's dual step is not taken.
         all_done = not rule.fixed and k > 0 and bool(flags.all())
@@ -84,14 +88,14 @@ def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list
             new = []
             for m in range(M):
                 c0 = time.thread_time()
-                new.append(consensus_dual(means[m], eps, Os[m], U[m], metrics[m]))
+                new.append(alg.dual(means[m], eps, Os[m], U[m], Zbar[m], metrics[m]))
                 measured[m] += time.thread_time() - c0
                 if checks[m] is not None:
                     flags[m] = checks[m].sync_done(Os[m], new[m])
             Zbar = new
         cost = speed.activations(layer, k, measured + share)
         ready = t + cost
-        end = (collective_end(ready, reduce) if mode == "sync"
+        end = (collective_end(ready, reduce) if alg.collective
                else exchange_end(ready, hops, rounds, message))
         for m in range(M):
             runs[m].starts.append(float(t[m]))
@@ -106,3 +110,12 @@ def solve_sync(layer: int, mode: str, graph, invs: list[LocalInverse], B2s: list
         runs[m].O = Zbar[m]
         runs[m].end = float(t[m])
     return runs, all_done
+
+
+def _shares(alg, Os: list[np.ndarray], U: list[np.ndarray],
+            Zbar: list[np.ndarray]) -> list[np.ndarray]:
+    """Each node's vector to average: its algorithm's ``share`` (``O_m + U_m``)."""
+    out = [np.empty_like(O) for O in Os]
+    for O, u, z, x in zip(Os, U, Zbar, out):
+        alg.share(O, u, z, x)
+    return out

@@ -46,7 +46,7 @@ def test_board_ends_a_layer_once_every_rank_is_done_and_keeps_it_ended():
 @pytest.mark.mpi(min_size=3)
 def test_sync_graph_votes_take_the_minimum_over_the_rounds_hops():
     from dssfn_mpi.config import TrainConfig
-    from dssfn_mpi.engines import RunContext
+    from dssfn_mpi.engines.base import RunContext
     from dssfn_mpi.engines.sync_graph import SyncGraphEngine
     from dssfn_mpi.topology import make_topology
 

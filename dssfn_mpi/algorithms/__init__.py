@@ -1,0 +1,12 @@
+"""The algorithms: one object each, run by the live drivers and the simulator alike.
+
+:mod:`.base` defines :class:`Algorithm`; :mod:`.registry` maps ``--mode`` to them.
+"""
+
+from __future__ import annotations
+
+from .base import Algorithm, local_inverse, penalty_matrix
+from .registry import ALGORITHMS, lookup, names, register
+
+__all__ = ["ALGORITHMS", "Algorithm", "local_inverse", "lookup", "names", "penalty_matrix",
+           "register"]

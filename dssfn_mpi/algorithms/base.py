@@ -1,0 +1,198 @@
+"""What an algorithm is: its per-node arithmetic, its messages, its penalty rules, its driver.
+
+An :class:`Algorithm` holds no MPI and no clock. The live engines
+(:mod:`dssfn_mpi.engines`) are drivers that run any algorithm of their kind over MPI,
+the simulator (:mod:`dssfn_mpi.sim`) runs the same objects on its simulated clock, and
+the replay (:mod:`dssfn_mpi.replay`) and the run log read their message sizes from
+them. Nothing outside this package asks which mode runs: it asks the mode's algorithm
+(:func:`dssfn_mpi.algorithms.registry.lookup`).
+
+Driver kinds (:attr:`Algorithm.driver`) and how each exchanges (:attr:`Algorithm.averaging`):
+
+``one-sided``
+    every node activates at its own pace, reads its neighbours' latest messages from its
+    window and puts its own into theirs (ARock; no handshake, no collective);
+``consensus``
+    every node runs iterations in lockstep, each averaging one vector over the network:
+    by one allreduce (``allreduce``) or by rounds of neighbour mixing (``mixing``);
+``one-shot``
+    every node averages its statistics once (``allreduce`` or ``mixing``) and solves exactly;
+``central``
+    one process solves the layer on all the data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..metric import DenseInverse
+from ..solver import LocalInverse
+
+__all__ = ["Algorithm", "CENTRAL", "CONSENSUS", "ONE_SHOT", "ONE_SIDED", "local_inverse",
+           "penalty_matrix"]
+
+ONE_SIDED, CONSENSUS, ONE_SHOT, CENTRAL = "one-sided", "consensus", "one-shot", "central"
+_F8 = 8  # bytes of a float64
+
+
+def penalty_matrix(penalty: float | np.ndarray, metrics: Sequence[Any]) -> np.ndarray:
+    """``K = sum_n gamma_n S_n``: the penalties times their metrics (one per edge, or one).
+
+    The one home of ``K``: the local matrix is ``2 G_m + K`` and ``--stop local`` reads it.
+    """
+    return sum(g * s.S for g, s in zip(np.atleast_1d(penalty), metrics))
+
+
+def local_inverse(Y: np.ndarray, G: np.ndarray | None, penalty: float | np.ndarray,
+                  metrics: Sequence[Any] | None = None) -> LocalInverse | DenseInverse:
+    """The node's ``(2 G_m + K)^-1``: ``K = (sum of the penalties) I`` in the scalar form,
+    :func:`penalty_matrix` in the Gram metric (``metrics``, aligned with ``penalty``)."""
+    if metrics is None:
+        return LocalInverse(Y, float(np.sum(penalty)), G)
+    return DenseInverse(2.0 * G + penalty_matrix(penalty, metrics))
+
+
+class Algorithm:
+    """One decentralized (or central) method: what it computes and what it sends.
+
+    Subclasses set the class attributes and override the methods their driver calls;
+    :mod:`dssfn_mpi.algorithms.registry` maps ``--mode`` (and ``--update``) to an
+    instance. docs/EXTENDING.md walks through adding one.
+
+    Attributes
+    ----------
+    name : str
+        The ``--mode`` value.
+    update : str or None
+        The ``--update`` value it answers to (None: any; the run log records "").
+    driver : str
+        :data:`ONE_SIDED`, :data:`CONSENSUS`, :data:`ONE_SHOT` or :data:`CENTRAL`.
+    averaging : str or None
+        ``allreduce`` or ``mixing`` (consensus and one-shot drivers), else None.
+    penalty_option : str or None
+        The option that sets its penalty (``gamma``, ``rho``) or None (no penalty).
+    metric_form : bool
+        Whether it solves the input layer in the Gram metric under ``--metric gram``.
+    local_stop : bool
+        Whether ``--stop local`` can read its variables.
+    min_ranks, max_ranks : int, int or None
+        The rank counts it runs on.
+    summary : str
+        One line for ``--help`` and the docs.
+    """
+
+    name = ""
+    update: str | None = None
+    driver = CONSENSUS
+    averaging: str | None = None
+    penalty_option: str | None = None
+    metric_form = False
+    local_stop = True
+    min_ranks = 1
+    max_ranks: int | None = None
+    summary = ""
+
+    # -- what it is ------------------------------------------------------------------
+    @property
+    def direct(self) -> bool:
+        """Solved in one step (no penalty, no iteration count, no stopping rule)."""
+        return self.driver in (ONE_SHOT, CENTRAL)
+
+    @property
+    def one_sided(self) -> bool:
+        """Asynchronous, with one-sided writes into the neighbours' windows."""
+        return self.driver == ONE_SIDED
+
+    @property
+    def collective(self) -> bool:
+        """Averages with one allreduce over every node."""
+        return self.averaging == "allreduce"
+
+    @property
+    def mixes(self) -> bool:
+        """Averages by rounds of neighbour mixing (``--mix-rounds`` applies)."""
+        return self.averaging == "mixing"
+
+    @property
+    def decentralized(self) -> bool:
+        """Runs on a graph of nodes (everything but the central reference): it has a
+        trace, a timeline, a simulation and an equivalence check."""
+        return self.driver != CENTRAL
+
+    @property
+    def exchanges_statistics(self) -> bool:
+        """Sends its packed statistics ``(G_m, B_m)`` (one-shot) rather than iterates."""
+        return self.driver == ONE_SHOT
+
+    @property
+    def edge_penalties(self) -> bool:
+        """One penalty per edge (in the order of the node's neighbours), not one per node."""
+        return self.one_sided
+
+    # -- its messages -----------------------------------------------------------------
+    def message_bytes(self, n_classes: int, d: int) -> int:
+        """Payload of one message at a layer of input width ``d``: one ``Q x d`` matrix."""
+        return n_classes * d * _F8
+
+    def sent(self, activations: int, degree: int, rounds: int,
+             message_bytes: int) -> tuple[int, int]:
+        """``(puts, bytes_sent)`` of a node over a layer: payload bytes, headers and
+        stopping votes aside (the run log's ``bytes_sent``, the same live and simulated).
+
+        One-sided: one put per neighbour per activation; allreduce: one vector per
+        iteration (the collective's own traffic is its library's); mixing: one vector
+        to every neighbour per round.
+        """
+        if self.one_sided:
+            return activations * degree, activations * degree * message_bytes
+        if self.mixes:
+            return 0, activations * rounds * degree * message_bytes
+        return 0, activations * message_bytes
+
+    def mix_rounds(self, graph: Any, rounds: int | None, tol: float) -> int:
+        """Mixing rounds per exchange (``--mix-rounds`` or the default; 0 when it does not
+        mix)."""
+        return 0
+
+    # -- its penalty ------------------------------------------------------------------
+    def fixed_penalty(self, value: float, degree: int) -> float | np.ndarray:
+        """A set ``--gamma``/``--rho`` value as the node's penalty."""
+        return np.full(degree, value) if self.edge_penalties else float(value)
+
+    def auto_penalty(self, own: np.ndarray, gathered: Any, graph: Any,
+                     node: int) -> float | np.ndarray:
+        """The ``auto`` penalty from the node's ``[lam, s, g]`` and what its driver
+        gathered of the others': the one-sided drivers each neighbour's values (in the
+        order of its neighbours), the others the average over the network."""
+        raise NotImplementedError(f"{self.name} has no penalty")
+
+    def metric_penalty(self, graph: Any, node: int) -> float | np.ndarray:
+        """The ``auto`` penalty of a layer solved in the Gram metric."""
+        raise NotImplementedError(f"{self.name} has no metric form")
+
+    def metric(self, own_G: np.ndarray, gathered: Any) -> Any:
+        """The node's Gram metric from its ``G_m`` and what its driver gathered."""
+        raise NotImplementedError(f"{self.name} has no metric form")
+
+    def edge_metrics(self, metric: Any) -> list:
+        """The node's metrics aligned with its penalties (for :func:`local_inverse`)."""
+        return list(metric) if self.edge_penalties else [metric]
+
+    def inverse(self, Y: np.ndarray, G: np.ndarray | None, penalty: float | np.ndarray,
+                metric: Any = None) -> LocalInverse | DenseInverse:
+        """The node's local inverse for ``penalty`` (and ``metric``, or None)."""
+        return local_inverse(Y, G, penalty,
+                             None if metric is None else self.edge_metrics(metric))
+
+    def node_check(self, rule: Any, target: np.ndarray | None, B2: np.ndarray,
+                   penalty: float | np.ndarray, eta: float, metric: Any = None) -> Any:
+        """The node's own stopping test (:class:`~dssfn_mpi.stoprule.NodeCheck`)."""
+        from ..stoprule import NodeCheck
+
+        return NodeCheck(rule, target)
+
+    def __repr__(self) -> str:
+        return f"<algorithm {self.name}{'' if self.update is None else '/' + self.update}>"

@@ -1,0 +1,96 @@
+"""Pairwise edge consensus ADMM, asynchronous (ARock; ``--mode async``), the paper's method.
+
+One consensus variable per edge; node m keeps ``Z_{m,n}`` for each neighbour n and
+sends it to n (one-sided) after every activation. The per-node arithmetic is
+:class:`~dssfn_mpi.engines.updates.EdgeStep` (``--update edge``, exact) or eq. 7 of the
+paper (``--update paper``); docs/ALGORITHMS.md section 4.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..engines.updates import EdgeStep, MetricEdgeStep, paper_activation
+from ..metric import Metric, gram_metric
+from ..solver import edge_penalties, metric_penalty
+from ..stoprule import NodeCheck
+from .base import ONE_SIDED, Algorithm, penalty_matrix
+
+__all__ = ["EdgeADMM", "PaperStep", "PaperUpdate"]
+
+
+class EdgeADMM(Algorithm):
+    """ARock over the edge-consensus operator (exact: every node reaches ``O*``)."""
+
+    name = "async"
+    update = "edge"
+    driver = ONE_SIDED
+    penalty_option = "gamma"
+    metric_form = True
+    min_ranks = 2
+    summary = "asynchronous pairwise edge consensus ADMM, one-sided puts (the paper's method)"
+
+    def auto_penalty(self, own: np.ndarray, gathered: Any, graph: Any, node: int) -> np.ndarray:
+        """gamma_mn from the means of ``[lam, s, g]`` over each edge's two ends."""
+        return edge_penalties(own, gathered, graph)
+
+    def metric_penalty(self, graph: Any, node: int) -> np.ndarray:
+        """gamma_mn from the graph alone: the edge's mean degree and the algebraic
+        connectivity (the same at both ends)."""
+        lam2 = graph.algebraic_connectivity
+        return np.array([metric_penalty(False, 0.5 * (graph.degree(node) + graph.degree(n)),
+                                        lam2) for n in graph.neighbors(node)])
+
+    def metric(self, own_G: np.ndarray, gathered: Any) -> list[Metric]:
+        """One metric per edge: the mean of its two ends' ``G``."""
+        return [Metric(gram_metric(own_G, G)) for G in gathered]
+
+    def step(self, B2: np.ndarray, gamma: np.ndarray, eta: float, eps: float, inv: Any,
+             metric: Any = None, store: tuple[np.ndarray, int] | None = None) -> Any:
+        """The node's activation for one layer (:class:`~dssfn_mpi.engines.updates.EdgeStep`):
+        holds ``Z`` (in ``store`` when given); ``step_rows(table, rows)`` runs one."""
+        if metric is None:
+            return EdgeStep(B2, gamma, eta, eps, inv, store=store)
+        return MetricEdgeStep(B2, gamma, eta, eps, inv, metric, store=store)
+
+    def node_check(self, rule: Any, target: np.ndarray | None, B2: np.ndarray,
+                   penalty: float | np.ndarray, eta: float, metric: Any = None) -> NodeCheck:
+        K = None if metric is None else penalty_matrix(penalty, metric)
+        return NodeCheck(rule, target, B2=B2, gamma=penalty, eta=eta, K=K)
+
+
+class PaperStep:
+    """Eq. 7 of the paper as a step object (``Z`` of its own, no right-hand side)."""
+
+    rhs_buffer = None
+
+    def __init__(self, B2: np.ndarray, gamma: np.ndarray, eta: float, eps: float,
+                 inv: Any) -> None:
+        self.B2, self.gamma, self.eta, self.eps, self.inv = B2, gamma, eta, eps, inv
+        self.Z = np.zeros((len(gamma),) + B2.shape)
+        self.O = np.zeros(B2.shape)
+
+    def step_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """One activation given the neighbours' ``Z_{n,m}`` as rows of ``table``."""
+        return self(table[rows, : self.B2.size].reshape(self.Z.shape))
+
+    def __call__(self, Zr: Any) -> np.ndarray:
+        """One activation given the neighbours' ``Z_{n,m}`` (``d_m`` arrays ``Q x d``)."""
+        self.O = paper_activation(self.Z, np.asarray(Zr).reshape(self.Z.shape), self.B2,
+                                  self.gamma, self.eta, self.eps, self.inv)
+        return self.O
+
+
+class PaperUpdate(EdgeADMM):
+    """The paper's eq. 7 (``--update paper``): biased when the norm bound is active."""
+
+    update = "paper"
+    metric_form = False
+    local_stop = False
+    summary = "async with the paper's eq. 7 update (biased when the norm bound is active)"
+
+    def step(self, B2: np.ndarray, gamma: np.ndarray, eta: float, eps: float, inv: Any,
+             metric: Any = None, store: tuple[np.ndarray, int] | None = None) -> PaperStep:
+        return PaperStep(B2, gamma, eta, eps, inv)

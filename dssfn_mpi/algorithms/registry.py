@@ -1,0 +1,58 @@
+"""The registry: ``--mode`` (and ``--update``) name an algorithm object.
+
+Adding an algorithm is one module in this package and one line in :data:`ALGORITHMS`
+(docs/EXTENDING.md); code outside the package may also :func:`register` one.
+"""
+
+from __future__ import annotations
+
+from ..errors import UserError
+from .base import Algorithm
+from .consensus import ConsensusADMM
+from .direct import Central, OneShot
+from .edge import EdgeADMM, PaperUpdate
+
+__all__ = ["ALGORITHMS", "UPDATES", "lookup", "names", "register"]
+
+#: Every algorithm, the default first; a mode with several updates lists its default first.
+ALGORITHMS: list[Algorithm] = [
+    EdgeADMM(),
+    PaperUpdate(),
+    ConsensusADMM(),
+    ConsensusADMM("sync-graph", "mixing", "consensus ADMM, averaging by neighbour mixing"),
+    OneShot("oneshot", "allreduce", "statistics averaged by one allreduce, exact solve"),
+    OneShot("oneshot-graph", "mixing", "statistics averaged by neighbour mixing, exact solve"),
+    Central(),
+]
+
+#: The ``--update`` values.
+UPDATES = ("edge", "paper")
+
+
+def register(algorithm: Algorithm) -> Algorithm:
+    """Add ``algorithm`` (or replace the one of the same name and update); returns it."""
+    for i, known in enumerate(ALGORITHMS):
+        if (known.name, known.update) == (algorithm.name, algorithm.update):
+            ALGORITHMS[i] = algorithm
+            return algorithm
+    ALGORITHMS.append(algorithm)
+    return algorithm
+
+
+def names() -> tuple[str, ...]:
+    """The ``--mode`` values, the default first."""
+    return tuple(dict.fromkeys(a.name for a in ALGORITHMS))
+
+
+def lookup(mode: str, update: str | None = None) -> Algorithm:
+    """The algorithm of ``--mode mode`` (``--update update`` where the mode has several).
+
+    Raises
+    ------
+    UserError
+        No such mode.
+    """
+    found = [a for a in ALGORITHMS if a.name == mode]
+    if not found:
+        raise UserError(f"--mode {mode!r}: choose one of {', '.join(names())}")
+    return next((a for a in found if a.update == update), found[0])

@@ -1,0 +1,34 @@
+"""A test-tree algorithm: over-relaxed consensus ADMM, registered from outside the package.
+
+Over-relaxation (Boyd et al., ADMM, section 3.4.3) replaces ``O_m`` by
+``Oh_m = alpha O_m + (1 - alpha) Zbar`` in the average and in the dual step; its fixed
+point is consensus ADMM's, so every node must reach the exact ``O*``. It reuses the
+consensus driver (one allreduce per iteration), the consensus penalties and the metric.
+Importing this module registers it as ``--mode relaxed-sync``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dssfn_mpi.algorithms import register
+from dssfn_mpi.algorithms.consensus import ConsensusADMM
+from dssfn_mpi.engines.updates import consensus_dual
+
+ALPHA = 1.6
+
+
+class RelaxedConsensus(ConsensusADMM):
+    """Consensus ADMM with over-relaxation ``alpha`` (1 is :class:`ConsensusADMM`)."""
+
+    name = "relaxed-sync"
+    summary = "over-relaxed consensus ADMM, one allreduce per iteration (a test plug-in)"
+
+    def share(self, O, U, Zbar, out) -> None:
+        np.add(ALPHA * O + (1.0 - ALPHA) * Zbar, U, out=out)
+
+    def dual(self, mean, eps, O, U, Zbar, metric=None):
+        return consensus_dual(mean, eps, ALPHA * O + (1.0 - ALPHA) * Zbar, U, metric)
+
+
+ALGORITHM = register(RelaxedConsensus())
