@@ -50,8 +50,8 @@ class ConsensusADMM(Algorithm):
         self.summary = summary or self.summary
 
     def configured(self, cfg: Any) -> ConsensusADMM:
-        """A copy with ``cfg.relax`` (itself when it is 1)."""
-        if cfg.relax == self.relax:
+        """A copy with ``cfg.relax`` (itself when that is 1, the default, or its own)."""
+        if cfg.relax in (1.0, self.relax):
             return self
         alg = copy.copy(self)
         alg.relax = float(cfg.relax)
