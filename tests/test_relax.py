@@ -112,7 +112,8 @@ def _worst(a_path, b_path) -> float:
 
 @pytest.mark.mpirun
 @pytest.mark.timeout(300)
-def test_live_relaxed_iterates_are_the_simulated_ones_before_convergence(tmp_path):
+@pytest.mark.parametrize("mode", ["sync", "sync-graph"])
+def test_live_relaxed_iterates_are_the_simulated_ones_before_convergence(tmp_path, mode):
     # Five iterations, far from O*, the bound inactive: the live driver averages into the
     # buffer that holds Zbar_old, and the relaxed dual step must not read it.
     if mpirun_path() is None:
@@ -121,7 +122,7 @@ def test_live_relaxed_iterates_are_the_simulated_ones_before_convergence(tmp_pat
     models = {}
     for where in ("live", "sim"):
         models[where] = tmp_path / f"{where}-model.h5"
-        argv = ["--mode", "sync", *short, "--out", str(tmp_path / f"{where}.h5"),
+        argv = ["--mode", mode, *short, "--out", str(tmp_path / f"{where}.h5"),
                 "--save-model", str(models[where])]
         if where == "live":
             res = run_cli(4, "train", *argv, timeout=240)
