@@ -214,6 +214,9 @@ class TrainConfig:
         "default auto (per layer, from the nodes' own constrained solutions)", "auto",
         parse=_per_layer("gamma"))
     eta: float = option("method", "async step size in (0, 2) (default {default:g})", 1.0)
+    relax: float = option(
+        "method", "consensus ADMM (sync, sync-graph) over-relaxation alpha in (0, 2) "
+        "(default {default:g}: plain ADMM)", 1.0, metavar="ALPHA")
     rho: tuple[float, ...] | str = option(
         "method", "sync consensus penalty, one value or per-layer list (default auto, as "
         "--gamma)", "auto", parse=_per_layer("rho"))
@@ -320,7 +323,7 @@ class TrainConfig:
     @property
     def algorithm(self) -> Any:
         """The :class:`~dssfn_mpi.algorithms.Algorithm` that ``mode`` and ``update`` name."""
-        return lookup(self.mode, self.update)
+        return lookup(self.mode, self.update).configured(self)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly dictionary of every setting."""
@@ -373,6 +376,10 @@ class TrainConfig:
         require(
             math.isfinite(self.eta) and 0.0 < self.eta < 2.0,
             f"--eta must lie in (0, 2) (ARock step size), got {self.eta}",
+        )
+        require(
+            math.isfinite(self.relax) and 0.0 < self.relax < 2.0,
+            f"--relax must lie in (0, 2) (over-relaxation alpha), got {self.relax}",
         )
         if self.norm_bound is not None:
             require(
@@ -435,6 +442,9 @@ class TrainConfig:
         if self.stop_rule.kind == "local":
             require(alg.local_stop, "--stop local reads the edge form's variables: "
                     "use it with --update edge (the default)")
+        require(self.relax == 1.0 or alg.relaxes,
+                f"--relax applies to consensus ADMM (sync, sync-graph), not --mode {self.mode}; "
+                "the async edge update's relaxation is --eta")
         if self.topology == "file":
             require(self.edges is not None, "--topology file needs --edges PATH (an edge list)")
 

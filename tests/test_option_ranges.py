@@ -24,6 +24,7 @@ TRAIN_RANGES = {
     "--hidden": (["0", "-5"], "40"),                 # a width (> 2Q, checked with the data)
     "--iters": (["0", "-3"], "1"),                   # K >= 1
     "--eta": (["0", "2", "nan", "-1"], "1.9"),       # (0, 2)
+    "--relax": (["0", "2", "nan", "-1"], "1.0"),     # (0, 2); other values need --mode sync
     "--norm-bound": (["0", "-1", "inf", "nan"], "1e-9"),  # > 0
     "--mix-tol": (["0", "1", "nan", "-1"], "1e-6"),  # (0, 1)
     "--mix-rounds": (["0"], "1"),                    # >= 1

@@ -22,7 +22,8 @@ def _train_args(argv):
 EVERYTHING = {
     "dataset": "vowel", "data_dir": "/data", "partition": "stratified", "mode": "sync",
     "update": "paper", "topology": "ring", "degree": 4, "edges": "g.txt", "layers": 3,
-    "hidden": 50, "iters": 7, "gamma": "2,0.5", "eta": 0.5, "rho": "3", "norm_bound": 4.0,
+    "hidden": 50, "iters": 7, "gamma": "2,0.5", "eta": 0.5, "relax": 1.5, "rho": "3",
+    "norm_bound": 4.0,
     "central_solver": "admm", "mu": "10,100", "mix_rounds": 5, "mix_tol": 1e-6, "max_lead": 2,
     "seed": 9, "wait": "hybrid", "rma": "put", "metric": "identity",
     "slow": ["1:3"], "preset": "paper", "out": "o.h5", "overwrite": True, "check": False,

@@ -82,6 +82,8 @@ class Algorithm:
         The rank counts it runs on.
     summary : str
         One line for ``--help`` and the docs.
+    relaxes : bool
+        It takes ``--relax`` (:meth:`configured` applies it).
     """
 
     name = ""
@@ -94,6 +96,12 @@ class Algorithm:
     min_ranks = 1
     max_ranks: int | None = None
     summary = ""
+    #: It takes ``--relax`` (over-relaxation alpha in (0, 2)).
+    relaxes = False
+
+    def configured(self, cfg: Any) -> Algorithm:
+        """The algorithm with the run's own options (``cfg``) applied; itself by default."""
+        return self
 
     # -- what it is ------------------------------------------------------------------
     @property

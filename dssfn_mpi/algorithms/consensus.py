@@ -2,11 +2,14 @@
 
 ``O_m = (2 B_m + rho (Zbar - U_m) S) (2 G_m + rho S)^-1``;
 ``Zbar = P_eps(mean_m(O_m + U_m))``; ``U_m += O_m - Zbar`` (docs/ALGORITHMS.md
-section 5; ``S = I`` but on a layer solved in the Gram metric).
+section 5; ``S = I`` but on a layer solved in the Gram metric). Under ``--relax alpha``
+(Boyd et al. 2011, section 3.4.3) ``Oh_m = alpha O_m + (1 - alpha) Zbar_old`` replaces
+``O_m`` in the average and in the dual step; the fixed point, and so ``O*``, is the same.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -35,6 +38,9 @@ class ConsensusADMM(Algorithm):
     averaging = "allreduce"
     penalty_option = "rho"
     metric_form = True
+    relaxes = True
+    #: The over-relaxation alpha in (0, 2); 1 is plain consensus ADMM.
+    relax = 1.0
     summary = "consensus ADMM, one allreduce per iteration"
 
     def __init__(self, name: str | None = None, averaging: str | None = None,
@@ -42,6 +48,18 @@ class ConsensusADMM(Algorithm):
         self.name = name or self.name
         self.averaging = averaging or self.averaging
         self.summary = summary or self.summary
+
+    def configured(self, cfg: Any) -> ConsensusADMM:
+        """A copy with ``cfg.relax`` (itself when that is 1, the default, or its own)."""
+        if cfg.relax in (1.0, self.relax):
+            return self
+        alg = copy.copy(self)
+        alg.relax = float(cfg.relax)
+        return alg
+
+    def relaxed(self, O: np.ndarray, Zbar: np.ndarray) -> np.ndarray:
+        """``Oh = alpha O + (1 - alpha) Zbar`` (``Zbar`` the iteration's old one)."""
+        return self.relax * O + (1.0 - self.relax) * Zbar
 
     def mix_rounds(self, graph: Any, rounds: int | None, tol: float) -> int:
         """``--mix-rounds``, else enough to shrink disagreement by :data:`MIX_TOLERANCE`."""
@@ -64,10 +82,20 @@ class ConsensusADMM(Algorithm):
         return consensus_primal(inv, B2, rho, Zbar, U, metric)
 
     def share(self, O: np.ndarray, U: np.ndarray, Zbar: np.ndarray, out: np.ndarray) -> None:
-        """Write the node's vector to average into ``out``: ``O_m + U_m``."""
-        np.add(O, U, out=out)
+        """Write the node's vector to average into ``out``: ``Oh_m + U_m``.
+
+        Relaxed, ``U`` becomes ``U_m + Oh_m`` here (``Zbar`` may be the buffer the driver
+        averages into, so :meth:`dual` must not read it)."""
+        if self.relax == 1.0:
+            np.add(O, U, out=out)
+            return
+        U += self.relaxed(O, Zbar)
+        out[...] = U
 
     def dual(self, mean: np.ndarray, eps: float, O: np.ndarray, U: np.ndarray,
              Zbar: np.ndarray, metric: Any = None) -> np.ndarray:
-        """The new ``Zbar`` from the average (``U`` updated in place); ``Zbar`` is the old."""
-        return consensus_dual(mean, eps, O, U, metric)
+        """The new ``Zbar`` from the average (``U += Oh - Zbar_new`` in place); ``Zbar`` is
+        the old."""
+        if self.relax == 1.0:
+            return consensus_dual(mean, eps, O, U, metric)
+        return consensus_dual(mean, eps, 0.0, U, metric)  # U holds U + Oh (share)

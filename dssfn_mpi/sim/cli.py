@@ -13,8 +13,9 @@ __all__ = ["SIM_SETTINGS", "add_simulate_arguments", "run_simulate"]
 #: The TrainConfig settings that apply to a simulation (train's flags for them).
 SIM_SETTINGS = frozenset({
     "dataset", "data_dir", "partition", "mode", "topology", "degree", "edges", "layers",
-    "hidden", "iters", "stop", "gamma", "eta", "rho", "norm_bound", "mix_rounds", "mix_tol",
-    "max_lead", "metric", "seed", "slow", "out", "overwrite", "check", "evaluate", "save_model",
+    "hidden", "iters", "stop", "gamma", "eta", "relax", "rho", "norm_bound", "mix_rounds",
+    "mix_tol", "max_lead", "metric", "seed", "slow", "out", "overwrite", "check", "evaluate",
+    "save_model",
 })
 
 

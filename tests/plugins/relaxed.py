@@ -3,17 +3,15 @@
 Over-relaxation (Boyd et al., ADMM, section 3.4.3) replaces ``O_m`` by
 ``Oh_m = alpha O_m + (1 - alpha) Zbar`` in the average and in the dual step; its fixed
 point is consensus ADMM's, so every node must reach the exact ``O*``. It reuses the
-consensus driver (one allreduce per iteration), the consensus penalties and the metric.
+consensus driver (one allreduce per iteration), the consensus penalties and the metric, and
+the relaxed share and dual step of :class:`ConsensusADMM` (``--relax``), fixed at ``ALPHA``.
 Importing this module registers it as ``--mode relaxed-sync``.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from dssfn_mpi.algorithms import register
 from dssfn_mpi.algorithms.consensus import ConsensusADMM
-from dssfn_mpi.engines.updates import consensus_dual
 
 ALPHA = 1.6
 
@@ -23,12 +21,7 @@ class RelaxedConsensus(ConsensusADMM):
 
     name = "relaxed-sync"
     summary = "over-relaxed consensus ADMM, one allreduce per iteration (a test plug-in)"
-
-    def share(self, O, U, Zbar, out) -> None:
-        np.add(ALPHA * O + (1.0 - ALPHA) * Zbar, U, out=out)
-
-    def dual(self, mean, eps, O, U, Zbar, metric=None):
-        return consensus_dual(mean, eps, ALPHA * O + (1.0 - ALPHA) * Zbar, U, metric)
+    relax = ALPHA
 
 
 ALGORITHM = register(RelaxedConsensus())
