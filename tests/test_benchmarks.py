@@ -56,6 +56,12 @@ def _degree(sweeps, tmp_path_factory, capsys):
                      "--modes", "async,sync-graph")
 
 
+def _nodes(sweeps, tmp_path_factory, capsys):
+    # K = 40: sync on 2 nodes reaches 1e-2 at layer 1 in ~30 iterations (n = 100).
+    return _run_once(sweeps, tmp_path_factory, capsys, "nodes", "--values", "2,3",
+                     "--set", "iters=40")
+
+
 # --------------------------------------------------------------------------- sweeps
 
 
@@ -131,13 +137,13 @@ def test_collect_rebuilds_a_sweep_from_run_logs(sweeps, tmp_path_factory, capsys
 @pytest.mark.slow
 @needs_mpirun
 @pytest.mark.timeout(300)
-def test_nodes_quick_sweep(tmp_path, capsys):
-    out = tmp_path / "nodes.h5"
-    code, stdout, _ = _bench(capsys, "nodes", "--out", str(out), "--values", "2,3",
-                             "--modes", "async,sync", "--set", "central=false")
+def test_nodes_quick_sweep(sweeps, tmp_path_factory, capsys, tmp_path):
+    code, out, stdout = _nodes(sweeps, tmp_path_factory, capsys)
     assert code == 0, stdout
     runs = read_sweep(out)
-    assert set(runs) == {"async-M02", "sync-M02", "async-M03", "sync-M03"}
+    assert set(runs) == {"central", *(f"{mode}-M{m:02d}" for mode in ("async", "sync",
+                                                                       "sync-graph")
+                                      for m in (2, 3))}
     assert runs["async-M02"].attrs["degree"] == 1  # a 2-node ring is one edge
     assert runs["async-M03"].attrs["degree"] == 2
     assert runs["sync-M03"].nodes == 3
@@ -246,7 +252,8 @@ def test_failing_configuration_is_recorded_and_sweep_goes_on(tmp_path, capsys, m
     monkeypatch.setattr(specs, "_mode_iters",
                         lambda p, mode: ["--iters", "0"] if mode == "sync-graph" else [])
     code, stdout, err = _bench(capsys, "degree", "--out", str(out), "--values", "2",
-                               "--modes", "sync-graph,async", "--set", "central=false")
+                               "--modes", "sync-graph,async", "--set", "central=false",
+                               "--set", "nodes=3")
     assert code == 1
     assert "FAILED" in stdout and "sync-graph-d02" in err
     runs = read_sweep(out)
@@ -744,17 +751,15 @@ def test_straggler_sweeps_the_bounded_delay_and_runs_to_accuracy():
 @pytest.mark.slow
 @needs_mpirun
 @pytest.mark.timeout(600)
-def test_quick_sweep_projects_with_the_real_replay(tmp_path, capsys):
+def test_quick_sweep_projects_with_the_real_replay(sweeps, tmp_path_factory, capsys,
+                                                   tmp_path):
     # Needs the real dssfn_mpi.replay and run logs with traces (both 2026-11-23).
     pytest.importorskip("dssfn_mpi.replay")
     from dssfn_mpi.runlog import RunLog
 
     if "trace" not in RunLog.__dataclass_fields__:
         pytest.skip("run logs carry no trace in this version")
-    out = tmp_path / "nodes.h5"
-    # K = 40: sync on 2 nodes reaches 1e-2 at layer 1 in ~30 iterations (n = 100).
-    code, stdout, _ = _bench(capsys, "nodes", "--values", "2,3", "--set", "iters=40",
-                             "--out", str(out))
+    code, out, stdout = _nodes(sweeps, tmp_path_factory, capsys)
     assert code == 0, stdout
     assert stdout.count("projected shm") == 6  # every decentralized run, none for central
     runs = read_sweep(out)
