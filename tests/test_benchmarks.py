@@ -52,8 +52,8 @@ def _run_once(sweeps, tmp_path_factory, capsys, name: str, *extra: str):
 
 
 def _degree(sweeps, tmp_path_factory, capsys):
-    return _run_once(sweeps, tmp_path_factory, capsys, "degree", "--values", "2,5",
-                     "--modes", "async,sync-graph")
+    return _run_once(sweeps, tmp_path_factory, capsys, "degree", "--values", "2,3",
+                     "--modes", "async,sync-graph", "--set", "nodes=4")
 
 
 def _nodes(sweeps, tmp_path_factory, capsys):
@@ -73,8 +73,8 @@ def test_degree_quick_sweep_one_file(sweeps, tmp_path_factory, capsys):
     code, out, stdout = _degree(sweeps, tmp_path_factory, capsys)
     assert code == 0, stdout
     runs = read_sweep(out)
-    assert list(runs) == ["central", "async-d02", "sync-graph-d02", "async-d05",
-                          "sync-graph-d05"]
+    assert list(runs) == ["central", "async-d02", "sync-graph-d02", "async-d03",
+                          "sync-graph-d03"]
     for name, run in runs.items():
         assert run.attrs["bench"] == "degree"
         assert run.attrs["bench_status"] == "ok"
@@ -82,7 +82,7 @@ def test_degree_quick_sweep_one_file(sweeps, tmp_path_factory, capsys):
         assert run.complete and run.layers_done == 2  # quick: L = 1
         assert np.all(np.isfinite(run.layers["test_accuracy"])), name
         assert np.all(run.layers["total_seconds"] > 0)
-    assert runs["async-d05"].attrs["degree"] == 5 and runs["async-d05"].nodes == 6
+    assert runs["async-d03"].attrs["degree"] == 3 and runs["async-d03"].nodes == 4
     assert runs["central"].nodes == 1
     # Timing runs keep the equivalence check: the time to eps needs each layer's O*.
     assert np.all(np.isfinite(runs["async-d02"].layers["rel_distance"]))
@@ -126,10 +126,10 @@ def test_collect_rebuilds_a_sweep_from_run_logs(sweeps, tmp_path_factory, capsys
     code, stdout, _ = _bench(capsys, "collect", *files, "--out", str(target))
     assert code == 0, stdout
     runs = read_sweep(target)
-    assert set(runs) == {"central", "async-d02", "sync-graph-d02", "async-d05",
-                         "sync-graph-d05"}
-    assert runs["sync-graph-d05"].attrs["bench"] == "degree"  # guessed from the logs
-    assert runs["sync-graph-d05"].attrs["bench_value"] == 5
+    assert set(runs) == {"central", "async-d02", "sync-graph-d02", "async-d03",
+                         "sync-graph-d03"}
+    assert runs["sync-graph-d03"].attrs["bench"] == "degree"  # guessed from the logs
+    assert runs["sync-graph-d03"].attrs["bench_value"] == 3
     assert plot_file(target, tmp_path / "fig")
 
 
