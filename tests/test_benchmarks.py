@@ -52,8 +52,14 @@ def _run_once(sweeps, tmp_path_factory, capsys, name: str, *extra: str):
 
 
 def _degree(sweeps, tmp_path_factory, capsys):
-    return _run_once(sweeps, tmp_path_factory, capsys, "degree", "--values", "2,5",
-                     "--modes", "async,sync-graph")
+    return _run_once(sweeps, tmp_path_factory, capsys, "degree", "--values", "2,3",
+                     "--modes", "async,sync-graph", "--set", "nodes=4")
+
+
+def _nodes(sweeps, tmp_path_factory, capsys):
+    # K = 40: sync on 2 nodes reaches 1e-2 at layer 1 in ~30 iterations (n = 100).
+    return _run_once(sweeps, tmp_path_factory, capsys, "nodes", "--values", "2,3",
+                     "--set", "iters=40")
 
 
 # --------------------------------------------------------------------------- sweeps
@@ -67,8 +73,8 @@ def test_degree_quick_sweep_one_file(sweeps, tmp_path_factory, capsys):
     code, out, stdout = _degree(sweeps, tmp_path_factory, capsys)
     assert code == 0, stdout
     runs = read_sweep(out)
-    assert list(runs) == ["central", "async-d02", "sync-graph-d02", "async-d05",
-                          "sync-graph-d05"]
+    assert list(runs) == ["central", "async-d02", "sync-graph-d02", "async-d03",
+                          "sync-graph-d03"]
     for name, run in runs.items():
         assert run.attrs["bench"] == "degree"
         assert run.attrs["bench_status"] == "ok"
@@ -76,7 +82,7 @@ def test_degree_quick_sweep_one_file(sweeps, tmp_path_factory, capsys):
         assert run.complete and run.layers_done == 2  # quick: L = 1
         assert np.all(np.isfinite(run.layers["test_accuracy"])), name
         assert np.all(run.layers["total_seconds"] > 0)
-    assert runs["async-d05"].attrs["degree"] == 5 and runs["async-d05"].nodes == 6
+    assert runs["async-d03"].attrs["degree"] == 3 and runs["async-d03"].nodes == 4
     assert runs["central"].nodes == 1
     # Timing runs keep the equivalence check: the time to eps needs each layer's O*.
     assert np.all(np.isfinite(runs["async-d02"].layers["rel_distance"]))
@@ -120,10 +126,10 @@ def test_collect_rebuilds_a_sweep_from_run_logs(sweeps, tmp_path_factory, capsys
     code, stdout, _ = _bench(capsys, "collect", *files, "--out", str(target))
     assert code == 0, stdout
     runs = read_sweep(target)
-    assert set(runs) == {"central", "async-d02", "sync-graph-d02", "async-d05",
-                         "sync-graph-d05"}
-    assert runs["sync-graph-d05"].attrs["bench"] == "degree"  # guessed from the logs
-    assert runs["sync-graph-d05"].attrs["bench_value"] == 5
+    assert set(runs) == {"central", "async-d02", "sync-graph-d02", "async-d03",
+                         "sync-graph-d03"}
+    assert runs["sync-graph-d03"].attrs["bench"] == "degree"  # guessed from the logs
+    assert runs["sync-graph-d03"].attrs["bench_value"] == 3
     assert plot_file(target, tmp_path / "fig")
 
 
@@ -131,13 +137,13 @@ def test_collect_rebuilds_a_sweep_from_run_logs(sweeps, tmp_path_factory, capsys
 @pytest.mark.slow
 @needs_mpirun
 @pytest.mark.timeout(300)
-def test_nodes_quick_sweep(tmp_path, capsys):
-    out = tmp_path / "nodes.h5"
-    code, stdout, _ = _bench(capsys, "nodes", "--out", str(out), "--values", "2,3",
-                             "--modes", "async,sync", "--set", "central=false")
+def test_nodes_quick_sweep(sweeps, tmp_path_factory, capsys, tmp_path):
+    code, out, stdout = _nodes(sweeps, tmp_path_factory, capsys)
     assert code == 0, stdout
     runs = read_sweep(out)
-    assert set(runs) == {"async-M02", "sync-M02", "async-M03", "sync-M03"}
+    assert set(runs) == {"central", *(f"{mode}-M{m:02d}" for mode in ("async", "sync",
+                                                                       "sync-graph")
+                                      for m in (2, 3))}
     assert runs["async-M02"].attrs["degree"] == 1  # a 2-node ring is one edge
     assert runs["async-M03"].attrs["degree"] == 2
     assert runs["sync-M03"].nodes == 3
@@ -246,7 +252,8 @@ def test_failing_configuration_is_recorded_and_sweep_goes_on(tmp_path, capsys, m
     monkeypatch.setattr(specs, "_mode_iters",
                         lambda p, mode: ["--iters", "0"] if mode == "sync-graph" else [])
     code, stdout, err = _bench(capsys, "degree", "--out", str(out), "--values", "2",
-                               "--modes", "sync-graph,async", "--set", "central=false")
+                               "--modes", "sync-graph,async", "--set", "central=false",
+                               "--set", "nodes=3")
     assert code == 1
     assert "FAILED" in stdout and "sync-graph-d02" in err
     runs = read_sweep(out)
@@ -754,17 +761,15 @@ def test_straggler_sweeps_the_bounded_delay_and_runs_to_accuracy():
 @pytest.mark.slow
 @needs_mpirun
 @pytest.mark.timeout(600)
-def test_quick_sweep_projects_with_the_real_replay(tmp_path, capsys):
+def test_quick_sweep_projects_with_the_real_replay(sweeps, tmp_path_factory, capsys,
+                                                   tmp_path):
     # Needs the real dssfn_mpi.replay and run logs with traces (both 2026-11-23).
     pytest.importorskip("dssfn_mpi.replay")
     from dssfn_mpi.runlog import RunLog
 
     if "trace" not in RunLog.__dataclass_fields__:
         pytest.skip("run logs carry no trace in this version")
-    out = tmp_path / "nodes.h5"
-    # K = 40: sync on 2 nodes reaches 1e-2 at layer 1 in ~30 iterations (n = 100).
-    code, stdout, _ = _bench(capsys, "nodes", "--values", "2,3", "--set", "iters=40",
-                             "--out", str(out))
+    code, out, stdout = _nodes(sweeps, tmp_path_factory, capsys)
     assert code == 0, stdout
     assert stdout.count("projected shm") == 6  # every decentralized run, none for central
     runs = read_sweep(out)

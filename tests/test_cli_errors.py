@@ -51,7 +51,7 @@ SMALL = ("--dataset", "synthetic", "--layers", "1", "--hidden", "30", "--iters",
 )
 def test_bad_settings_under_mpirun(tmp_path, args, fragments):
     out = tmp_path / "run.h5"
-    res = run_cli(3, "train", *SMALL, "--out", str(out), *args)
+    res = run_cli(2, "train", *SMALL, "--out", str(out), *args)
     _assert_user_error(res, *fragments)
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []

@@ -331,10 +331,11 @@ def test_letter_split_sizes_counts_and_reproducibility() -> None:
 @pytest.mark.data
 def test_mnist_published_counts_and_speed() -> None:
     root = public_dir("mnist")
-    t0 = time.perf_counter()
+    # CPU time, not wall: other work on a shared machine must not fail the test.
+    t0 = time.process_time()
     d = load_dataset("mnist", data_dir=root)
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 10.0, f"MNIST took {elapsed:.1f} s to load"
+    elapsed = time.process_time() - t0
+    assert elapsed < 10.0, f"MNIST took {elapsed:.1f} s of CPU to load"
     assert_well_formed(d, 784, 10, 60000, 10000)
     train_counts = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
     test_counts = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]

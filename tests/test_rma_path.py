@@ -21,7 +21,7 @@ def test_the_write_path_is_chosen_and_recorded(tmp_path, rma, path):
     """On one node under osc/sm (the tests' setting) auto stores directly; put is MPI_Put."""
     assert os.environ.get("OMPI_MCA_osc", "sm") == "sm"
     out = tmp_path / "run.h5"
-    res = run_cli(3, "train", *SMALL, "--rma", rma, "--out", str(out))
+    res = run_cli(2, "train", *SMALL, "--rma", rma, "--out", str(out))
     assert res.returncode == 0, res.stderr[-2000:]
     log = read_runlog(out)
     assert log.attrs["rma_write_path"] == path
@@ -34,7 +34,7 @@ def test_the_write_path_is_chosen_and_recorded(tmp_path, rma, path):
 
 def test_sync_runs_record_no_write_path(tmp_path):
     out = tmp_path / "run.h5"
-    res = run_cli(3, "train", *SMALL[:-3], "--mode", "sync", "--quiet", "--out", str(out))
+    res = run_cli(2, "train", *SMALL[:-3], "--mode", "sync", "--quiet", "--out", str(out))
     assert res.returncode == 0, res.stderr[-2000:]
     assert read_runlog(out).attrs["rma_write_path"] == ""
 
@@ -43,7 +43,7 @@ def test_store_where_no_shared_window_is_a_user_error(tmp_path, monkeypatch):
     """osc/rdma makes no shared windows: --rma store stops before any work, on every rank."""
     monkeypatch.setenv("OMPI_MCA_osc", "rdma")
     out = tmp_path / "run.h5"
-    res = run_cli(3, "train", *SMALL, "--rma", "store", "--out", str(out))
+    res = run_cli(2, "train", *SMALL, "--rma", "store", "--out", str(out))
     assert res.returncode == 2, res.stderr[-2000:]
     ours = [ln for ln in res.stderr.splitlines() if ln.startswith("dssfn-mpi: error:")]
     assert len(ours) == 1 and "--rma store" in ours[0] and "--rma put" in ours[0], res.stderr

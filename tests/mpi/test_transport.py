@@ -348,9 +348,12 @@ def _stress(
 def test_seqlock_reads_never_tear_under_concurrent_puts(shape, mode, compiled):
     # The proof that the seqlock is correct: every Z returned while writers put in
     # bursts is one writer's one version throughout, and versions never go back. Both
-    # paths: the engine's choice (compiled with direct stores and numba) and Python.
+    # paths: the engine's choice (compiled with direct stores and numba) and Python. Half a
+    # second at least, per case and pass (tests/mpi runs in four passes and two more
+    # stacks): the reader without the second check is caught in ~0.1 s
+    # (test_seqlock_mutation.py).
     t = _stress(
-        _comm(), shape, mode, min_seconds=1.0, max_seconds=12.0, enough_fresh=1000,
+        _comm(), shape, mode, min_seconds=0.5, max_seconds=12.0, enough_fresh=1000,
         enough_retries=1, burst=8, compiled=compiled,
     )
     print(f"seqlock stress {shape} {mode} compiled={compiled}: {t}")
