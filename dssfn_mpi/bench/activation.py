@@ -222,6 +222,12 @@ def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
             raise RuntimeError(f"read versions {versions}, expected {r + 1} from every neighbour")
         sh.win.Sync()
         _sleeping_barrier(mb.comm)  # the neighbours may put again
+    return _parts(act, flo)
+
+
+def _parts(act: Any, flo: Any) -> dict[str, np.ndarray]:
+    """The activation's parts (read, update, solve, put, total) and the floor's, seconds
+    (parts, reps), from the two clocks' nanosecond stamps, for ``cpu`` and ``wall``."""
     res = {}
     for kind in ("cpu", "wall"):
         a, f = np.diff(getattr(act, kind), axis=1), np.diff(getattr(flo, kind), axis=1)

@@ -181,14 +181,7 @@ def straggler_figure(summary: Mapping[str, Any], outdir: Path) -> list[Path]:
     ax_r.set_yscale("log")
     ax_r.set_ylabel(r"max$_m$ $\|O_m - O^*\| / \|O^*\|$, last layer (log)")
     ax_a.set_ylabel("test accuracy, last layer [%] (mean over nodes)")
-    accs = [r["live"]["acc_mean"] * 100 for r in rows
-            if r["live"] is not None and math.isfinite(r["live"]["acc_mean"])]
-    if accs:
-        ax_a.set_ylim(max(0.0, min(accs) - 5), min(100.0, max(accs) + 2))
-    for ax in axes.ravel():
-        ax.set_xticks(x, labels, fontsize=8)
-        ax.set_xlabel("slowed ranks × slow-down factor")
-        ax.grid(alpha=0.3, axis="y")
+    _straggler_axes(axes, rows, x, labels)
     ax_l.legend(fontsize=6)
     if any_proj:
         ax_p.legend(fontsize=6)
@@ -198,6 +191,19 @@ def straggler_figure(summary: Mapping[str, Any], outdir: Path) -> list[Path]:
                  f"(--max-lead 4), async-unbounded = --max-lead -1", fontsize=9)
     fig.tight_layout()
     return save(fig, outdir, "straggler")
+
+
+def _straggler_axes(axes: Any, rows: list[Mapping[str, Any]], x: np.ndarray,
+                    labels: list[str]) -> None:
+    """The straggler figure's shared x axis (the cases) and the accuracy panel's range."""
+    accs = [r["live"]["acc_mean"] * 100 for r in rows
+            if r["live"] is not None and math.isfinite(r["live"]["acc_mean"])]
+    if accs:
+        axes.ravel()[3].set_ylim(max(0.0, min(accs) - 5), min(100.0, max(accs) + 2))
+    for ax in axes.ravel():
+        ax.set_xticks(x, labels, fontsize=8)
+        ax.set_xlabel("slowed ranks × slow-down factor")
+        ax.grid(alpha=0.3, axis="y")
 
 
 def jitter_figure(summary: Mapping[str, Any], outdir: Path, stem: str = "jitter") -> list[Path]:
