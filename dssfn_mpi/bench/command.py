@@ -97,6 +97,12 @@ def _table2_specs(p: Preset, data_dir: str | None,
     return S.table2_specs(p, datasets, data_dir, paper_ok), datasets
 
 
+def _decompose_specs(p: Preset, data_dir: str | None) -> list[S.RunSpec]:
+    from .decompose import decompose_specs
+
+    return decompose_specs(p, data_dir)
+
+
 def _specs_of(build: Callable[[Preset, str | None], list[S.RunSpec]]) -> SpecsBuilder:
     """A sweep whose configurations need only the preset and the data folder."""
     return lambda p, data_dir, args: (build(p, data_dir), [])
@@ -110,6 +116,7 @@ SPECS: dict[str, SpecsBuilder] = {
     "straggler": _specs_of(S.straggler_specs),
     "noise": _specs_of(S.noise_specs),
     "contention": _specs_of(S.contention_specs),
+    "decompose": _specs_of(_decompose_specs),
 }
 
 
@@ -138,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
     specs, datasets = SPECS[args.name](p, data_dir, args)
     if to_eps and not getattr(args, "no_simulate", False):
         specs += S.simulated_specs(args.name, p, data_dir, datasets)
+    if getattr(args, "no_live", False):
+        specs = [s for s in specs if s.nodes is None]
     require(bool(specs), f"{args.name}: nothing to run (empty --values or --modes?)")
     if not args.dry_run:
         print(f"bench {args.name}, preset {args.preset}: {len(specs)} runs -> {out}", flush=True)
@@ -151,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.dry_run:
         return 0
-    if args.name in ("table2", "contention", "noise") or to_eps:
+    if args.name in ("table2", "contention", "noise", "decompose") or to_eps:
         from ..runlog import read_sweep
         from .plot import summary_markdown
         from .records import sweep_summaries

@@ -67,7 +67,9 @@ def _shrink_png(path: Path) -> None:
 
 
 def engine_of(mode: str) -> str:
-    """The engine of a mode or variant: ``async-lead16``, ``async-unbounded`` -> ``async``."""
+    """The engine of a mode or variant: ``async-lead16``, ``async-unbounded``, ``async@1.8``
+    -> ``async``."""
+    mode = mode.split("@")[0]
     if mode.startswith("async-lead") or mode == "async-unbounded":
         return "async"
     return mode

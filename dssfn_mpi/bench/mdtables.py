@@ -20,8 +20,9 @@ the results page's summary (:mod:`dssfn_mpi.bench.answer`, views ``readme`` and
 :func:`differences` names the blocks whose text is not what their file gives
 (``dssfn-mpi plot --all --check``, and the test that keeps the page honest).
 Views: a sweep summary's main table (default) or ``jitter``; a table2 summary's
-``accuracy`` or ``times`` table alone; a contention summary's ``slowdown`` table; the
-one-shot cost's ``cost`` table (default); an RMA file's ``write`` (default), ``read`` or
+``accuracy`` or ``times`` table alone; a contention summary's ``slowdown`` table; a
+decompose summary's ``times`` or ``relax`` table; the one-shot cost's ``cost`` table
+(default); an RMA file's ``write`` (default), ``read`` or
 ``activation`` table (:mod:`dssfn_mpi.bench.rmaviews`); the time-to-eps summary's table,
 or its ``live`` or ``simulated`` rows.
 """
@@ -98,6 +99,10 @@ def _summary_view(path: Path, view: str | None) -> str | None:
         return table2_markdown(summary, view)
     if view == "slowdown" and bench == "contention":
         return slowdown_markdown(summary)
+    if view in ("times", "relax") and bench == "decompose":
+        from .decompose import decompose_markdown
+
+        return decompose_markdown(summary, view)
     return None
 
 

@@ -30,6 +30,7 @@ SWEEPS = {
     "straggler": "slow-down factors of the one slowed rank",
     "noise": "slow-down factors of the one slowed rank",
     "contention": "busy processes beside the job",
+    "decompose": "node counts M (the first also on the complete graph, at every relaxation)",
 }
 
 
@@ -44,6 +45,9 @@ _DESCRIPTIONS = {
              "from its trace) and simulated, with per-activation jitter and one straggler.",
     "contention": "Every mode and wait policy with busy processes beside the job (a shared "
                   "machine).",
+    "decompose": "Async's cost at equal accuracy split into graph, formulation and "
+                 "asynchrony: each variant simulated on the ring, degree 8 and the complete "
+                 "graph at each relaxation (--set relaxes=...).",
     "rma": "The one-sided micro-benchmark: put latency and bandwidth, passive progress, "
            "as 2-rank jobs.",
     "collect": "Gather run logs (e.g. the results of a Slurm array) into one sweep file.",
@@ -150,6 +154,9 @@ def add_bench_parser(sub: Any, **kw: Any) -> argparse.ArgumentParser:
                            f"(default, by preset: {_by_preset('table2', 'seeds')})")
         if name in ("degree", "nodes", "table2"):
             _eps_form(b, name)
+        if name == "noise":
+            b.add_argument("--no-live", action="store_true",
+                           help="the simulated runs only (no MPI job)")
         _jobs(b, name)
     _common(_add_sweep(benches, "rma", **kw), data=False)
     c = _add_sweep(benches, "collect", **kw)

@@ -292,6 +292,10 @@ def summary_markdown(summary: dict) -> str:
     bench, tte = summary["bench"], summary_stem(summary) != summary["bench"]
     if bench == "noise":
         return T.noise_markdown(summary)
+    if bench == "decompose":
+        from .decompose import decompose_markdown
+
+        return decompose_markdown(summary)
     if bench == "table2":
         return T.table2_tte_markdown(summary) if tte else table2_markdown(summary)
     if bench in ("degree", "nodes"):
@@ -346,6 +350,12 @@ def plot_summary(summary: dict, outdir: Path, name: str = "sweep") -> list[Path]
     from .timeplots import straggler_figure, sweep_time_figure
 
     bench = summary["bench"]
+    if bench == "decompose":
+        from .decompose import decompose_figure, decompose_markdown
+
+        md = outdir / "decomposition.md"
+        md.write_text(decompose_markdown(summary) + "\n")
+        return [md, *_save_figure(decompose_figure(summary), outdir, "decomposition")]
     if summary_stem(summary) != bench or bench == "noise":
         out = _plot_tte(summary, outdir)
         if bench in ("degree", "nodes"):

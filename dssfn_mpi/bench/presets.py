@@ -72,6 +72,8 @@ class Preset:
         (degree; empty: the live ones). table2 and noise simulate their live cases.
     jitters : tuple of str
         noise: the per-activation jitters (``exp:MEAN``), projected and simulated.
+    relaxes : tuple of float
+        decompose: the relaxations (``--relax``, the edge form's ``--eta``) of every variant.
     """
 
     dataset: str = "digits"
@@ -92,6 +94,7 @@ class Preset:
     eps_iters: int = 500
     sim_values: tuple = ()
     jitters: tuple[str, ...] = ("exp:0.5", "exp:1.0")
+    relaxes: tuple = (1.0,)
 
 
 _TABLE2_ALL = ("vowel", "satimage", "letter", "mnist", "norb", "caltech101")
@@ -105,6 +108,8 @@ ONESHOT_MODES = ("oneshot", "oneshot-graph")
 #: Every engine, as the noise benchmark and the time-to-eps form run them.
 ALL_ENGINES = ("async", "sync", "sync-graph", *ONESHOT_MODES)
 # The simulated node counts of the time-to-eps form: the live ones and past them.
+#: The decomposition's variants (:data:`dssfn_mpi.bench.decompose.VARIANTS`).
+_DECOMPOSE = ("sync", "sync-graph", "lockstep", "async")
 _SIM_NODES = (2, 4, 8, 12, 16, 20, 32, 64, 128, 256)
 
 PRESETS: dict[str, dict[str, Preset]] = {
@@ -144,6 +149,18 @@ PRESETS: dict[str, dict[str, Preset]] = {
         "paper": Preset(dataset="satimage", layers=20, hidden=None, iters=3000, nodes=20,
                         degree=8, values=(2.0, 5.0, 10.0), modes=ALL_ENGINES, central=False,
                         stop="eps:1e-2", eps_iters=3000),
+    },
+    # Async's cost split at equal accuracy (bench/decompose.py): values are node counts (at
+    # M = nodes also the complete graph and every relaxation), all simulated.
+    "decompose": {
+        "quick": Preset(nodes=6, values=(6, 8), modes=_DECOMPOSE, central=False,
+                        stop="eps:1e-2", iters=500, relaxes=(1.0, 1.6)),
+        "mid": Preset(dataset="satimage", layers=2, hidden=None, iters=3000, nodes=20,
+                      values=(20, 64, 128), modes=_DECOMPOSE, central=False, stop="eps:1e-2",
+                      eps_iters=3000, relaxes=(1.0, 1.3, 1.6, 1.8)),
+        "paper": Preset(dataset="satimage", layers=20, hidden=None, iters=3000, nodes=20,
+                        values=(20, 64, 128), modes=_DECOMPOSE, central=False, stop="eps:1e-2",
+                        eps_iters=3000, relaxes=(1.0, 1.3, 1.6, 1.8)),
     },
     "straggler": {
         "quick": Preset(nodes=4, degree=2, values=(5.0,), modes=_STRAGGLER_MODES,
@@ -197,6 +214,8 @@ def _parse_value(key: str, text: str, current: Any, kind: Any) -> Any:
             items = [s for s in text.split(",") if s]
             if key in ("modes", "datasets", "policies", "jitters"):
                 return tuple(items)
+            if key == "relaxes":
+                return tuple(float(s) for s in items)
             return tuple(float(s) if "." in s else int(s) for s in items)
         if kind_s.startswith("bool"):
             require(text.lower() in ("true", "false", "1", "0", "yes", "no"),

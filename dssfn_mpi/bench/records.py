@@ -54,7 +54,7 @@ SUMMARY_VERSION = 1
 
 #: ``bench_*`` labels copied into a record (without the prefix) when the run has them.
 _LABELS = ("setting", "dataset", "seed", "pattern", "factor", "slow_ranks", "case", "jitter",
-           "wait", "busy", "rep", "kind")
+           "wait", "busy", "rep", "kind", "graph", "relax")
 #: RunSummary fields copied into a record.
 _NUMBERS = ("train_seconds", "scaled_seconds", "median_rank_seconds", "wait_seconds",
             "solve_seconds", "cpu_seconds", "projected_seconds", "projected_scaled_seconds",

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from itertools import product
 from typing import Any
 
-from ..errors import require
+from ..errors import UserError, require
 from .presets import ONESHOT_MODES, WAIT_POLICIES, Preset
 
 __all__ = ["RunSpec", "contention_specs", "degree_specs", "eps_form", "noise_specs",
-           "nodes_specs", "simulated_specs", "slow_ranks", "straggler_specs", "table2_specs",
-           "wait_args"]
+           "nodes_specs", "relax_args", "simulate_args", "simulated_specs", "slow_ranks",
+           "straggler_specs", "table2_specs", "wait_args"]
 
 
 @dataclass
@@ -278,7 +278,7 @@ def eps_form(p: Preset, eps: float, modes_given: bool) -> Preset:
     return replace(p, stop=f"eps:{eps:g}", iters=p.eps_iters, modes=modes)
 
 
-def _simulate(p: Preset, dataset: str, data_dir: str | None, nodes: int,
+def simulate_args(p: Preset, dataset: str, data_dir: str | None, nodes: int,
               graph: list[str], mode: str, seed: int = 0) -> list[str]:
     """``dssfn-mpi simulate`` arguments of one configuration (no evaluation: the
     simulated runs give times and distances)."""
@@ -292,8 +292,34 @@ def _simulate(p: Preset, dataset: str, data_dir: str | None, nodes: int,
     return args
 
 
+def relax_args(mode: str, alpha: float) -> list[str]:
+    """The relaxation ``alpha`` of ``--mode mode``: ``--relax`` where its algorithm takes
+    it, the edge form's ``--eta`` otherwise; nothing at 1.
+
+    Raises
+    ------
+    UserError
+        ``alpha`` outside (0, 2).
+    """
+    from ..algorithms.registry import lookup
+
+    require(0 < alpha < 2, f"relaxation {alpha:g} of {mode}: it lies in (0, 2)")
+    if alpha == 1.0:
+        return []
+    return ["--relax" if lookup(mode).relaxes else "--eta", f"{alpha:g}"]
+
+
 def _variant_args(mode: str) -> list[str]:
-    """``--mode`` (and ``--max-lead``) of a mode or async variant."""
+    """``--mode`` (and ``--max-lead``, the relaxation) of a mode or variant: ``async-leadS``,
+    ``async-unbounded``, and ``VARIANT@ALPHA`` relaxed by ALPHA (:func:`relax_args`)."""
+    base, sep, alpha = mode.partition("@")
+    if sep:
+        try:
+            value = float(alpha)
+        except ValueError:
+            raise UserError(f"variant {mode!r}: ALPHA of MODE@ALPHA must be a number") from None
+        args = _variant_args(base)
+        return [*args, *relax_args(args[1], value)]
     if mode == "async-unbounded":
         return ["--mode", "async", "--max-lead", "-1"]
     lead = mode.removeprefix("async-lead")
@@ -331,7 +357,7 @@ def simulated_specs(bench: str, p: Preset, data_dir: str | None,
                 group=f"sim-{tag}-{mode}" if bench == "table2" else f"sim-{mode}-{tag}",
                 label=f"simulated {mode} M={nodes} {' '.join(graph[1:])} {dataset}",
                 nodes=None,
-                train_args=_simulate(p, dataset, data_dir, nodes, graph, mode),
+                train_args=simulate_args(p, dataset, data_dir, nodes, graph, mode),
                 meta={"bench": bench, "bench_mode": mode, "bench_kind": "simulated", **meta},
             ))
     return specs
@@ -365,7 +391,7 @@ def noise_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
                 "bench_factor": factor, "bench_slow_ranks": "0" if slow else "",
                 "bench_value": factor}
         for mode in p.modes:
-            if not jitter and (not slow or mode.split("-lead")[0] in _LIVE_SLOW
+            if not jitter and (not slow or mode.split("@")[0].split("-lead")[0] in _LIVE_SLOW
                                or mode == "async-unbounded"):
                 specs.append(RunSpec(
                     group=f"{mode}-{case.replace(':', '')}", label=f"{mode} {case}",
@@ -375,7 +401,7 @@ def noise_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
             noise = ["--jitter", jitter, "--jitter-seed", "0"] if jitter else slow
             specs.append(RunSpec(
                 group=f"sim-{mode}-{case.replace(':', '')}", label=f"simulated {mode} {case}",
-                nodes=None, train_args=[*_simulate(p, p.dataset, data_dir, p.nodes, graph, mode),
-                                        *noise],
+                nodes=None, train_args=[*simulate_args(p, p.dataset, data_dir, p.nodes, graph,
+                                                       mode), *noise],
                 meta={**meta, "bench_mode": mode, "bench_kind": "simulated"}))
     return specs

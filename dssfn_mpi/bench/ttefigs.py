@@ -49,7 +49,7 @@ def tte_records(summary: Mapping[str, Any]) -> list[dict]:
 def mode_order(modes: Iterable[str]) -> list[str]:
     """Modes in the engines' order (async variants after async), others last."""
     def key(m: str) -> tuple:
-        base = "async" if m.startswith("async") else m
+        base = "async" if m.startswith("async") else m.split("@")[0]
         return (ALL_ENGINES.index(base) if base in ALL_ENGINES else 99, m)
 
     return sorted(set(modes), key=key)

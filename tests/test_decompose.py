@@ -1,0 +1,104 @@
+"""``bench decompose``: its configurations and the tables and figure drawn from its summary.
+
+No run: the specs are parsed by the real ``simulate`` parser, the tables are drawn from a
+summary made by hand, so every number in them is known.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dssfn_mpi.bench.decompose import decompose_figure, decompose_markdown, decompose_specs
+from dssfn_mpi.bench.presets import apply_overrides, get_preset
+from dssfn_mpi.bench.specs import _variant_args, relax_args
+from dssfn_mpi.cli import build_parser
+from dssfn_mpi.errors import UserError
+
+
+def _opt(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+def test_the_sweep_is_every_variant_graph_and_relaxation_and_parses():
+    p = get_preset("decompose", "quick")  # M = 6 and 8, relaxations 1 and 1.6
+    specs = decompose_specs(p, None)
+    assert len({s.group for s in specs}) == len(specs)
+    seen = {(s.meta["bench_mode"], s.meta["bench_graph"], s.meta["bench_value"],
+             s.meta["bench_relax"]) for s in specs}
+    at6 = {(v, g, 6, a) for v in p.modes for g in ("ring", "d8", "complete") for a in (1.0, 1.6)}
+    at8 = {(v, g, 8, a) for v in ("sync", "lockstep", "async") for g in ("ring", "d8")
+           for a in (1.0, 1.6)}
+    assert seen == at6 | at8
+    parser = build_parser()
+    for s in specs:
+        assert s.nodes is None and s.train_args[0] == "simulate"
+        args = parser.parse_args(s.train_args)  # well formed for the real command
+        assert args.stop == "eps:1e-2" and args.nodes == s.meta["bench_value"]
+        mode, relax = s.meta["bench_mode"], s.meta["bench_relax"]
+        flag = "--relax" if mode.startswith("sync") else "--eta"
+        assert _opt(s.train_args, flag) == (None if relax == 1.0 else "1.6"), s.train_args
+        lockstep = mode == "lockstep"
+        assert (_opt(s.train_args, "--max-lead") == "0") == lockstep
+        assert (_opt(s.train_args, "--speed") == "const:1e-3") == lockstep
+        graph = s.meta["bench_graph"]
+        assert _opt(s.train_args, "--topology") == {"d8": "circular"}.get(graph, graph)
+
+
+def test_bad_relaxations_and_variants_are_user_errors():
+    p = get_preset("decompose", "quick")
+    with pytest.raises(UserError, match="lies in"):
+        decompose_specs(apply_overrides(p, ["relaxes=1,2.5"]), None)
+    with pytest.raises(UserError, match="unknown variant"):
+        decompose_specs(apply_overrides(p, ["modes=sync,nope"]), None)
+    assert _variant_args("sync@1.6") == ["--mode", "sync", "--relax", "1.6"]
+    assert _variant_args("async-lead0@1.8") == ["--mode", "async", "--max-lead", "0",
+                                                 "--eta", "1.8"]
+    assert relax_args("sync-graph", 1.0) == []
+    with pytest.raises(UserError, match="must be a number"):
+        _variant_args("async@x")
+
+
+def _rec(mode, graph, M, alpha, layers, reached=True, secs=0.1):
+    return {"ok": True, "mode": mode, "graph": graph, "value": float(M), "relax": alpha,
+            "kind": "simulated", "eps_reached": reached, "time_at_eps": secs,
+            "activations_per_layer": layers}
+
+
+def _summary():
+    recs = [
+        _rec("sync", "d8", 20, 1.0, [5, 15, 18]), _rec("sync", "d8", 20, 1.8, [4, 7, 13]),
+        _rec("sync-graph", "d8", 20, 1.0, [5, 16, 20]),
+        _rec("sync-graph", "d8", 20, 1.8, [9, 99, 99], reached=False),  # cap: never best
+        _rec("lockstep", "d8", 20, 1.0, [9, 30, 48]), _rec("lockstep", "d8", 20, 1.6, [9, 21, 30]),
+        _rec("lockstep", "d8", 20, 1.8, [9, 20, 31]),  # 51 as at 1.6: the smaller alpha wins
+        _rec("async", "d8", 20, 1.0, [20, 40, 62]), _rec("async", "d8", 20, 1.8, [20, 30, 44]),
+        _rec("sync", "ring", 64, 1.0, [5, 20, 20]), _rec("async", "ring", 64, 1.0, [9, 99, 101]),
+    ]
+    return {"bench": "decompose", "eps": 0.01, "records": recs,
+            "info": {"dataset": "satimage", "layers": 2, "stop": "eps:1e-2"}}
+
+
+def test_the_table_takes_each_variant_at_its_best_relaxation_and_divides():
+    md = decompose_markdown(_summary())
+    lines = md.splitlines()
+    assert lines[0] == ("| M | graph | sync | sync-graph | lockstep | async | graph | "
+                        "graph + formulation | asynchrony (edge) |")
+    # layers 1-2 summed: sync 20 at 1.8, sync-graph 36 at 1 (1.8 capped), lockstep 51 at 1.6,
+    # async 74 at 1.8; factors 36/20, 51/20, 74/51
+    assert lines[2] == ("| 20 | d = 8 | 20 (1.8) | 36 (1) | 51 (1.6) | 74 (1.8) | 1.80x | "
+                        "2.55x | 1.45x |")
+    assert lines[3] == "| 64 | ring | 40 (1) | - | - | 200 (1) | - | - | - |"
+    relax = decompose_markdown(_summary(), "relax").splitlines()
+    assert relax[0] == "| graph (M = 20) | variant | 1 | 1.6 | 1.8 | best |"
+    assert "| d = 8 | sync-graph | 36 | - | cap | 1 |" in relax
+    assert "| d = 8 | lockstep | 78 | 51 | 51 | 1.6 |" in relax
+    times = decompose_markdown(_summary(), "times").splitlines()
+    # lockstep (a constant speed) has no projected time
+    assert times[0] == "| M | graph | sync [ms] | sync-graph [ms] | async [ms] |"
+    assert times[2] == "| 20 | d = 8 | 100.0 | 100.0 | 100.0 |"
+
+
+def test_the_figure_draws_a_bar_per_factor():
+    fig = decompose_figure(_summary())
+    bars = [b.get_height() for b in fig.axes[0].patches]
+    assert sorted(round(h, 2) for h in bars) == [1.45, 1.8, 2.55]
