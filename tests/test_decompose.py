@@ -81,13 +81,12 @@ def _summary():
 def test_the_table_takes_each_variant_at_its_best_relaxation_and_divides():
     md = decompose_markdown(_summary())
     lines = md.splitlines()
-    assert lines[0] == ("| M | graph | sync | sync-graph | lockstep | async | graph | "
+    assert lines[0] == ("| M | graph | sync | sync-graph | lockstep | async | "
                         "graph + formulation | asynchrony (edge) |")
     # layers 1-2 summed: sync 20 at 1.8, sync-graph 36 at 1 (1.8 capped), lockstep 51 at 1.6,
-    # async 74 at 1.8; factors 36/20, 51/20, 74/51
-    assert lines[2] == ("| 20 | d = 8 | 20 (1.8) | 36 (1) | 51 (1.6) | 74 (1.8) | 1.80x | "
-                        "2.55x | 1.45x |")
-    assert lines[3] == "| 64 | ring | 40 (1) | - | - | 200 (1) | - | - | - |"
+    # async 74 at 1.8; factors 51/20, 74/51
+    assert lines[2] == "| 20 | d = 8 | 20 (1.8) | 36 (1) | 51 (1.6) | 74 (1.8) | 2.55x | 1.45x |"
+    assert lines[3] == "| 64 | ring | 40 (1) | - | - | 200 (1) | - | - |"
     relax = decompose_markdown(_summary(), "relax").splitlines()
     assert relax[0] == "| graph (M = 20) | variant | 1 | 1.6 | 1.8 | best |"
     assert "| d = 8 | sync-graph | 36 | - | cap | 1 |" in relax
@@ -95,10 +94,24 @@ def test_the_table_takes_each_variant_at_its_best_relaxation_and_divides():
     times = decompose_markdown(_summary(), "times").splitlines()
     # lockstep (a constant speed) has no projected time
     assert times[0] == "| M | graph | sync [ms] | sync-graph [ms] | async [ms] |"
-    assert times[2] == "| 20 | d = 8 | 100.0 | 100.0 | 100.0 |"
+    assert times[2] == "| 20 | d = 8 | 100.0 | 100.0 (1.00x) | 100.0 (1.00x) |"
 
 
 def test_the_figure_draws_a_bar_per_factor():
     fig = decompose_figure(_summary())
     bars = [b.get_height() for b in fig.axes[0].patches]
-    assert sorted(round(h, 2) for h in bars) == [1.45, 1.8, 2.55]
+    assert sorted(round(h, 2) for h in bars) == [1.45, 2.55]
+
+
+def test_with_neighbourhood_consensus_the_graph_and_formulation_split():
+    s = _summary()
+    s["records"] += [_rec("hood-lockstep", "d8", 20, 1.0, [9, 12, 18]),
+                     _rec("hood", "d8", 20, 1.0, [9, 15, 21])]
+    lines = decompose_markdown(s).splitlines()
+    assert lines[0].endswith("| async | hood-lockstep | hood | graph | graph + formulation | "
+                             "formulation | asynchrony (edge) | asynchrony (hood) |")
+    # graph 30/20, formulation 51/30, asynchrony 74/51 and 36/30
+    assert lines[2].endswith("| 30 (1) | 36 (1) | 1.50x | 2.55x | 1.70x | 1.45x | 1.20x |")
+    fig = decompose_figure(s)  # graph x formulation drawn as its two parts
+    bars = sorted(round(b.get_height(), 2) for b in fig.axes[0].patches)
+    assert bars == [1.2, 1.45, 1.5, 1.7]

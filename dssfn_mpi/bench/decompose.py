@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from matplotlib.ticker import FuncFormatter
+
 from ..errors import require
 from .figstyle import plt
 from .presets import Preset
@@ -66,6 +68,9 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("lockstep", ("--mode", "async", "--max-lead", "0", "--speed", "const:1e-3"),
             timed=False),
     Variant("async", ("--mode", "async")),
+    # neighbourhood consensus ADMM, in synchronous rounds and asynchronous
+    Variant("hood-lockstep", ("--mode", "hood-lockstep")),
+    Variant("hood", ("--mode", "hood")),
 )
 
 #: The graphs: name -> ``simulate`` arguments at M nodes.
@@ -76,8 +81,11 @@ GRAPHS = {
 }
 
 #: The factors: (name, numerator variant, denominator variant), each a ratio of counts.
+#: Neighbourhood consensus is global consensus on the complete graph, so its lockstep form
+#: against allreduce consensus is the graph's cost; graph x formulation x asynchrony (edge)
+#: = async / sync. (sync-graph runs sync's iterations, its mixing costs time: ``times``.)
 FACTORS = (
-    ("graph", "sync-graph", "sync"),
+    ("graph", "hood-lockstep", "sync"),
     ("graph + formulation", "lockstep", "sync"),
     ("formulation", "lockstep", "hood-lockstep"),
     ("asynchrony (edge)", "async", "lockstep"),
@@ -186,10 +194,14 @@ def _cell(entry: tuple | None) -> str:
     return "cap" if math.isinf(count) else f"{count:.0f} ({alpha:g})"
 
 
-def _time_cell(entry: tuple | None) -> str:
+def _time_cell(entry: tuple | None, base: tuple | None) -> str:
+    """Projected ms at the best relaxation, and its ratio to ``base`` (sync's)."""
     if entry is None or not _variant_timed(entry[2]["mode"]) or math.isinf(entry[1]):
         return "-"
-    return f"{1e3 * float(entry[2]['time_at_eps']):.1f}"
+    secs = float(entry[2]["time_at_eps"])
+    if base is None or base is entry or math.isinf(base[1]):
+        return f"{1e3 * secs:.1f}"
+    return f"{1e3 * secs:.1f} ({secs / float(base[2]['time_at_eps']):.2f}x)"
 
 
 def _variant_timed(label: str) -> bool:
@@ -197,7 +209,8 @@ def _variant_timed(label: str) -> bool:
 
 
 def decompose_markdown(summary: Mapping[str, Any], view: str | None = None) -> str:
-    """The decomposition (default), the projected ``times`` or the ``relax`` table."""
+    """The decomposition (default), the ``times`` (simulated ms at each variant's best
+    relaxation, in brackets against sync's) or the ``relax`` table."""
     if view == "relax":
         return _relax_markdown(summary)
     rows = _rows(summary)
@@ -209,7 +222,8 @@ def decompose_markdown(summary: Mapping[str, Any], view: str | None = None) -> s
         head = [f"{m} [ms]" for m in labels if _variant_timed(m)]
         lines = ["| M | graph | " + " | ".join(head) + " |", "|---" * (2 + len(head)) + "|"]
         for M, graph, best, _ in rows:
-            cells = [_time_cell(best.get(m)) for m in labels if _variant_timed(m)]
+            cells = [_time_cell(best.get(m), best.get("sync")) for m in labels
+                     if _variant_timed(m)]
             lines.append(f"| {M} | {_graph_name(graph)} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
     lines = ["| M | graph | " + " | ".join(labels + names) + " |",
@@ -247,7 +261,9 @@ def _relax_markdown(summary: Mapping[str, Any]) -> str:
 def decompose_figure(summary: Mapping[str, Any]) -> Any:
     """``decomposition``: per graph and node count, each factor of :data:`FACTORS` as a
     bar (log scale, 1 = no cost)."""
-    rows = [r for r in _rows(summary) if r[3]]
+    rows = [(M, g, b, {n: v for n, v in f.items()  # the product when both parts ran
+                       if not (n == "graph + formulation" and "formulation" in f)})
+            for M, g, b, f in _rows(summary) if f]
     if not rows:
         return None
     names = [n for n, _, _ in FACTORS if any(n in r[3] for r in rows)]
@@ -257,9 +273,14 @@ def decompose_figure(summary: Mapping[str, Any]) -> Any:
     for j, name in enumerate(names):
         xs = [i + (j - (len(names) - 1) / 2) * width for i, r in enumerate(rows) if name in r[3]]
         ys = [r[3][name] for r in rows if name in r[3]]
-        ax.bar(xs, ys, width, label=name, color=colours[[n for n, _, _ in FACTORS].index(name)])
+        bars = ax.bar(xs, ys, width, label=name,
+                      color=colours[[n for n, _, _ in FACTORS].index(name)])
+        ax.bar_label(bars, [f"{y:.2f}x" for y in ys], fontsize=7)
     ax.set_xticks(range(len(rows)), [f"{_graph_name(g)}\nM = {M}" for M, g, _, _ in rows])
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_ylabel("ratio of activations per node to eps (log)")
     ax.grid(alpha=0.3, axis="y", which="both")

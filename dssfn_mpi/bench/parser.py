@@ -94,7 +94,8 @@ def _jobs(p: argparse.ArgumentParser, bench: str) -> None:
     if SWEEPS[bench] is not None:
         p.add_argument("--values", help=f"the swept {SWEEPS[bench]}, comma-separated "
                        f"(default, by preset: {_by_preset(bench, 'values')})")
-    also = "; async-leadS also runs async with --max-lead S" if bench == "straggler" else ""
+    also = {"straggler": "; async-leadS also runs async with --max-lead S",
+            "noise": "; MODE@ALPHA runs MODE relaxed by ALPHA"}.get(bench, "")
     p.add_argument("--modes", help="comma-separated modes to run (default, by preset: "
                    f"{_by_preset(bench, 'modes')}{also})")
     p.add_argument("--job-timeout", type=positive, metavar="SECONDS",

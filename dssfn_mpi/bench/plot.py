@@ -354,7 +354,8 @@ def plot_summary(summary: dict, outdir: Path, name: str = "sweep") -> list[Path]
         from .decompose import decompose_figure, decompose_markdown
 
         md = outdir / "decomposition.md"
-        md.write_text(decompose_markdown(summary) + "\n")
+        md.write_text("\n\n".join(decompose_markdown(summary, v) for v in (None, "relax", "times"))
+                      + "\n")
         return [md, *_save_figure(decompose_figure(summary), outdir, "decomposition")]
     if summary_stem(summary) != bench or bench == "noise":
         out = _plot_tte(summary, outdir)
