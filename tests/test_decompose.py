@@ -115,3 +115,15 @@ def test_with_neighbourhood_consensus_the_graph_and_formulation_split():
     fig = decompose_figure(s)  # graph x formulation drawn as its two parts
     bars = sorted(round(b.get_height(), 2) for b in fig.axes[0].patches)
     assert bars == [1.2, 1.45, 1.5, 1.7]
+
+
+def test_a_simulated_only_noise_table_has_no_empty_projected_columns():
+    from dssfn_mpi.bench.ttefigs import noise_markdown
+
+    runs = (("sync@1.8", "none", 0.1), ("async@1.8", "none", 0.2), ("async@1.8", "slow:5", 0.3))
+    recs = [{"ok": True, "mode": m, "kind": "simulated", "case": c, "eps_reached": True,
+             "time_at_eps": t} for m, c, t in runs]
+    lines = noise_markdown({"records": recs, "info": {}, "network": "shm",
+                            "eps": 0.01}).splitlines()
+    assert lines[0] == "| case | async@1.8 simulated [s] | sync@1.8 simulated [s] |"
+    assert lines[2:4] == ["| no noise | 0.200 | 0.100 |", "| rank 0 x5 | 0.300 | - |"]

@@ -317,14 +317,13 @@ def noise_markdown(summary: Mapping[str, Any]) -> str:
     modes = mode_order(r["mode"] for r in recs)
     proj = {(r["mode"], str(r["case"])): r for r in recs if r["kind"] in ("live", "replay")}
     sim = {(r["mode"], str(r["case"])): r for r in recs if r["kind"] == "simulated"}
+    kinds = [(what, by) for what, by in (("projected", proj), ("simulated", sim)) if by]
     cases = sorted({str(r["case"]) for r in recs}, key=_case_key)
-    lines = ["| case | " + " | ".join(f"{m} projected [s]" for m in modes) + " | "
-             + " | ".join(f"{m} simulated [s]" for m in modes) + " |",
-             "|---" * (1 + 2 * len(modes)) + "|"]
+    lines = ["| case | " + " | ".join(f"{m} {what} [s]" for what, _ in kinds for m in modes)
+             + " |", "|---" * (1 + len(kinds) * len(modes)) + "|"]
     for c in cases:
-        lines.append(f"| {_case_label(c)} | "
-                     + " | ".join(tte_cell(proj.get((m, c))) for m in modes) + " | "
-                     + " | ".join(tte_cell(sim.get((m, c))) for m in modes) + " |")
+        lines.append(f"| {_case_label(c)} | " + " | ".join(
+            tte_cell(by.get((m, c))) for _, by in kinds for m in modes) + " |")
     lines += ["", _note(summary) + " Jitter rows projected: the unslowed run replayed with the "
               "jitter (mean over replay seeds); replay keeps each run's activation counts."]
     return "\n".join(lines)
