@@ -33,7 +33,7 @@ from .presets import Preset
 from .specs import RunSpec, relax_args, simulate_args
 
 __all__ = ["FACTORS", "GRAPHS", "VARIANTS", "Variant", "decompose_figure",
-           "decompose_markdown", "decompose_specs", "variant_counts"]
+           "decompose_markdown", "decompose_specs", "decomposition_rows", "variant_counts"]
 
 
 @dataclass(frozen=True)
@@ -177,8 +177,9 @@ def _graph_name(graph: str) -> str:
     return {"ring": "ring", "d8": "d = 8", "complete": "complete"}.get(graph, graph)
 
 
-def _rows(summary: Mapping[str, Any]) -> list[tuple[int, str, dict, dict]]:
-    """(M, graph, variant -> (alpha, count, record) at its best relaxation, factors)."""
+def decomposition_rows(summary: Mapping[str, Any]) -> list[tuple[int, str, dict, dict]]:
+    """``(M, graph, variant -> (alpha, count, record) at its best relaxation, factor name ->
+    value)`` per graph and node count of a decompose summary."""
     rows = []
     for (M, graph), variants in variant_counts(summary).items():
         best = {m: (a, _count(r), r) for m, (a, r) in
@@ -213,7 +214,7 @@ def decompose_markdown(summary: Mapping[str, Any], view: str | None = None) -> s
     relaxation, in brackets against sync's) or the ``relax`` table."""
     if view == "relax":
         return _relax_markdown(summary)
-    rows = _rows(summary)
+    rows = decomposition_rows(summary)
     if not rows:
         return "(no decomposition runs in this summary)"
     labels = _labels(summary)
@@ -263,7 +264,7 @@ def decompose_figure(summary: Mapping[str, Any]) -> Any:
     bar (log scale, 1 = no cost)."""
     rows = [(M, g, b, {n: v for n, v in f.items()  # the product when both parts ran
                        if not (n == "graph + formulation" and "formulation" in f)})
-            for M, g, b, f in _rows(summary) if f]
+            for M, g, b, f in decomposition_rows(summary) if f]
     if not rows:
         return None
     names = [n for n, _, _ in FACTORS if any(n in r[3] for r in rows)]
