@@ -68,8 +68,9 @@ VARIANTS: tuple[Variant, ...] = (
     Variant("lockstep", ("--mode", "async", "--max-lead", "0", "--speed", "const:1e-3"),
             timed=False),
     Variant("async", ("--mode", "async")),
-    # neighbourhood consensus ADMM, in synchronous rounds and asynchronous
-    Variant("hood-lockstep", ("--mode", "hood-lockstep")),
+    # neighbourhood consensus ADMM, in synchronous rounds (as lockstep) and asynchronous
+    Variant("hood-lockstep", ("--mode", "hood", "--max-lead", "0", "--speed", "const:1e-3"),
+            timed=False),
     Variant("hood", ("--mode", "hood")),
 )
 
