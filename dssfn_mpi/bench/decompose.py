@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from ..errors import require
 from .figstyle import plt
@@ -280,9 +280,9 @@ def decompose_figure(summary: Mapping[str, Any]) -> Any:
         ax.bar_label(bars, [f"{y:.2f}x" for y in ys], fontsize=7)
     ax.set_xticks(range(len(rows)), [f"{_graph_name(g)}\nM = {M}" for M, g, _, _ in rows])
     ax.set_yscale("log")
-    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_ylabel("ratio of activations per node to eps (log)")
     ax.grid(alpha=0.3, axis="y", which="both")
