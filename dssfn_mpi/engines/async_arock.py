@@ -32,15 +32,15 @@ from functools import partial
 
 import numpy as np
 
-from ..doneboard import DoneBoard
 from ..errors import RankError
 from ..gramstats import StatsLayout
+from ..mailbox.doneboard import DoneBoard
+from ..mailbox.transport import NeighborTimeout, ZMailbox
+from ..mailbox.waiting import WaitPolicy
 from ..metric import Metric
 from ..solver import LocalInverse
 from ..staleness import Staleness
 from ..trace import LayerTrace
-from ..transport import NeighborTimeout, ZMailbox
-from ..waiting import WaitPolicy
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
 
 
@@ -68,7 +68,7 @@ class AsyncEngine(Engine):
                                 force_put=ctx.cfg.rma == "put")
         if ctx.cfg.rma == "store" and not self.mailbox.direct:  # the same on every rank
             from ..errors import UserError
-            from ..rmacheck import NO_STORES
+            from ..mailbox.rmacheck import NO_STORES
 
             self.mailbox.free()  # collective, as its creation was
             raise UserError(NO_STORES)

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import schema
 from ..algorithms import lookup, names
 from ..config import TrainConfig
 from ..engines.base import SolveStats
@@ -38,7 +37,7 @@ from ..layerstep import (
     test_features,
 )
 from ..network import Network
-from ..runlog import RunLog
+from ..runlog import RunLog, schema
 from ..solver import exact_solve
 from ..staleness import staleness
 from ..timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
