@@ -114,3 +114,14 @@ def test_live_lockstep_iterates_are_the_simulated_ones(tmp_path):
     assert log.layers["rel_distance"].min() > 1e-3  # far from O*
     _, sim_model = _simulate(tmp_path, "sim", 5, "--mode", "lockstep", *SHORT)
     assert _worst(live_model, sim_model) <= 1e-10
+
+
+def test_simulated_lockstep_local_rule_ends_every_layer_near_the_exact_solution(tmp_path):
+    # async's own test of its edge variables (NodeCheck.async_done with the step's rhs),
+    # voted as under eps; the distance is the run log's check, which no node read.
+    log, _ = _simulate(tmp_path, "local", 5, "--mode", "lockstep", *SETTINGS,
+                       "--iters", "3000", "--stop", "local:1e-3")
+    acts = log.layers["activations"]
+    assert (log.layers["stop_reason"] == reason_code("local")).all()
+    assert (acts == acts[:, :1]).all() and (acts < 3000).all()
+    assert log.layers["rel_distance"].max() <= 1e-2, log.layers["rel_distance"]
