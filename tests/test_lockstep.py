@@ -17,10 +17,13 @@ from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.algorithms.base import LOCKSTEP
 from dssfn_mpi.algorithms.edge import EdgeADMM
 from dssfn_mpi.cli import main
+from dssfn_mpi.config import TrainConfig
 from dssfn_mpi.modelio import load_model
 from dssfn_mpi.network import parse_network
 from dssfn_mpi.replay import project
 from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.sim.layerloop import SimOptions, simulate
+from dssfn_mpi.sim.speed import SpeedModel
 from dssfn_mpi.stoprule import reason_code
 
 # Label-skewed shards on a ring (diameter 2 at 4 and 5 nodes: the votes take a round to
@@ -68,6 +71,22 @@ def test_simulated_lockstep_is_async_at_max_lead_0_and_constant_speed(tmp_path):
     assert _worst(lock_model, jit_model) == 0.0
     t_const, t_jit = (float(np.max(r.extra["sim_layer_end"])) for r in (lock, jit))
     assert t_jit > 2 * t_const
+
+
+def test_simulated_lockstep_runs_any_one_sided_step_the_paper_update_too():
+    # PaperStep keeps its own Z (no store): the drivers copy it into their messages.
+    Os = {}
+    for mode, lead in (("lockstep", 4), ("async", 0)):
+        cfg = TrainConfig(mode=mode, update="paper", max_lead=lead, dataset="synthetic",
+                          layers=1, hidden=40, degree=2, partition="dirichlet:0.5",
+                          metric="identity", iters=5)
+        opts = SimOptions(nodes=4, speed=SpeedModel.build("const:1e-3", 4, 2, 5, {}, None,
+                                                          None, 0),
+                          network=parse_network("shm"))
+        Os[mode] = simulate(cfg, opts, quiet=True).Os
+    assert cfg.algorithm.update == "paper"
+    assert all(np.array_equal(x, y) for a, b in zip(Os["lockstep"], Os["async"])
+               for x, y in zip(a, b))
 
 
 def _check_exact(log) -> None:

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Any
 
 import numpy as np
 
+from ..stoprule import StopRule
 from ..trace import LayerTrace
 from .base import LayerProblem, RunContext, SolveStats, Throttle, await_request
 from .neighbours import NeighbourEngine
@@ -32,7 +34,7 @@ from .neighbours import NeighbourEngine
 __all__ = ["LockstepEngine", "vote_slots"]
 
 
-def vote_slots(rule, graph) -> int:
+def vote_slots(rule: StopRule, graph: Any) -> int:
     """Flags per message under ``rule``: the graph's diameter (at least 1); 0 under
     ``iters``. The one home of the lockstep vote's delay (the simulator's too)."""
     return 0 if rule.fixed else max(1, int(graph.diameter))
