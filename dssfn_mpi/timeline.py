@@ -290,7 +290,7 @@ class TimingModel:
     Attributes
     ----------
     mode : str
-        ``async``, ``sync``, ``sync-graph``, ``oneshot`` or ``oneshot-graph``.
+        A decentralized ``--mode`` (``async``, ``sync``, ``sync-graph``, ``lockstep``, ...).
     neighbors : numpy.ndarray
         :func:`neighbor_table`.
     hops : numpy.ndarray

@@ -85,6 +85,7 @@ def test_simulated_lockstep_runs_any_one_sided_step_the_paper_update_too():
                           network=parse_network("shm"))
         Os[mode] = simulate(cfg, opts, quiet=True).Os
     assert cfg.algorithm.update == "paper"
+    assert [len(nodes) for nodes in Os["lockstep"]] == [2] * 4  # 4 nodes, layers 0 and 1
     assert all(np.array_equal(x, y) for a, b in zip(Os["lockstep"], Os["async"])
                for x, y in zip(a, b))
 

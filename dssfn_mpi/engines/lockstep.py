@@ -65,11 +65,13 @@ class LockstepEngine(NeighbourEngine):
         if trace is not None:
             trace.phase("factor", t1, t2, time.thread_time() - c1)
         B2 = 2.0 * prob.B
-        size = prob.B.size
+        payload = alg.message_bytes(*prob.B.shape)
+        size = payload // 8  # the algorithm's message: float64 values
         # Row i: the message for (send) or from (recv) neighbour i, its values then the votes.
         send, recv = np.zeros((dm, size + self.slots)), np.zeros((dm, size + self.slots))
         step = alg.step(B2, gamma, cfg.eta, prob.eps, inv, prob.metric, store=(send, 0))
         own = np.shares_memory(step.Z, send)  # else copied into send every round
+        zsize = np.reshape(step.Z, (dm, -1)).shape[1]
         check = (None if self.slots == 0 else
                  alg.node_check(self.rule, prob.target_O, B2, gamma, cfg.eta, prob.metric))
         rounds = _Rounds(self, send, recv, size, trace)
@@ -80,13 +82,13 @@ class LockstepEngine(NeighbourEngine):
             # A slow node computes slowly, then sends (as in the other drivers).
             self.throttle.after(started)
             if not own:
-                send[:, :size] = np.reshape(step.Z, (dm, -1))
+                send[:, :zsize] = np.reshape(step.Z, (dm, -1))
             if rounds.exchange(k, O, flag, started, cpu0):
                 break
         O = rounds.result(O)
         if trace is not None:
             trace.close(rounds.done, O)
-        _, sent = alg.sent(rounds.done, dm, 0, alg.message_bytes(*prob.B.shape))
+        _, sent = alg.sent(rounds.done, dm, 0, payload)
         return O, SolveStats(
             factor_seconds=t2 - t1,
             solve_seconds=time.perf_counter() - t2,
