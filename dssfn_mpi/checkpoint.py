@@ -3,7 +3,7 @@
 Each rank writes its own file after every layer (no communication, so the
 asynchronous engine gains no synchronisation from it): its output matrices
 ``O_0 .. O_l``, its per-layer log rows (the ``engine`` and ``loop`` fields of
-:mod:`dssfn_mpi.schema`, each stored with its dtype) and, on rank 0, the
+:mod:`dssfn_mpi.runlog.schema`, each stored with its dtype) and, on rank 0, the
 equivalence rows (the ``check`` fields).
 Features are recomputed from the data and the saved ``O``'s on resume (cheap,
 deterministic), and the random blocks come from the shared seed, so nothing
@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from . import schema
 from .errors import UserError
 from .fileio import atomic_write
 from .fileio import remove_stale_temporaries as remove_stale_temporaries  # re-export
+from .runlog import schema
 
 __all__ = [
     "RankCheckpoint",

@@ -75,7 +75,7 @@ def _finish_user_error(message: str) -> None:
     must have printed before anyone exits; a bounded non-blocking barrier
     orders that without risking a hang if the error was not collective.
     """
-    from .waiting import sleep_until
+    from .mailbox.waiting import sleep_until
 
     world = _mpi_world()
     if world is None and launcher_size() > 1:

@@ -16,10 +16,10 @@ from typing import Any
 
 from .algorithms.registry import UPDATES, lookup, names
 from .errors import UserError, require
+from .mailbox.waiting import POLICIES
 from .model import default_eps, default_width
 from .options import add_arguments, from_args, from_mapping, option, wrong_type
 from .stoprule import StopRule, parse_stop
-from .waiting import POLICIES
 
 __all__ = [
     "MODES",

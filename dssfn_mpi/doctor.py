@@ -14,8 +14,8 @@ from typing import Any
 
 from mpi4py import MPI
 
+from .mailbox.rmacheck import UNDECIDED
 from .mpifacts import RUN_CHECK_SLEEP, mpi_facts
-from .rmacheck import UNDECIDED
 
 __all__ = ["RUN_CHECK_SLEEP", "doctor_json", "doctor_report", "mpi_facts", "passive_put_ok"]
 

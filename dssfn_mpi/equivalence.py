@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from .errors import RankError
+from .mailbox.waiting import WaitPolicy
 from .solver import ExactSolution, exact_solve, objective
-from .waiting import WaitPolicy
 
 __all__ = ["check_fields", "exact_target", "measure_equivalence", "relative_distance"]
 
@@ -74,7 +74,7 @@ def exact_target(comm: Any, G: np.ndarray, B: np.ndarray, eps: float,
 
 def check_fields(G: np.ndarray, B: np.ndarray, tt: float, Os: np.ndarray,
                  sol: ExactSolution) -> dict[str, np.ndarray]:
-    """The ``check`` fields of :mod:`dssfn_mpi.schema` from the stacked statistics.
+    """The ``check`` fields of :mod:`dssfn_mpi.runlog.schema` from the stacked statistics.
 
     Parameters
     ----------
@@ -139,7 +139,7 @@ def measure_equivalence(comm: Any, G: np.ndarray, B: np.ndarray, tt: float, O: n
     Returns
     -------
     (dict, ndarray) or None
-        On rank 0, the ``check`` fields of :mod:`dssfn_mpi.schema`, each an
+        On rank 0, the ``check`` fields of :mod:`dssfn_mpi.runlog.schema`, each an
         array of length M (``rel_distance``, ``objective_gap``, and the
         per-layer ``consensus_spread`` and ``lambda_star`` repeated), and the
         exact solution ``O*`` (the trajectories' reference); ``None`` on the

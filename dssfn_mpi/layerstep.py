@@ -15,7 +15,7 @@ records of itself is defined here, once:
   (``gamma``, ``metric_bytes``);
 - :func:`test_features`, :func:`accuracy_fields`: the untimed evaluation.
 
-The record the steps add up to is :func:`dssfn_mpi.schema.layer_arrays` of the
+The record the steps add up to is :func:`dssfn_mpi.runlog.schema.layer_arrays` of the
 rows, in a :class:`dssfn_mpi.runlog.RunLog`.
 """
 

@@ -15,8 +15,8 @@ from typing import Any
 from mpi4py import MPI
 
 from .errors import UserError
-from .rmacheck import passive_verdict
-from .versions import software_versions
+from .mailbox.rmacheck import passive_verdict
+from .runlog.versions import software_versions
 
 __all__ = ["RUN_CHECK_SLEEP", "check_pair", "mpi_facts"]
 
@@ -109,7 +109,7 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, 
     """What a run log records about MPI and the ranks' placement (collective).
 
     Costs two window allocations and, with two or more ranks,
-    :func:`dssfn_mpi.rmacheck.passive_verdict` of 64 KiB with rank 0 out of MPI
+    :func:`dssfn_mpi.mailbox.rmacheck.passive_verdict` of 64 KiB with rank 0 out of MPI
     for ``sleep`` seconds: about 0.06 s at the default when the first attempt
     decides, which training pays once per run (:func:`dssfn_mpi.runstate.prepare_run`);
     an undecided attempt (a loaded machine) is repeated with longer sleeps, up to
@@ -123,13 +123,13 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, 
     sleep : float
         Seconds rank 0 sleeps in the first passive-put check; a put is passive
         if its data is in rank 0's memory when rank 0 wakes (see
-        :func:`~dssfn_mpi.rmacheck.passive_verdict`).
+        :func:`~dssfn_mpi.mailbox.rmacheck.passive_verdict`).
 
     Returns
     -------
     dict
         The same on every rank, every value a str or float (ready to be
-        stored as HDF5 attributes, declared in :data:`dssfn_mpi.rootschema.ATTRIBUTES`):
+        stored as HDF5 attributes, declared in :data:`dssfn_mpi.runlog.rootschema.ATTRIBUTES`):
         ``mpi_library`` (first line of the library's version string),
         ``mpi_vendor``, ``mpi_standard``, ``mpi_osc`` (the one-sided
         component, see :func:`_osc_component`), ``mpi_thread_level`` (as

@@ -12,9 +12,10 @@ Per rank and layer (layers follow each other on each rank: the untimed
 observers between layers are left out), the rules of :mod:`dssfn_mpi.timeline`,
 which the simulator shares: the layer start (features, penalty, the auto
 penalty's exchange, async's parity wait, the factorisation), then async's
-bounded delay, sync's allreduce (by the rule of the MPI library that made the
-run, its ``mpi_library`` attribute), sync-graph's ``mix_rounds`` neighbour
-rounds, or the one-shot modes' exchange of the packed statistics (after the
+bounded delay, lockstep's neighbour exchange after every round, sync's
+allreduce (by the rule of the MPI library that made the run, its
+``mpi_library`` attribute), sync-graph's ``mix_rounds`` neighbour rounds, or
+the one-shot modes' exchange of the packed statistics (after the
 packing, the ``factor`` phase: one allreduce, or oneshot-graph's
 ``mix_rounds`` neighbour rounds) then each rank's exact solve (its traced CPU).
 
@@ -354,6 +355,13 @@ def _solve_graph(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
                        model.network.message_seconds(tr.message_bytes[i]))
 
 
+def _solve_lockstep(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
+                    cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Compute, then one neighbour exchange, every round (sync-graph's rule, one round)."""
+    return graph_times(begin, cpu, tr.hops, 1,
+                       model.network.message_seconds(tr.message_bytes[i]))
+
+
 def _solve_oneshot(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
                    cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The statistics' exchange, then each rank's exact solve (its one traced step)."""
@@ -363,7 +371,8 @@ def _solve_oneshot(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
 
 
 #: The timeline of a layer by its driver kind and averaging (:mod:`dssfn_mpi.algorithms`).
-_SOLVERS = {("one-sided", None): _solve_async, ("consensus", "allreduce"): _solve_sync,
+_SOLVERS = {("one-sided", None): _solve_async, ("lockstep", None): _solve_lockstep,
+            ("consensus", "allreduce"): _solve_sync,
             ("consensus", "mixing"): _solve_graph, ("one-shot", "allreduce"): _solve_oneshot,
             ("one-shot", "mixing"): _solve_oneshot}
 

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from . import schema
 from .config import TrainConfig
 from .engines.base import RunContext
 from .errors import RankError, UserError, require
 from .gramstats import available_memory, check_memory
+from .mailbox.waiting import WaitPolicy, make_policy
 from .model import layer_features, one_hot
-from .waiting import WaitPolicy, make_policy
+from .runlog import schema
 
 if TYPE_CHECKING:
     from .runlog import RunLog
@@ -220,14 +220,14 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
 def _check_rma(cfg: TrainConfig, comm: Any) -> None:
     """``--rma store`` where no shared window can be made: a user error before any work."""
     if cfg.algorithm.one_sided and cfg.rma == "store":
-        from .rmacheck import NO_STORES, shared_window_possible
+        from .mailbox.rmacheck import NO_STORES, shared_window_possible
 
         require(shared_window_possible(comm), NO_STORES)
 
 
 def _check_outputs(cfg: TrainConfig, comm: Any, resume: bool) -> None:
     """Fail before any work if an output file cannot be written (rank 0 looks)."""
-    from .outpath import check_output_path
+    from .runlog.outpath import check_output_path
 
     if cfg.out is not None and not resume:
         root_call(comm, lambda: check_output_path(cfg.out, cfg.overwrite))
@@ -396,7 +396,7 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     """
     from .engines.kernels import compiled_status
     from .mpifacts import mpi_facts
-    from .versions import software_versions
+    from .runlog.versions import software_versions
 
     start_time = datetime.now(timezone.utc).isoformat()
     hostnames = comm.gather(socket.gethostname(), root=0)

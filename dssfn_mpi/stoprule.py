@@ -25,7 +25,7 @@ Three rules (the names are the interface scripts rely on):
 Under ``eps`` and ``local`` K is a cap, so nothing runs forever; a layer that
 reaches it ends with the reason ``cap``. A node's own test (:class:`NodeCheck`)
 is local arithmetic; the "all done" signal is the engine's: a board of done
-flags in one rank's RMA window for async (:class:`dssfn_mpi.doneboard.DoneBoard`),
+flags in one rank's RMA window for async (:class:`dssfn_mpi.mailbox.doneboard.DoneBoard`),
 a value carried in the collective the sync engines run anyway.
 """
 

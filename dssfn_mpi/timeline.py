@@ -290,7 +290,7 @@ class TimingModel:
     Attributes
     ----------
     mode : str
-        ``async``, ``sync``, ``sync-graph``, ``oneshot`` or ``oneshot-graph``.
+        A decentralized ``--mode`` (``async``, ``sync``, ``sync-graph``, ``lockstep``, ...).
     neighbors : numpy.ndarray
         :func:`neighbor_table`.
     hops : numpy.ndarray
@@ -357,7 +357,7 @@ class TimingModel:
             if alg.collective:
                 ready = collective_end(ready, self.allreduce_seconds(exchanged))
             else:
-                rounds = 1 if alg.one_sided else self.mix_rounds
+                rounds = 1 if alg.per_neighbour else self.mix_rounds
                 ready = exchange_end(ready, self.hops, rounds,
                                      self.network.message_seconds(exchanged))
         if alg.one_sided and two_before is not None:  # parity slots

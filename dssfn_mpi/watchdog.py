@@ -39,7 +39,7 @@ class PutWatchdog:
     comm : mpi4py.MPI.Intracomm
         The training communicator (used here only, at construction).
     mailbox : object
-        The async engine's :class:`~dssfn_mpi.transport.ZMailbox` (its ``puts`` counter).
+        The async engine's :class:`~dssfn_mpi.mailbox.transport.ZMailbox` (its ``puts`` counter).
     neighbors : sequence of int
         This rank's neighbours.
     timeout : float

@@ -12,7 +12,7 @@ the expected library (a substring of ``mpi_library``) and one-sided component
 (``mpi_osc``, if given), found puts passive, trained the same problem, and
 reached O* within :data:`TOLERANCE` at every layer and rank, every layer ending because
 every rank was within the run's ``--stop eps`` (the all-done board of
-:mod:`dssfn_mpi.doneboard` on that stack, not the cap). Async runs are
+:mod:`dssfn_mpi.mailbox.doneboard` on that stack, not the cap). Async runs are
 not bit-reproducible (the interleaving of reads and puts differs), so the
 distances agree to this tolerance, not exactly.
 """

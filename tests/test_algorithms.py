@@ -22,7 +22,8 @@ def test_mode_names_are_tested_almost_nowhere_outside_the_algorithms():
 
 
 def test_the_registry_resolves_modes_and_updates():
-    assert names() == ("async", "sync", "sync-graph", "oneshot", "oneshot-graph", "central")
+    assert names() == ("async", "sync", "sync-graph", "lockstep", "oneshot", "oneshot-graph",
+                       "central")
     assert lookup("async").update == "edge" and lookup("async", "paper").update == "paper"
     assert lookup("sync", "paper") is lookup("sync")  # one update only: it answers to any
     assert lookup("sync-graph").mixes and lookup("oneshot").collective
@@ -32,7 +33,7 @@ def test_the_registry_resolves_modes_and_updates():
 
 
 @pytest.mark.parametrize("mode, degree, rounds, want", [
-    ("async", 3, 0, (30, 30 * 80)), ("sync", 3, 0, (0, 10 * 80)),
+    ("async", 3, 0, (30, 30 * 80)), ("lockstep", 3, 0, (0, 30 * 80)), ("sync", 3, 0, (0, 10 * 80)),
     ("sync-graph", 3, 4, (0, 10 * 4 * 3 * 80)), ("oneshot-graph", 2, 5, (0, 1 * 5 * 2 * 80)),
 ])
 def test_bytes_sent_are_the_payload(mode, degree, rounds, want):

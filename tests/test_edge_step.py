@@ -117,7 +117,7 @@ def test_compiled_without_numba_is_refused_or_runs():
 
 
 def test_compiled_status_says_on_only_when_both_compiled(monkeypatch):
-    from dssfn_mpi import seqlock
+    from dssfn_mpi.mailbox import seqlock
 
     on = kernels.AVAILABLE and seqlock.AVAILABLE
     assert kernels.compiled_status().startswith("on (numba " if on else "off (")

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dssfn_mpi import runlog, schema
+from dssfn_mpi import runlog
 from dssfn_mpi.checkpoint import RankCheckpoint
 from dssfn_mpi.engines.base import SolveStats
+from dssfn_mpi.runlog import schema
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "RUNLOG.md"
 
@@ -46,7 +47,7 @@ def test_docs_layer_table_is_the_schema() -> None:
     assert set(expected) - set(documented) == set(), "fields missing from docs/RUNLOG.md"
     assert documented == expected
     # The whole table, descriptions included, is generated from the schema.
-    assert "\n".join(table) == schema.markdown_table(), "run python -m dssfn_mpi.schema"
+    assert "\n".join(table) == schema.markdown_table(), "run python -m dssfn_mpi.runlog.schema"
 
 
 def test_docs_rank_and_attribute_tables_match_runlog() -> None:
@@ -111,7 +112,7 @@ def test_docs_trace_tables_are_the_trace_schema() -> None:
     for group in (schema.TRACE, schema.TRAJECTORY):
         table = _doc_table(f"### `/{group}`")
         assert "\n".join(table) == schema.trace_markdown_table(group), (
-            "run python -m dssfn_mpi.schema")
+            "run python -m dssfn_mpi.runlog.schema")
     attrs = _doc_table("Attributes of `/trace`")
     assert "\n".join(attrs) == schema.trace_attributes_table()
     assert all(f.unit and f.description for f in schema.TRACE_SCHEMA)

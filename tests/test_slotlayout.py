@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dssfn_mpi import seqlock
-from dssfn_mpi.slotlayout import (
+from dssfn_mpi.mailbox import seqlock
+from dssfn_mpi.mailbox.slotlayout import (
     BEGIN,
     COLS,
     EMPTY_HEADER,

@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
-from dssfn_mpi import schema
 from dssfn_mpi.equivalence import relative_distance
-from dssfn_mpi.runlog import append_run, read_runlog, read_sweep, write_runlog
+from dssfn_mpi.runlog import append_run, read_runlog, read_sweep, schema, write_runlog
 from dssfn_mpi.trace import PHASES, LayerTrace, TraceTables, snapshot_points, trace_plan
 
 PROBLEM = {"dataset": "synthetic", "dataset_options": {"n_train": 300, "n_test": 100},

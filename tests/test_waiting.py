@@ -1,4 +1,4 @@
-"""Tests for dssfn_mpi.waiting: sleep_until (backoff bounds, timeout, no busy spin) and the
+"""Tests for dssfn_mpi.mailbox.waiting: sleep_until (backoff bounds, timeout, no busy spin) and the
 wait policies of --wait (spin, hybrid, auto)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from dssfn_mpi import waiting
-from dssfn_mpi.waiting import (
+from dssfn_mpi.mailbox import waiting
+from dssfn_mpi.mailbox.waiting import (
     AUTO_SPIN_MAX,
     BACKOFF_MAX,
     BACKOFF_MIN,

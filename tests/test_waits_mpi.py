@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
+from dssfn_mpi.mailbox.waiting import POLICIES
 from dssfn_mpi.modelio import load_model
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.waiting import POLICIES
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(180)]
 

@@ -12,6 +12,9 @@ Driver kinds (:attr:`Algorithm.driver`) and how each exchanges (:attr:`Algorithm
 ``one-sided``
     every node activates at its own pace, reads its neighbours' latest messages from its
     window and puts its own into theirs (ARock; no handshake, no collective);
+``lockstep``
+    the same per-node step, every node activating once per round: round k reads exactly
+    the neighbours' messages of round k-1 (Jacobi), exchanged with the neighbours alone;
 ``consensus``
     every node runs iterations in lockstep, each averaging one vector over the network:
     by one allreduce (``allreduce``) or by rounds of neighbour mixing (``mixing``);
@@ -31,10 +34,11 @@ import numpy as np
 from ..metric import DenseInverse
 from ..solver import LocalInverse
 
-__all__ = ["Algorithm", "CENTRAL", "CONSENSUS", "ONE_SHOT", "ONE_SIDED", "local_inverse",
-           "penalty_matrix"]
+__all__ = ["Algorithm", "CENTRAL", "CONSENSUS", "LOCKSTEP", "ONE_SHOT", "ONE_SIDED",
+           "local_inverse", "penalty_matrix"]
 
 ONE_SIDED, CONSENSUS, ONE_SHOT, CENTRAL = "one-sided", "consensus", "one-shot", "central"
+LOCKSTEP = "lockstep"
 _F8 = 8  # bytes of a float64
 
 
@@ -69,7 +73,8 @@ class Algorithm:
     update : str or None
         The ``--update`` value it answers to (None: any; the run log records "").
     driver : str
-        :data:`ONE_SIDED`, :data:`CONSENSUS`, :data:`ONE_SHOT` or :data:`CENTRAL`.
+        :data:`ONE_SIDED`, :data:`LOCKSTEP`, :data:`CONSENSUS`, :data:`ONE_SHOT` or
+        :data:`CENTRAL`.
     averaging : str or None
         ``allreduce`` or ``mixing`` (consensus and one-shot drivers), else None.
     penalty_option : str or None
@@ -115,6 +120,13 @@ class Algorithm:
         return self.driver == ONE_SIDED
 
     @property
+    def per_neighbour(self) -> bool:
+        """Runs the one-sided step interface (``step``, ``step_rows``): one message, one
+        penalty and one metric per neighbour, formed from what the neighbours alone send
+        (the one-sided and lockstep drivers)."""
+        return self.driver in (ONE_SIDED, LOCKSTEP)
+
+    @property
     def collective(self) -> bool:
         """Averages with one allreduce over every node."""
         return self.averaging == "allreduce"
@@ -138,7 +150,7 @@ class Algorithm:
     @property
     def edge_penalties(self) -> bool:
         """One penalty per edge (in the order of the node's neighbours), not one per node."""
-        return self.one_sided
+        return self.per_neighbour
 
     # -- its messages -----------------------------------------------------------------
     def message_bytes(self, n_classes: int, d: int) -> int:
@@ -150,12 +162,14 @@ class Algorithm:
         """``(puts, bytes_sent)`` of a node over a layer: payload bytes, headers and
         stopping votes aside (the run log's ``bytes_sent``, the same live and simulated).
 
-        One-sided: one put per neighbour per activation; allreduce: one vector per
-        iteration (the collective's own traffic is its library's); mixing: one vector
-        to every neighbour per round.
+        One-sided: one put per neighbour per activation; lockstep: one message to every
+        neighbour per round, sent (no puts); allreduce: one vector per iteration (the
+        collective's own traffic is its library's); mixing: one vector to every neighbour
+        per round.
         """
-        if self.one_sided:
-            return activations * degree, activations * degree * message_bytes
+        if self.per_neighbour:
+            sent = activations * degree
+            return (sent if self.one_sided else 0), sent * message_bytes
         if self.mixes:
             return 0, activations * rounds * degree * message_bytes
         return 0, activations * message_bytes
@@ -173,8 +187,9 @@ class Algorithm:
     def auto_penalty(self, own: np.ndarray, gathered: Any, graph: Any,
                      node: int) -> float | np.ndarray:
         """The ``auto`` penalty from the node's ``[lam, s, g]`` and what its driver
-        gathered of the others': the one-sided drivers each neighbour's values (in the
-        order of its neighbours), the others the average over the network."""
+        gathered of the others': the per-neighbour drivers (:attr:`per_neighbour`) each
+        neighbour's values (in the order of its neighbours), the others the average over
+        the network."""
         raise NotImplementedError(f"{self.name} has no penalty")
 
     def metric_penalty(self, graph: Any, node: int) -> float | np.ndarray:

@@ -1,9 +1,10 @@
-"""Pairwise edge consensus ADMM, asynchronous (ARock; ``--mode async``), the paper's method.
+"""Pairwise edge consensus ADMM, asynchronous (ARock; ``--mode async``), the paper's method,
+and its synchronous control (``--mode lockstep``: the same update in Jacobi rounds).
 
 One consensus variable per edge; node m keeps ``Z_{m,n}`` for each neighbour n and
-sends it to n (one-sided) after every activation. The per-node arithmetic is
-:class:`~dssfn_mpi.engines.updates.EdgeStep` (``--update edge``, exact) or eq. 7 of the
-paper (``--update paper``); docs/ALGORITHMS.md section 4.
+sends it to n after every activation (one-sided, or in the round's neighbour exchange).
+The per-node arithmetic is :class:`~dssfn_mpi.engines.updates.EdgeStep` (``--update
+edge``, exact) or eq. 7 of the paper (``--update paper``); docs/ALGORITHMS.md section 4.
 """
 
 from __future__ import annotations
@@ -22,7 +23,15 @@ __all__ = ["EdgeADMM", "PaperStep", "PaperUpdate"]
 
 
 class EdgeADMM(Algorithm):
-    """ARock over the edge-consensus operator (exact: every node reaches ``O*``)."""
+    """ARock over the edge-consensus operator (exact: every node reaches ``O*``).
+
+    Parameters
+    ----------
+    name, driver, summary : str, optional
+        Another ``--mode`` name, driver kind and ``--help`` line for the same update
+        (``EdgeADMM("lockstep", LOCKSTEP, ...)``: the synchronous control); the class's
+        when omitted.
+    """
 
     name = "async"
     update = "edge"
@@ -31,6 +40,12 @@ class EdgeADMM(Algorithm):
     metric_form = True
     min_ranks = 2
     summary = "asynchronous pairwise edge consensus ADMM, one-sided puts (the paper's method)"
+
+    def __init__(self, name: str | None = None, driver: str | None = None,
+                 summary: str | None = None) -> None:
+        self.name = name or self.name
+        self.driver = driver or self.driver
+        self.summary = summary or self.summary
 
     def auto_penalty(self, own: np.ndarray, gathered: Any, graph: Any, node: int) -> np.ndarray:
         """gamma_mn from the means of ``[lam, s, g]`` over each edge's two ends."""

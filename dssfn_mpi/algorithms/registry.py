@@ -7,7 +7,7 @@ Adding an algorithm is one module in this package and one line in :data:`ALGORIT
 from __future__ import annotations
 
 from ..errors import UserError
-from .base import Algorithm
+from .base import LOCKSTEP, Algorithm
 from .consensus import ConsensusADMM
 from .direct import Central, OneShot
 from .edge import EdgeADMM, PaperUpdate
@@ -20,6 +20,9 @@ ALGORITHMS: list[Algorithm] = [
     PaperUpdate(),
     ConsensusADMM(),
     ConsensusADMM("sync-graph", "mixing", "consensus ADMM, averaging by neighbour mixing"),
+    EdgeADMM("lockstep", LOCKSTEP, "async's edge update in lockstep rounds (Jacobi), "
+             "neighbour exchange: async without the asynchrony"),
+    PaperUpdate("lockstep", LOCKSTEP, "lockstep with the paper's eq. 7 update"),
     OneShot("oneshot", "allreduce", "statistics averaged by one allreduce, exact solve"),
     OneShot("oneshot-graph", "mixing", "statistics averaged by neighbour mixing, exact solve"),
     Central(),

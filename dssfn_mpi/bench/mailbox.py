@@ -1,7 +1,7 @@
 """The mailbox with one-neighbour entry points, for the benchmarks and the tests.
 
 The engine writes to all its neighbours at once and reads them all as rows of
-one table (:class:`dssfn_mpi.transport.ZMailbox`). The RMA micro-benchmark
+one table (:class:`dssfn_mpi.mailbox.transport.ZMailbox`). The RMA micro-benchmark
 times one put and one read of one neighbour, the activation benchmark's leaves
 write only to their hub, and the tests check every path of the seqlock; they
 use :class:`BenchMailbox`, the same mailbox (same window, same protocol, same
@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..transport import ZMailbox
+from ..mailbox.transport import ZMailbox
 
 __all__ = ["BenchMailbox"]
 
 
 class BenchMailbox(ZMailbox):
-    """:class:`~dssfn_mpi.transport.ZMailbox` plus writes and reads of one neighbour."""
+    """:class:`~dssfn_mpi.mailbox.transport.ZMailbox` plus writes and reads of one neighbour."""
 
     def put(self, n: int, Z: np.ndarray, layer: int) -> None:
         """Write my ``Z_{me,n}`` for ``layer`` into neighbour ``n``'s window.
 
-        :meth:`~dssfn_mpi.transport.ZMailbox.put_all` for one neighbour: the
+        :meth:`~dssfn_mpi.mailbox.transport.ZMailbox.put_all` for one neighbour: the
         same seqlock write, with one flush per phase.
 
         Parameters
@@ -85,7 +85,7 @@ class BenchMailbox(ZMailbox):
             consistent copy exists yet).
         versions : numpy.ndarray of int64, shape (degree,)
             Receives each neighbour's put counter, as in
-            :meth:`~dssfn_mpi.transport.ZMailbox.read_rows`.
+            :meth:`~dssfn_mpi.mailbox.transport.ZMailbox.read_rows`.
         """
         self.window.check_open()
         self.reader.refresh(layer)
@@ -105,7 +105,7 @@ class BenchMailbox(ZMailbox):
     ) -> list[np.ndarray]:
         """Every neighbour's latest Z for ``layer`` without copying it out; never waits.
 
-        :meth:`~dssfn_mpi.transport.ZMailbox.read_rows` as a list of arrays.
+        :meth:`~dssfn_mpi.mailbox.transport.ZMailbox.read_rows` as a list of arrays.
 
         Parameters
         ----------

@@ -10,7 +10,7 @@ as in ``train``): ``auto`` writes with plain stores into a shared window where
 the component gives one (one node, ``osc=sm``), else with ``MPI_Put``; ``put``
 always with ``MPI_Put``. The file records which was measured (``write_path``).
 Everything goes through the async engine's mailbox on the 2-node graph
-(:class:`dssfn_mpi.bench.mailbox.BenchMailbox`: :class:`dssfn_mpi.transport.ZMailbox`
+(:class:`dssfn_mpi.bench.mailbox.BenchMailbox`: :class:`dssfn_mpi.mailbox.transport.ZMailbox`
 with one-neighbour writes and reads): rank 1 writes into rank 0's window.
 Sizes: one Z = Q x n doubles with n = 2Q + 1000 for Q in {6, 10, 11, 26, 102}
 (satimage ... caltech101), plus a one-element Z for the latency floor. Measured:
@@ -33,7 +33,7 @@ Sizes: one Z = Q x n doubles with n = 2Q + 1000 for Q in {6, 10, 11, 26, 102}
 * ``activation``: an activation's traffic with 8 neighbours (8 ``read_all`` +
   8 ``put`` of one Z, both ranks at once) against its compute floor, the bare
   ``(Q x n) @ (n x n)`` product.
-* ``passive_check``: :func:`dssfn_mpi.rmacheck.passive_put_check` for the
+* ``passive_check``: :func:`dssfn_mpi.mailbox.rmacheck.passive_put_check` for the
   mailbox's ``Win.Allocate`` window and for ``Win.Create`` (a 0.5 s sleep on
   the target).
 
@@ -281,7 +281,7 @@ def measure(comm: Any, reps: int = 50, compute_ms: float = 20.0,
     from mpi4py import MPI
 
     from ..errors import require
-    from ..rmacheck import passive_put_check
+    from ..mailbox.rmacheck import passive_put_check
 
     require(comm.Get_size() == 2, "the RMA benchmark runs on exactly 2 ranks: mpirun -n 2 ...")
     tables = _size_tables(comm, reps, compute_ms / 1000.0, force_put)

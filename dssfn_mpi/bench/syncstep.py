@@ -43,7 +43,7 @@ def await_sleeping(request: Any) -> None:
     core to the others. In a timed collective the polls' CPU while the other ranks arrive is
     counted, the same in iteration and floor.
     """
-    from ..waiting import sleep_until
+    from ..mailbox.waiting import sleep_until
 
     if not sleep_until(request.Test, 600.0, max_delay=1e-3).ready:
         raise RuntimeError("a rank of the activation benchmark did not reach a barrier or "

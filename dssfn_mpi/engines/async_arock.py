@@ -32,19 +32,18 @@ from functools import partial
 
 import numpy as np
 
-from ..doneboard import DoneBoard
 from ..errors import RankError
-from ..gramstats import StatsLayout
-from ..metric import Metric
+from ..mailbox.doneboard import DoneBoard
+from ..mailbox.transport import NeighborTimeout, ZMailbox
+from ..mailbox.waiting import WaitPolicy
 from ..solver import LocalInverse
 from ..staleness import Staleness
 from ..trace import LayerTrace
-from ..transport import NeighborTimeout, ZMailbox
-from ..waiting import WaitPolicy
-from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
+from .base import LayerProblem, RunContext, SolveStats, Throttle
+from .neighbours import NeighbourEngine
 
 
-class AsyncEngine(Engine):
+class AsyncEngine(NeighbourEngine):
     """The one-sided asynchronous driver: ARock over the graph (``--mode async``).
 
     Runs any algorithm of the ``one-sided`` kind (:mod:`dssfn_mpi.algorithms`): its
@@ -53,82 +52,22 @@ class AsyncEngine(Engine):
     """
 
     def __init__(self, ctx: RunContext) -> None:
-        # The compiled update is built (or loaded from numba's cache) here, untimed, by rank 0
-        # first: numba's cache is not safe against processes writing it at once (numba issue
-        # 4807), and the others then load what rank 0 wrote.
-        if ctx.rank == 0:
-            from . import kernels  # noqa: F401
-        ctx.comm.Barrier()
-        from . import kernels  # noqa: F401, F811
-
-        self.ctx = ctx
-        self.alg = ctx.cfg.algorithm
-        self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
+        super().__init__(ctx)
         self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width,
                                 force_put=ctx.cfg.rma == "put")
         if ctx.cfg.rma == "store" and not self.mailbox.direct:  # the same on every rank
             from ..errors import UserError
-            from ..rmacheck import NO_STORES
+            from ..mailbox.rmacheck import NO_STORES
 
             self.mailbox.free()  # collective, as its creation was
             raise UserError(NO_STORES)
         #: How this rank writes into its neighbours' windows (run attribute rma_write_path).
         self.write_path = "store" if self.mailbox.direct else "put"
         self.throttle = Throttle(ctx.cfg.slow.get(ctx.rank, 1.0))
-        assert ctx.wait_policy is not None
-        self.waits = ctx.wait_policy  # every wait of this engine goes through it
-        # Neighbour-only exchange of the three numbers behind the auto penalty.
-        self.dcomm = ctx.comm.Create_dist_graph_adjacent(
-            self.neighbors, self.neighbors, reorder=False
-        )
         # --stop eps / local: when every rank is done (no board for a fixed count).
         self.rule = ctx.cfg.stop_rule
         self.board = None if self.rule.fixed else DoneBoard(ctx.comm, ctx.cfg.layers + 1)
         self._ended = False  # the board said the current layer is over
-
-    def auto_penalty(self, layer: int, stats: np.ndarray) -> np.ndarray:
-        """gamma_mn for each neighbour n from the means of ``stats`` over {m, n}.
-
-        One neighbourhood allgather of three numbers, so a rank waits for its
-        neighbours (never anyone else) to reach the layer; under the default
-        bounded delay it would wait for them in its first activations anyway.
-        The wait sleeps, and gives up after ``--timeout`` like every other.
-        Both ends of an edge compute the same value.
-        """
-        mine = np.ascontiguousarray(stats, dtype=float)
-        # The graph is known to every rank from the configuration.
-        return self.alg.auto_penalty(mine, self._gather(layer, mine), self.ctx.graph,
-                                     self.ctx.rank)
-
-    def metric(self, layer: int, G: np.ndarray) -> list[Metric]:
-        """One metric per edge, the mean of the two ends' ``G``, agreed with each neighbour.
-
-        One neighbourhood allgather of the upper triangle of ``G_m`` (as
-        :meth:`auto_penalty`'s, it waits for the neighbours only). Both ends
-        build ``S_mn`` from the same unpacked numbers, so they hold the same metric.
-        """
-        layout = StatsLayout(G.shape[0], 0)
-        mine = layout.pack(G, G[:0])
-        theirs = self._gather(layer, mine)
-        own = layout.unpack(mine)[0]  # the numbers the neighbours unpack, not G itself
-        return self.alg.metric(own, [layout.unpack(row)[0] for row in theirs])
-
-    def metric_penalty(self) -> np.ndarray:
-        """gamma_mn of the metric form: from the graph alone (the edge's mean degree and
-        the graph's algebraic connectivity), the same at both ends."""
-        return self.alg.metric_penalty(self.ctx.graph, self.ctx.rank)
-
-    def _gather(self, layer: int, mine: np.ndarray) -> np.ndarray:
-        """Every neighbour's ``mine`` (rows in the order of the neighbours), at a layer's start."""
-        theirs = np.empty((len(self.neighbors), mine.size))
-        request = self.dcomm.Ineighbor_allgather(mine, theirs)
-        if not self.waits.wait_request(request, self.ctx.cfg.timeout).ready:
-            raise RankError(
-                self.ctx.rank,
-                f"layer {layer}: neighbours did not start it within {self.ctx.cfg.timeout:g} s "
-                "(a rank died or hangs; see --timeout)",
-            )
-        return theirs
 
     def solve(self, prob: LayerProblem,
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
@@ -220,7 +159,7 @@ class AsyncEngine(Engine):
         return O, passed_O, done
 
     def close(self) -> None:
-        self.dcomm.Free()
+        super().close()
         self.mailbox.free()
         if self.board is not None:
             self.board.free()

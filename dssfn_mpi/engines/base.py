@@ -10,8 +10,8 @@ import numpy as np
 
 from ..config import TrainConfig
 from ..errors import RankError
+from ..mailbox.waiting import WaitPolicy
 from ..solver import ExactSolution
-from ..waiting import WaitPolicy
 
 if TYPE_CHECKING:
     from ..trace import LayerTrace
@@ -77,7 +77,7 @@ class LayerProblem:
 class SolveStats:
     """What an engine measured while solving one layer on this rank.
 
-    The fields are the run log's ``engine`` fields (:mod:`dssfn_mpi.schema`,
+    The fields are the run log's ``engine`` fields (:mod:`dssfn_mpi.runlog.schema`,
     same names, units and meaning); the defaults are what an engine reports
     when it has nothing to say: no time, no messages, and "not measured"
     (NaN, -1) for what only some engines have.

@@ -105,11 +105,11 @@ def compiled_status() -> str:
     -------
     str
         ``"on (numba X)"`` when the activation's loops here and the mailbox's
-        seqlock (:data:`dssfn_mpi.seqlock.AVAILABLE`) compiled, else ``"off (...)"``
+        seqlock (:data:`dssfn_mpi.mailbox.seqlock.AVAILABLE`) compiled, else ``"off (...)"``
         with the reason: then the same steps run in numpy and Python, the async
         update about twice as costly.
     """
-    from .. import seqlock
+    from ..mailbox import seqlock
 
     if numba is None:
         return "off (numba not importable: pip install -e '.[fast]')"

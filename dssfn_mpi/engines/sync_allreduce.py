@@ -54,7 +54,7 @@ class SyncAllreduceEngine(Engine):
         """Write the average over all ranks of ``x`` into ``out``.
 
         A non-blocking allreduce awaited under the run's wait policy
-        (:mod:`dssfn_mpi.waiting`), not a blocking one that always spins.
+        (:mod:`dssfn_mpi.mailbox.waiting`), not a blocking one that always spins.
         The last ``votes`` entries of a flat ``x`` are 0/1 flags: ``out`` gets 1
         there where every rank's flag is 1, else 0.
         """

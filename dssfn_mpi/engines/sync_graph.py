@@ -56,7 +56,7 @@ class SyncGraphEngine(SyncAllreduceEngine):
         n = out.shape[0] - votes
         self.mix_cpu = 0.0
         for _ in range(self.rounds):
-            # Non-blocking, awaited under the run's wait policy (dssfn_mpi.waiting).
+            # Non-blocking, awaited under the run's wait policy (dssfn_mpi.mailbox.waiting).
             await_request(self.ctx, self.dcomm.Ineighbor_allgather(out, recv),
                           "neighbour exchange")
             c = time.thread_time()

@@ -140,7 +140,7 @@ class EdgeStep:
     store : tuple (ndarray, int), optional
         Where :attr:`Z` lives: a C-contiguous float64 array of ``d_m`` rows and
         the column where each neighbour's ``Q x d`` values start (the mailbox's
-        :meth:`~dssfn_mpi.transport.ZMailbox.outbox`, so that the puts send
+        :meth:`~dssfn_mpi.mailbox.transport.ZMailbox.outbox`, so that the puts send
         :attr:`Z` as it is). Zeroed. Default: an array of its own.
     compiled : bool, optional
         Use the compiled loops (True: raise without numba), the numpy calls
@@ -233,7 +233,7 @@ class EdgeStep:
         """:meth:`rhs` with ``Zr_n = table[rows[i], :Q d]``, compiled when :attr:`compiled`.
 
         ``table`` is C-contiguous float64 and ``rows`` an intp array, as
-        :meth:`dssfn_mpi.transport.ZMailbox.read_rows` returns them.
+        :meth:`dssfn_mpi.mailbox.transport.ZMailbox.read_rows` returns them.
         """
         if len(rows) != len(self._edges):
             raise ValueError(f"{len(rows)} neighbour values for {len(self._edges)} edges")

@@ -4,8 +4,8 @@ What every live rank does per layer (:mod:`dssfn_mpi.train`), for all M nodes
 in one process, by the step's shared rules (:mod:`dssfn_mpi.layerstep`):
 features, penalty and factorisation, placed in time by the
 layer-start rule of :mod:`dssfn_mpi.timeline` (the replay's, docs/REPLAY.md);
-then the solve (:mod:`.asyncsim`, :mod:`.syncsim`, or :mod:`.schedule` for a
-traced run's reads); then the untimed observation (accuracy, cost, the
+then the solve (:mod:`.asyncsim`, :mod:`.lockstepsim`, :mod:`.syncsim`, or
+:mod:`.schedule` for a traced run's reads); then the untimed observation (accuracy, cost, the
 equivalence check) and the run's record, a :class:`~dssfn_mpi.runlog.RunLog` as
 training's (:class:`SimResult`), written as its run log.
 """
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import schema
 from ..algorithms import lookup, names
+from ..algorithms.base import LOCKSTEP
 from ..config import TrainConfig
 from ..engines.base import SolveStats
 from ..equivalence import check_fields
@@ -38,11 +38,12 @@ from ..layerstep import (
     test_features,
 )
 from ..network import Network
-from ..runlog import RunLog
+from ..runlog import RunLog, schema
 from ..solver import exact_solve
 from ..staleness import staleness
 from ..timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
 from .asyncsim import NodeRun, solve_async
+from .lockstepsim import solve_lockstep
 from .nodes import layer_metrics, layer_problems, load_shards, penalties
 from .oneshotsim import pack_statistics, solve_oneshot
 from .schedule import node_runs, replay_reads
@@ -364,9 +365,11 @@ def solve_layer(run: SolveContext, layer: int, invs, B2s, pens, metrics, target,
     checks = [None if rule.fixed else
               alg.node_check(rule, O_star, B2s[m], pens[m], cfg.eta, metrics[m])
               for m in range(M)]
-    if alg.one_sided:
+    if alg.per_neighbour:
         steps = [alg.step(B2s[m], pens[m], cfg.eta, eps, invs[m], metrics[m])
                  for m in range(M)]
+        if alg.driver == LOCKSTEP:
+            return solve_lockstep(run, layer, steps, checks, begin, message_bytes)
         if opts.schedule is not None:
             path, versions = opts.schedule
             require(layer < versions.shape[0], f"{path}: its trace has no layer {layer}")

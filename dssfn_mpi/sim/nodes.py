@@ -106,10 +106,10 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
 
 def exchange(alg, graph, values: list[np.ndarray], rounds: int) -> list:
     """What each node's driver gathers of ``values`` (one per node): each neighbour's
-    (one-sided, in the order of ``graph.neighbors(m)``), the network mean (allreduce)
-    or ``rounds`` rounds of mixing."""
+    (per-neighbour drivers, in the order of ``graph.neighbors(m)``), the network mean
+    (allreduce) or ``rounds`` rounds of mixing."""
     M = graph.n_nodes
-    if alg.one_sided:
+    if alg.per_neighbour:
         return [[values[n] for n in graph.neighbors(m)] for m in range(M)]
     if alg.mixes:
         return mix(graph, values, rounds)
@@ -140,7 +140,7 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
 def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0) -> list:
     """Each node's Gram metric of a layer solved in it, as its algorithm forms it from
     what its driver gathers (:func:`exchange`): one per neighbour (a list) for the
-    one-sided drivers, else one.
+    per-neighbour drivers, else one.
 
     Each node's CPU seconds for it are added to its penalty phase (the live engines
     form the metric where the penalty is). For the layers where

@@ -1,4 +1,4 @@
-"""The run log's passive-put verdict is certain or says undecided (dssfn_mpi.rmacheck).
+"""The run log's passive-put verdict is certain or says undecided (dssfn_mpi.mailbox.rmacheck).
 
 A loaded machine delays the origin's put; that must never read as "not passive". Each
 case slows the check's put (rmacheck._put) as load would, on the origin only.
@@ -11,7 +11,7 @@ import time
 import pytest
 from mpi4py import MPI
 
-from dssfn_mpi import rmacheck
+from dssfn_mpi.mailbox import rmacheck
 
 
 def _comm():

@@ -46,9 +46,9 @@ def _no_second_check(self, copied):
 @pytest.mark.parametrize("shape", [(26, 1052), (128, 1024)], ids=["26x1052", "1MiB"])
 def test_stress_test_catches_a_reader_that_skips_the_second_check(monkeypatch, shape, mode,
                                                                   compiled):
-    from dssfn_mpi.slotreader import SlotReader
+    from dssfn_mpi.mailbox.slotreader import SlotReader
 
-    # The mutation in both readers: the Python one and the compiled one (dssfn_mpi.seqlock,
+    # The mutation in both readers: the Python one and the compiled one (dssfn_mpi.mailbox.seqlock,
     # used with direct stores and numba), which takes the switch as an argument.
     monkeypatch.setattr(SlotReader, "_recheck", _no_second_check)
     monkeypatch.setattr(SlotReader, "second_check", False)

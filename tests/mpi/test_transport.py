@@ -79,7 +79,7 @@ def _value(writer: int, version: int) -> float:
 @pytest.mark.parametrize("make_graph", [ring, complete], ids=["ring", "complete"])
 def test_round_trip_values_shapes_versions_and_counters(make_graph):
     from dssfn_mpi.bench.mailbox import BenchMailbox
-    from dssfn_mpi.slotlayout import HEADER_WORDS
+    from dssfn_mpi.mailbox.slotlayout import HEADER_WORDS
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
@@ -145,7 +145,7 @@ def test_put_all_and_read_views_round_trip(make_graph):
     # read_views returns the same values as read_all, as read-only views, with
     # zeros for an unwritten layer and the kept copy for an unchanged slot.
     from dssfn_mpi.bench.mailbox import BenchMailbox
-    from dssfn_mpi.slotlayout import HEADER_WORDS
+    from dssfn_mpi.mailbox.slotlayout import HEADER_WORDS
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
@@ -192,8 +192,8 @@ def test_direct_stores_on_one_node(make_graph, compiled):
     # make test runs these tests under both); the seqlock compiled where the stores are
     # direct and numba is installed, unless compiled=False. The neighbours read the outbox's
     # values, then the next write's.
-    from dssfn_mpi import seqlock
-    from dssfn_mpi.transport import ZMailbox
+    from dssfn_mpi.mailbox import seqlock
+    from dssfn_mpi.mailbox.transport import ZMailbox
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
@@ -267,7 +267,7 @@ def _stress(
     number of fresh reads depends only on scheduling luck (80 in 8 s on a CI run).
     """
     from dssfn_mpi.bench.mailbox import BenchMailbox
-    from dssfn_mpi.slotlayout import HEADER_WORDS, VERSION
+    from dssfn_mpi.mailbox.slotlayout import HEADER_WORDS, VERSION
 
     me, size = comm.Get_rank(), comm.Get_size()
     Q, n = shape
@@ -364,7 +364,7 @@ def test_seqlock_reads_never_tear_under_concurrent_puts(shape, mode, compiled):
     assert t["fresh"] >= 100, t
     # ... and the reader did race the writers: it rejected copies of writes in
     # flight (tens of thousands per second here). Each fallback ends ATTEMPTS of them.
-    from dssfn_mpi.slotreader import ATTEMPTS as _ATTEMPTS
+    from dssfn_mpi.mailbox.slotreader import ATTEMPTS as _ATTEMPTS
 
     assert t["torn_retries"] > 0, t
     assert t["torn_retries"] >= _ATTEMPTS * t["fallbacks"], t
@@ -375,7 +375,7 @@ def test_read_all_rejects_torn_copies_and_falls_back_under_concurrent_puts():
     # With 1 MiB puts back to back a read often starts while a write is in flight:
     # the reader must notice (torn_retries), sometimes give up on a neighbour for
     # this activation (fallbacks) and still return only consistent values.
-    from dssfn_mpi.slotreader import ATTEMPTS as _ATTEMPTS
+    from dssfn_mpi.mailbox.slotreader import ATTEMPTS as _ATTEMPTS
 
     t = _stress(
         _comm(),
@@ -420,8 +420,8 @@ def test_reader_never_waits_for_a_writer_stuck_mid_write(compiled):
     # write (as if descheduled there); B's reads must neither wait nor return the
     # half-written data, but the last consistent value, and count the fallback.
     from dssfn_mpi.bench.mailbox import BenchMailbox
-    from dssfn_mpi.slotlayout import BEGIN, END, HEADER_WORDS, LAYER
-    from dssfn_mpi.slotreader import ATTEMPTS as _ATTEMPTS
+    from dssfn_mpi.mailbox.slotlayout import BEGIN, END, HEADER_WORDS, LAYER
+    from dssfn_mpi.mailbox.slotreader import ATTEMPTS as _ATTEMPTS
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
@@ -568,7 +568,7 @@ def test_parity_keeps_final_previous_layer_readable():
 
 @pytest.mark.mpi(min_size=2)
 def test_wait_neighbors_done_returns_sleeps_and_times_out():
-    from dssfn_mpi.transport import NeighborTimeout, ZMailbox
+    from dssfn_mpi.mailbox.transport import NeighborTimeout, ZMailbox
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
@@ -619,7 +619,7 @@ def test_wait_neighbors_done_returns_sleeps_and_times_out():
 
 @pytest.mark.mpi(min_size=2)
 def test_passive_put_with_allocated_window():
-    from dssfn_mpi.rmacheck import passive_put_check
+    from dssfn_mpi.mailbox.rmacheck import passive_put_check
 
     r = passive_put_check(_comm(), sleep=1.0, allocate=True)
     print(f"passive put (Win.Allocate): {r}")
@@ -633,7 +633,7 @@ def test_passive_put_with_created_window_is_reported_not_raised():
     # Informational: Win.Create stalls (~sleep s) on plain Open MPI and fails at
     # once with OMPI_MCA_osc=sm; other MPIs may differ, so only the shape of the
     # answer and the absence of a hang are checked.
-    from dssfn_mpi.rmacheck import passive_put_check
+    from dssfn_mpi.mailbox.rmacheck import passive_put_check
 
     r = passive_put_check(_comm(), sleep=0.5, allocate=False)
     print(f"passive put (Win.Create): {r}")

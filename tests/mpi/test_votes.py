@@ -20,7 +20,7 @@ def _comm():
 
 @pytest.mark.mpi(min_size=2)
 def test_board_ends_a_layer_once_every_rank_is_done_and_keeps_it_ended():
-    from dssfn_mpi.doneboard import DoneBoard
+    from dssfn_mpi.mailbox.doneboard import DoneBoard
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()

@@ -8,12 +8,12 @@ target atomically, so the file on disk is always a complete, valid log of the
 layers done so far (``complete = False`` until the last write).
 
 The schema is public and versioned; ``docs/RUNLOG.md`` describes it,
-:mod:`dssfn_mpi.schema` defines the per-layer fields and
-:mod:`dssfn_mpi.rootschema` the root attributes and per-rank datasets. Additive
+:mod:`dssfn_mpi.runlog.schema` defines the per-layer fields and
+:mod:`dssfn_mpi.runlog.rootschema` the root attributes and per-rank datasets. Additive
 changes keep :data:`SCHEMA_VERSION`; renames and removals bump it. What is
-written is checked and completed first (:mod:`dssfn_mpi.runprep`); where it may
-be written is :mod:`dssfn_mpi.outpath`, the software versions it records
-:mod:`dssfn_mpi.versions`.
+written is checked and completed first (:mod:`dssfn_mpi.runlog.runprep`); where it may
+be written is :mod:`dssfn_mpi.runlog.outpath`, the software versions it records
+:mod:`dssfn_mpi.runlog.versions`.
 
 The summary table printed by ``dssfn-mpi report`` is :mod:`dssfn_mpi.report`.
 
@@ -32,8 +32,8 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .errors import UserError
-from .fileio import PathLike, atomic_write
+from ..errors import UserError
+from ..fileio import PathLike, atomic_write
 from .outpath import check_output_path
 from .rootschema import (
     ATTRIBUTES,
@@ -234,10 +234,10 @@ def write_runlog(
         ``--overwrite`` once up front and then rewrites its own file each layer.
     trace, trajectory
         The ``/trace`` and ``/trajectory`` datasets, named and shaped as in
-        :data:`dssfn_mpi.schema.TRACE_SCHEMA` (L = ``layers_done``, M ranks);
+        :data:`dssfn_mpi.runlog.schema.TRACE_SCHEMA` (L = ``layers_done``, M ranks);
         a group is written when it has datasets or attributes.
     trace_attrs
-        Attributes of ``/trace`` (:data:`dssfn_mpi.schema.TRACE_ATTRIBUTES`).
+        Attributes of ``/trace`` (:data:`dssfn_mpi.runlog.schema.TRACE_ATTRIBUTES`).
 
     Raises
     ------

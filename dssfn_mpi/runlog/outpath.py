@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import UserError
-from .fileio import PathLike
+from ..errors import UserError
+from ..fileio import PathLike
 
 __all__ = ["check_output_path"]
 

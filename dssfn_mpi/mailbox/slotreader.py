@@ -2,7 +2,7 @@
 
 A read loads a slot's ``end`` counter, copies header and data, and keeps the
 copy only if ``begin`` still equals that counter afterwards (the proof is in
-the notes of :class:`dssfn_mpi.transport.ZMailbox`). A copy that fails is
+the notes of :class:`dssfn_mpi.mailbox.transport.ZMailbox`). A copy that fails is
 retried at once, :data:`ATTEMPTS` times in all; then the read answers with
 the last consistent copy (a fallback). One kept copy per neighbour lives in a
 table of rows, which the engine reads directly.
@@ -40,7 +40,7 @@ class SlotReader:
     window : MailboxWindow
         The open window.
     compiled : module or None
-        :mod:`dssfn_mpi.seqlock` to read with its compiled loop (direct stores
+        :mod:`dssfn_mpi.mailbox.seqlock` to read with its compiled loop (direct stores
         only), or None.
 
     Attributes
@@ -203,7 +203,7 @@ class SlotReader:
     def read_rows(self, layer: int, size: int,
                   versions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Every neighbour's latest Z for ``layer`` as rows of :attr:`table`
-        (:meth:`dssfn_mpi.transport.ZMailbox.read_rows`)."""
+        (:meth:`dssfn_mpi.mailbox.transport.ZMailbox.read_rows`)."""
         self.window.check_open()
         if self._compiled is not None:
             if self._read_compiled(layer, self._everyone_array, size, versions, self._rows):

@@ -1,5 +1,5 @@
 """The versions of the software stack a run log records (root attributes ``python`` ..
-``numba``, see :data:`dssfn_mpi.rootschema.ATTRIBUTES`).
+``numba``, see :data:`dssfn_mpi.runlog.rootschema.ATTRIBUTES`).
 
 Nothing here talks to MPI: ``mpi4py`` is only consulted (never imported) for its
 version strings.

@@ -1,6 +1,6 @@
 """The run log's schema beyond the per-layer fields: root attributes, ``/ranks``, axes.
 
-:mod:`dssfn_mpi.schema` defines the per-(layer, rank) fields of ``/layers`` and the
+:mod:`dssfn_mpi.runlog.schema` defines the per-(layer, rank) fields of ``/layers`` and the
 ``/trace`` and ``/trajectory`` datasets; this module defines the rest of the schema
 ``docs/RUNLOG.md`` describes, once: the schema version, the root attributes
 (:data:`ATTRIBUTES`: kind, default, description, and how a value of each kind is
@@ -136,7 +136,7 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
 }
 
 #: Dimension names of the /trace and /trajectory axes (the letters of
-#: :attr:`dssfn_mpi.schema.TraceField.shape`).
+#: :attr:`dssfn_mpi.runlog.schema.TraceField.shape`).
 TRACE_AXES = {"L": "layer", "M": "rank", "K": "activation", "D": "neighbor", "P": "phase",
               "S": "snapshot"}
 

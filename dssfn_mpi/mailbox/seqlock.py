@@ -1,9 +1,9 @@
 """The mailbox's seqlock on a shared window as compiled loops (numba), with real fences.
 
-:class:`dssfn_mpi.transport.ZMailbox` reads and writes its slots with a seqlock
+:class:`dssfn_mpi.mailbox.transport.ZMailbox` reads and writes its slots with a seqlock
 (the protocol and its proof are in the class notes; the Python path is
-:mod:`dssfn_mpi.slotreader` and :mod:`dssfn_mpi.slotwriter`). With direct stores (every
-rank on one node, a shared window) both sides touch plain memory, and in Python
+:mod:`dssfn_mpi.mailbox.slotreader` and :mod:`dssfn_mpi.mailbox.slotwriter`). With direct
+stores (every rank on one node, a shared window) both sides touch plain memory, and in Python
 each step is a numpy call or an ``MPI_Win_sync``: about 1 - 2 us of call overhead
 per neighbour and phase, as much as copying a small ``Z``. Here the whole read
 (every neighbour's counters, copies and checks, and the choice of rows) and the

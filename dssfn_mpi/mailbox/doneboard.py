@@ -15,7 +15,7 @@ No lock, accumulate, barrier or collective: a read is one small get from rank
 across hosts), and nobody ever waits for another rank to answer. The words are
 aligned 8-byte values with one writer each (``ended`` only ever goes from 0 to
 1), read and written in one piece: the assumption the seqlock of
-:mod:`dssfn_mpi.transport` already makes. The M flags are not read at one
+:mod:`dssfn_mpi.mailbox.transport` already makes. The M flags are not read at one
 instant: "every rank done" means every flag read as 1 within one get, while
 each was set by its rank's own test on its latest iterate. The ended word
 makes the decision final, so a rank whose test fails again afterwards still

@@ -1,6 +1,6 @@
 """Is a one-sided put truly passive here? The check behind ``dssfn-mpi doctor``.
 
-The asynchronous engine's mailbox (:mod:`dssfn_mpi.transport`) assumes that a
+The asynchronous engine's mailbox (:mod:`dssfn_mpi.mailbox.transport`) assumes that a
 ``Put`` + ``Flush`` into a neighbour's window completes while the neighbour is
 busy computing outside MPI. That holds for MPI-allocated windows
 (``Win.Allocate``) but, on plain Open MPI, not for windows over user memory
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from .errors import require
+from ..errors import require
 
 __all__ = ["UNDECIDED", "passive_put_check", "passive_verdict", "shared_window_possible"]
 
@@ -44,7 +44,7 @@ def passive_put_check(
     Rank 0 sleeps in ``time.sleep`` for ``sleep`` seconds, making no MPI call,
     while rank ``origin`` does ``Put`` (``nbytes``) + ``Flush`` into rank 0's window
     inside a ``Lock_all(MODE_NOCHECK)`` epoch, as
-    :meth:`dssfn_mpi.transport.ZMailbox.put_all` does, and times it — IMB-RMA's
+    :meth:`dssfn_mpi.mailbox.transport.ZMailbox.put_all` does, and times it — IMB-RMA's
     "truly passive put". Other ranks only take part in the collectives.
 
     Parameters
@@ -226,7 +226,7 @@ def shared_window_possible(comm: MPI.Intracomm) -> bool:
 
     True when every rank of ``comm`` (two or more) is on one node and
     ``Win.Allocate_shared`` succeeds (Open MPI's osc/rdma cannot make one): the
-    conditions under which :class:`dssfn_mpi.transport.ZMailbox` writes with
+    conditions under which :class:`dssfn_mpi.mailbox.transport.ZMailbox` writes with
     plain stores. The same answer on every rank.
     """
     from .rmawindow import allocate

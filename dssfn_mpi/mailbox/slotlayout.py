@@ -9,7 +9,7 @@ Every slot and every finished word has exactly one writer: the neighbour it
 belongs to, which computes where they are in *its neighbour's* window from that
 neighbour's degree and its own place in that neighbour's list
 (:class:`SlotLayout`). The protocol that uses these words is in
-:class:`dssfn_mpi.transport.ZMailbox`.
+:class:`dssfn_mpi.mailbox.transport.ZMailbox`.
 """
 
 from __future__ import annotations

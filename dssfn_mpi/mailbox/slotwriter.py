@@ -4,9 +4,9 @@ Every write of a slot is three phases, ``begin = s``, then header and data,
 then ``end = s`` (``s`` counts the writes to the slot), each phase complete in
 the target's memory before the next starts: a flush after each phase of puts,
 a full memory barrier (``Win.Sync``) after each phase of plain stores into a
-shared window, or the compiled loop of :mod:`dssfn_mpi.seqlock` with its
+shared window, or the compiled loop of :mod:`dssfn_mpi.mailbox.seqlock` with its
 fences. Why that order is all a reader needs is in the notes of
-:class:`dssfn_mpi.transport.ZMailbox`.
+:class:`dssfn_mpi.mailbox.transport.ZMailbox`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class SlotWriter:
     window : MailboxWindow
         The open window (and, when shared, the neighbours' memory).
     compiled : module or None
-        :mod:`dssfn_mpi.seqlock` to write with its compiled loop (direct stores
+        :mod:`dssfn_mpi.mailbox.seqlock` to write with its compiled loop (direct stores
         only), or None.
 
     Attributes
@@ -185,7 +185,7 @@ class SlotWriter:
                heads: np.ndarray, payload: list[np.ndarray] | None, Z: np.ndarray,
                size: int) -> None:
         """The seqlock writes as plain stores into the node's shared memory, at ``where``
-        (:func:`dssfn_mpi.slotlayout.field_indices`), with counters ``counts``."""
+        (:func:`dssfn_mpi.mailbox.slotlayout.field_indices`), with counters ``counts``."""
         values, words = self.window.node_values, self.window.node_words
         assert values is not None and words is not None
         begin, head, data, end = where

@@ -121,7 +121,7 @@ def check_axes(group: str, arrays: dict[str, np.ndarray], sizes: dict[str, int])
     Parameters
     ----------
     group
-        ``trace`` or ``trajectory`` (:func:`dssfn_mpi.schema.trace_fields`).
+        ``trace`` or ``trajectory`` (:func:`dssfn_mpi.runlog.schema.trace_fields`).
     arrays
         Its datasets by name.
     sizes

@@ -11,7 +11,7 @@ Two facts shape this module (measured, with the commands, in docs/MPI.md):
   one node, where a rank then stores into its neighbours' memory directly) are
   truly passive: a put into a ``Win.Create`` window over user memory completes
   only when the target next enters MPI, which defeats the point.
-  :func:`dssfn_mpi.rmacheck.passive_put_check` tests this.
+  :func:`dssfn_mpi.mailbox.rmacheck.passive_put_check` tests this.
 * Windows use the unified memory model, so a reader can see a half-written Z
   while a put is in flight. Reads are therefore validated by a *seqlock*: every
   slot has one writer, which brackets each write with two counters, and the
@@ -24,7 +24,7 @@ osc/sm window locks are ticket spin locks; with 20 ranks on 2 cores a
 descheduled holder made every waiter spin away its time slice (~2 ms of CPU per
 activation against ~0.3 ms of arithmetic). Nothing here waits for another rank
 except :meth:`ZMailbox.wait_neighbors_done`, which polls under the run's wait
-policy (:mod:`dssfn_mpi.waiting`).
+policy (:mod:`dssfn_mpi.mailbox.waiting`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from types import ModuleType, TracebackType
 import numpy as np
 from mpi4py import MPI
 
-from .errors import require
+from ..errors import require
 from .rmawindow import MailboxWindow
 from .slotlayout import GraphLike, SlotLayout
 from .slotreader import SlotReader
@@ -73,14 +73,14 @@ class ZMailbox:
     What the engine uses: :meth:`outbox`, :meth:`put_all`, :meth:`read_rows`,
     :meth:`finish_layer`, :meth:`wait_neighbors_done`, the counters and
     :meth:`free`. The parts: :attr:`layout` (where every word sits,
-    :mod:`dssfn_mpi.slotlayout`: for every in-neighbour two *parity* slots
+    :mod:`dssfn_mpi.mailbox.slotlayout`: for every in-neighbour two *parity* slots
     (``layer % 2``), each an int64 header ``[begin, end, layer, version,
     nelems, rows, cols]`` followed by the float64 data, then one "finished
     layer" word per in-neighbour; every slot and every finished word has
     exactly one writer, the neighbour it belongs to), :attr:`window` (its life,
-    :mod:`dssfn_mpi.rmawindow`), :attr:`writer` and :attr:`reader` (the two
-    sides of the seqlock below, :mod:`dssfn_mpi.slotwriter` and
-    :mod:`dssfn_mpi.slotreader`). The benchmark's and the tests' entry points
+    :mod:`dssfn_mpi.mailbox.rmawindow`), :attr:`writer` and :attr:`reader` (the two
+    sides of the seqlock below, :mod:`dssfn_mpi.mailbox.slotwriter` and
+    :mod:`dssfn_mpi.mailbox.slotreader`). The benchmark's and the tests' entry points
     for one neighbour are in :class:`dssfn_mpi.bench.mailbox.BenchMailbox`.
 
     Synchronisation
@@ -144,7 +144,7 @@ class ZMailbox:
         flush: the stores still reach memory in the order ``begin``, payload,
         ``end``, which is all the argument above uses. Reads are unchanged.
         With numba, both the read and the write of all neighbours are then one
-        compiled call each (:mod:`dssfn_mpi.seqlock`: the same steps, with
+        compiled call each (:mod:`dssfn_mpi.mailbox.seqlock`: the same steps, with
         memory fences where this code calls ``Sync``; ``compiled=False`` keeps
         them in Python, the reference).
 
@@ -179,7 +179,7 @@ class ZMailbox:
         Largest ``Z.size`` that will ever be put; must be equal on all ranks.
     compiled : bool, optional
         With direct stores, run the seqlock's reads and writes as compiled loops
-        (:mod:`dssfn_mpi.seqlock`; True: raise without numba), in Python (False),
+        (:mod:`dssfn_mpi.mailbox.seqlock`; True: raise without numba), in Python (False),
         or compiled when numba is installed (None). With puts always Python.
     force_put : bool, optional
         Write with ``MPI_Put`` even where direct stores are possible (an
@@ -335,7 +335,7 @@ class ZMailbox:
         """Block until every neighbour has announced ``finish_layer(layer)``.
 
         Polls under ``policy`` (default: sleeping between polls,
-        :func:`dssfn_mpi.waiting.sleep_until`). No MPI progress is needed: puts
+        :func:`dssfn_mpi.mailbox.waiting.sleep_until`). No MPI progress is needed: puts
         into allocated windows complete without the target's help.
 
         Parameters
@@ -393,7 +393,7 @@ class ZMailbox:
 
     @property
     def compiled(self) -> bool:
-        """True when the seqlock's reads and writes run compiled (:mod:`dssfn_mpi.seqlock`)."""
+        """True when the seqlock's reads and writes run compiled (:mod:`.seqlock`)."""
         return self.reader._compiled is not None
 
     @property
@@ -429,7 +429,7 @@ class ZMailbox:
 
 
 def _compiled_seqlock(compiled: bool | None, direct: bool) -> ModuleType | None:
-    """:mod:`dssfn_mpi.seqlock` when the reads and writes run compiled, else None.
+    """:mod:`dssfn_mpi.mailbox.seqlock` when the reads and writes run compiled, else None.
 
     Only with direct stores: its fences stand for ``Win_sync`` on plain shared
     memory. ``compiled``: True raises without numba, False never, None when

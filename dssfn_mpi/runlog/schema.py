@@ -20,7 +20,7 @@ Everything else is derived from :data:`LAYER_SCHEMA`: the run log's tables
 (:data:`LAYER_FIELDS`, :data:`LAYER_UNITS`), the loop's rows and the
 checkpoint contents (:func:`names`, :data:`ROW_FIELDS`), the ``/layers`` arrays of
 a run's rows, live or simulated (:func:`layer_arrays`), and the table in ``docs/RUNLOG.md``
-(:func:`markdown_table`; ``python -m dssfn_mpi.schema`` prints it).
+(:func:`markdown_table`; ``python -m dssfn_mpi.runlog.schema`` prints it).
 
 Adding a field here is an additive change of the run log (the schema version
 stays); renaming or removing one, or changing its dtype, unit or meaning,

@@ -1,0 +1,90 @@
+"""What the per-neighbour drivers share: penalties and metrics agreed with each neighbour.
+
+The one-sided driver (:mod:`.async_arock`) and the lockstep driver (:mod:`.lockstep`) run
+algorithms of the per-neighbour kind (:attr:`~dssfn_mpi.algorithms.Algorithm.per_neighbour`):
+one penalty and one metric per edge, formed from what the edge's two ends exchange.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import RankError
+from ..gramstats import StatsLayout
+from ..metric import Metric
+from .base import Engine, RunContext
+
+__all__ = ["NeighbourEngine"]
+
+
+class NeighbourEngine(Engine):
+    """A driver with a distributed-graph communicator over the rank's neighbours
+    (:attr:`dcomm`), and the layer-start exchanges through it.
+
+    Subclasses call ``__init__`` (collective) and :meth:`close`.
+    """
+
+    def __init__(self, ctx: RunContext) -> None:
+        # The compiled step is built (or loaded from numba's cache) here, untimed, by rank 0
+        # first: numba's cache is not safe against processes writing it at once (numba issue
+        # 4807), and the others then load what rank 0 wrote.
+        if ctx.rank == 0:
+            from . import kernels  # noqa: F401
+        ctx.comm.Barrier()
+        from . import kernels  # noqa: F401, F811
+
+        self.ctx = ctx
+        self.alg = ctx.cfg.algorithm
+        self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
+        assert ctx.wait_policy is not None
+        self.waits = ctx.wait_policy  # every wait of this engine goes through it
+        self.dcomm = ctx.comm.Create_dist_graph_adjacent(
+            self.neighbors, self.neighbors, reorder=False
+        )
+
+    def auto_penalty(self, layer: int, stats: np.ndarray) -> np.ndarray:
+        """gamma_mn for each neighbour n from the means of ``stats`` over {m, n}.
+
+        One neighbourhood allgather of three numbers, so a rank waits for its
+        neighbours (never anyone else) to reach the layer; under the default
+        bounded delay it would wait for them in its first activations anyway.
+        The wait sleeps, and gives up after ``--timeout`` like every other.
+        Both ends of an edge compute the same value.
+        """
+        mine = np.ascontiguousarray(stats, dtype=float)
+        # The graph is known to every rank from the configuration.
+        return self.alg.auto_penalty(mine, self._gather(layer, mine), self.ctx.graph,
+                                     self.ctx.rank)
+
+    def metric(self, layer: int, G: np.ndarray) -> list[Metric]:
+        """One metric per edge, the mean of the two ends' ``G``, agreed with each neighbour.
+
+        One neighbourhood allgather of the upper triangle of ``G_m`` (as
+        :meth:`auto_penalty`'s, it waits for the neighbours only). Both ends
+        build ``S_mn`` from the same unpacked numbers, so they hold the same metric.
+        """
+        layout = StatsLayout(G.shape[0], 0)
+        mine = layout.pack(G, G[:0])
+        theirs = self._gather(layer, mine)
+        own = layout.unpack(mine)[0]  # the numbers the neighbours unpack, not G itself
+        return self.alg.metric(own, [layout.unpack(row)[0] for row in theirs])
+
+    def metric_penalty(self) -> np.ndarray:
+        """gamma_mn of the metric form: from the graph alone (the edge's mean degree and
+        the graph's algebraic connectivity), the same at both ends."""
+        return self.alg.metric_penalty(self.ctx.graph, self.ctx.rank)
+
+    def _gather(self, layer: int, mine: np.ndarray) -> np.ndarray:
+        """Every neighbour's ``mine`` (rows in the order of the neighbours), at a layer's start."""
+        theirs = np.empty((len(self.neighbors), mine.size))
+        request = self.dcomm.Ineighbor_allgather(mine, theirs)
+        if not self.waits.wait_request(request, self.ctx.cfg.timeout).ready:
+            raise RankError(
+                self.ctx.rank,
+                f"layer {layer}: neighbours did not start it within {self.ctx.cfg.timeout:g} s "
+                "(a rank died or hangs; see --timeout)",
+            )
+        return theirs
+
+    def close(self) -> None:
+        self.dcomm.Free()

@@ -1,0 +1,120 @@
+"""The lockstep driver in simulated time: the one-sided step in Jacobi rounds.
+
+Per round k every node runs its algorithm's step (``step_rows``, the live drivers' own,
+compiled when numba is installed) on exactly the messages its neighbours sent after round
+k-1 (zeros in round 0), then exchanges its new messages with its neighbours, as
+:mod:`dssfn_mpi.engines.lockstep` does. Times follow the rules of
+:mod:`dssfn_mpi.timeline` (docs/REPLAY.md): round k on node m starts when m and every
+neighbour of m have finished round k-1's compute, plus one message time
+(:func:`~dssfn_mpi.timeline.exchange_end`, one round); ``--speed``, ``--jitter`` and
+``--slow`` set each compute.
+
+Under ``--stop eps:E`` / ``local:TOL`` the layer ends after round k when every node passed
+its own test of round ``k - A + 1`` (``A`` = :func:`~dssfn_mpi.engines.lockstep.vote_slots`,
+the votes riding in the messages as live), each node with its iterate of that round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from ..engines.lockstep import vote_slots
+from ..stoprule import NodeCheck
+from ..timeline import exchange_end
+from .asyncsim import NodeRun
+
+__all__ = ["solve_lockstep"]
+
+
+def solve_lockstep(run: Any, layer: int, steps: list[Any], checks: list[NodeCheck | None],
+                   begin: np.ndarray, message_bytes: float) -> tuple[list[NodeRun], bool]:
+    """Simulate one lockstep layer.
+
+    Parameters
+    ----------
+    run : SolveContext
+        What the layer's solve needs of the run (:class:`~dssfn_mpi.sim.layerloop.SolveContext`).
+    layer : int
+        Index of the layer (for the speed model).
+    steps : list
+        Each node's step (its algorithm's ``step``), its messages at zero.
+    checks : list of NodeCheck or None
+        Each node's own test (None under ``iters``).
+    begin : ndarray, shape (M,)
+        When each node may start its first round.
+    message_bytes : float
+        Bytes of one message.
+
+    Returns
+    -------
+    (list of NodeRun, bool)
+        Each node's run and whether every node was done.
+    """
+    nbrs, M, speed = run.neighbors, len(steps), run.opts.speed
+    message = run.opts.network.message_seconds(message_bytes)
+    A = vote_slots(run.rule, run.graph)
+    exchange = _Exchange(steps, nbrs)
+    runs = [NodeRun(O=np.zeros(steps[m].O.shape), end=float(begin[m])) for m in range(M)]
+    flags: deque[np.ndarray] = deque(maxlen=A)
+    tested: deque[list[np.ndarray]] = deque(maxlen=A)
+    t, ended = np.asarray(begin, dtype=float).copy(), False
+    for k in range(run.cfg.iters):
+        measured, flag, Os = np.empty(M), np.zeros(M, dtype=bool), []
+        for m in range(M):
+            c0 = time.thread_time()
+            O = exchange.step(m)
+            if checks[m] is not None:
+                flag[m] = checks[m].async_done(O, steps[m].rhs_buffer)
+            measured[m] = time.thread_time() - c0
+            Os.append(O.copy())
+        exchange.send()
+        cost = speed.activations(layer, k, measured)
+        ready = t + cost
+        end = exchange_end(ready, run.hops, 1, message)
+        for m, node in enumerate(runs):
+            node.starts.append(float(t[m]))
+            node.ends.append(float(end[m]))
+            node.compute += float(cost[m])
+            node.wait += float(end[m] - ready[m])
+            node.activations += 1
+            node.O = Os[m]
+        t = end
+        if A:
+            flags.append(flag)
+            tested.append(Os)
+            ended = len(flags) == A and bool(flags[0].all())
+            if ended:
+                for m, node in enumerate(runs):
+                    node.O = tested[0][m]
+                break
+    for m, node in enumerate(runs):
+        node.end = float(t[m])
+    return runs, ended
+
+
+class _Exchange:
+    """Every node's received messages (rows of a table, as the live driver receives them)
+    and the round's exchange."""
+
+    def __init__(self, steps: list[Any], nbrs: list[tuple[int, ...]]) -> None:
+        self.steps, self.nbrs = steps, nbrs
+        slot = [{n: i for i, n in enumerate(nb)} for nb in nbrs]
+        # Row of node n's message for m in n's Z, for each node m and neighbour index i.
+        self.rows = [[slot[n][m] for n in nb] for m, nb in enumerate(nbrs)]
+        size = steps[0].Z[0].size
+        self.tables = [np.zeros((len(nb), size)) for nb in nbrs]
+        self.index = [np.arange(len(nb), dtype=np.intp) for nb in nbrs]
+
+    def step(self, m: int) -> np.ndarray:
+        """Node ``m``'s activation on the messages of the previous round."""
+        return self.steps[m].step_rows(self.tables[m], self.index[m])
+
+    def send(self) -> None:
+        """Every node's messages, from every node's new ``Z``, once all have stepped."""
+        for m, nb in enumerate(self.nbrs):
+            for i, (n, r) in enumerate(zip(nb, self.rows[m])):
+                self.tables[m][i] = np.reshape(self.steps[n].Z[r], -1)

@@ -1,0 +1,147 @@
+"""``--mode lockstep``: async's edge update in Jacobi rounds, live and simulated.
+
+Every node activates once per round on exactly its neighbours' messages of the previous
+round, so the iterates do not depend on speeds: the simulated lockstep is the simulated
+async run with ``--max-lead 0 --speed const`` (the schedule under which async is Jacobi),
+the live run is the simulated one, and both reach the exact centralized ``O*`` (the run
+log's ``rel_distance``) at every layer, bound active or not, in the Gram metric at layer 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpitools import run_cli
+
+from dssfn_mpi.algorithms import lookup
+from dssfn_mpi.algorithms.base import LOCKSTEP
+from dssfn_mpi.algorithms.edge import EdgeADMM
+from dssfn_mpi.cli import main
+from dssfn_mpi.config import TrainConfig
+from dssfn_mpi.modelio import load_model
+from dssfn_mpi.network import parse_network
+from dssfn_mpi.replay import project
+from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.sim.layerloop import SimOptions, simulate
+from dssfn_mpi.sim.speed import SpeedModel
+from dssfn_mpi.stoprule import reason_code
+
+# Label-skewed shards on a ring (diameter 2 at 4 and 5 nodes: the votes take a round to
+# spread); the bound is inactive at layer 0 and active beyond; layer 0 in the Gram metric.
+SETTINGS = ["--dataset", "synthetic", "--layers", "2", "--hidden", "40", "--degree", "2",
+            "--partition", "dirichlet:0.5", "--metric", "gram", "--quiet"]
+EXACT = [*SETTINGS, "--iters", "3000", "--stop", "eps:5e-7"]
+SHORT = [*SETTINGS, "--layers", "1", "--iters", "5"]  # far from O*: every iterate counts
+
+
+def _worst(a_path, b_path) -> float:
+    """The largest relative difference of two saved models' matrices, node by node."""
+    a, b = load_model(a_path), load_model(b_path)
+    return max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
+               for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb))
+
+
+def _simulate(tmp_path, name: str, nodes: int, *argv: str):
+    out, model = tmp_path / f"{name}.h5", tmp_path / f"{name}-model.h5"
+    assert main(["simulate", "--nodes", str(nodes), *argv, "--out", str(out),
+                 "--save-model", str(model), "--overwrite"]) == 0
+    return read_runlog(out), model
+
+
+def test_lockstep_is_the_edge_update_on_its_own_driver():
+    alg = lookup("lockstep")
+    assert isinstance(alg, EdgeADMM) and alg.driver == LOCKSTEP and alg.update == "edge"
+    assert alg.per_neighbour and alg.edge_penalties and not alg.one_sided
+    assert lookup("lockstep", "paper").update == "paper"
+    assert lookup("async").driver != LOCKSTEP  # the registry's own instance is untouched
+    assert alg.sent(10, 3, 0, 80) == (0, 10 * 3 * 80)  # messages, no puts
+
+
+def test_simulated_lockstep_is_async_at_max_lead_0_and_constant_speed(tmp_path):
+    lock, lock_model = _simulate(tmp_path, "lock", 4, "--mode", "lockstep", *SHORT,
+                                 "--speed", "const:1e-3")
+    asy, asy_model = _simulate(tmp_path, "async", 4, "--mode", "async", *SHORT,
+                               "--max-lead", "0", "--speed", "const:1e-3")
+    assert _worst(lock_model, asy_model) <= 1e-12
+    assert (lock.layers["activations"] == 5).all() and (lock.layers["puts"] == 0).all()
+    assert (lock.layers["bytes_sent"] == asy.layers["bytes_sent"]).all()
+    # Jitter and a straggler change the times, never the iterates (async's would change).
+    jit, jit_model = _simulate(tmp_path, "jitter", 4, "--mode", "lockstep", *SHORT,
+                               "--speed", "const:1e-3", "--jitter", "exp:1", "--slow", "1:5")
+    assert _worst(lock_model, jit_model) == 0.0
+    t_const, t_jit = (float(np.max(r.extra["sim_layer_end"])) for r in (lock, jit))
+    assert t_jit > 2 * t_const
+
+
+def test_simulated_lockstep_runs_any_one_sided_step_the_paper_update_too():
+    # PaperStep keeps its own Z (no store): the drivers copy it into their messages.
+    Os = {}
+    for mode, lead in (("lockstep", 4), ("async", 0)):
+        cfg = TrainConfig(mode=mode, update="paper", max_lead=lead, dataset="synthetic",
+                          layers=1, hidden=40, degree=2, partition="dirichlet:0.5",
+                          metric="identity", iters=5)
+        opts = SimOptions(nodes=4, speed=SpeedModel.build("const:1e-3", 4, 2, 5, {}, None,
+                                                          None, 0),
+                          network=parse_network("shm"))
+        Os[mode] = simulate(cfg, opts, quiet=True).Os
+    assert cfg.algorithm.update == "paper"
+    assert [len(nodes) for nodes in Os["lockstep"]] == [2] * 4  # 4 nodes, layers 0 and 1
+    assert all(np.array_equal(x, y) for a, b in zip(Os["lockstep"], Os["async"])
+               for x, y in zip(a, b))
+
+
+def _check_exact(log) -> None:
+    rel, lam = log.layers["rel_distance"], log.layers["lambda_star"]
+    assert rel.shape == (3, 4) and rel.max() <= 1e-6, rel
+    assert (lam[0] == 0).all() and (lam[1:] > 0).all()  # bound inactive, then active
+    assert (log.layers["metric_bytes"][0] > 0).all()  # layer 0 in the Gram metric
+    assert (log.layers["stop_reason"] == reason_code("eps")).all()
+    acts = log.layers["activations"]
+    assert (acts == acts[:, :1]).all() and (acts < 3000).all()  # all ranks end together
+
+
+@pytest.mark.mpirun
+@pytest.mark.timeout(300)
+def test_live_lockstep_reaches_the_exact_solution_as_simulated(tmp_path):
+    live, live_model = tmp_path / "live.h5", tmp_path / "live-model.h5"
+    res = run_cli(4, "train", "--mode", "lockstep", *EXACT, "--out", str(live),
+                  "--save-model", str(live_model), timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = read_runlog(live)
+    sim, sim_model = _simulate(tmp_path, "sim", 4, "--mode", "lockstep", *EXACT)
+    for run in (log, sim):
+        _check_exact(run)
+    # The same rounds, the same votes: the same layer ends and iterates.
+    assert (log.layers["activations"] == sim.layers["activations"]).all()
+    assert _worst(live_model, sim_model) <= 1e-10
+    # Timed by the run's own trace, the simulation is the replay's projection (one rule).
+    out = tmp_path / "timed.h5"
+    assert main(["simulate", "--schedule", str(live), "--speed", f"trace:{live}",
+                 "--out", str(out), "--quiet"]) == 0
+    proj = project(log, parse_network("shm"))
+    assert read_runlog(out).attrs["sim_total_seconds"] == pytest.approx(proj.total_seconds,
+                                                                        rel=1e-9)
+
+
+@pytest.mark.mpirun
+@pytest.mark.timeout(300)
+def test_live_lockstep_iterates_are_the_simulated_ones(tmp_path):
+    live_model = tmp_path / "live-model.h5"
+    res = run_cli(5, "train", "--mode", "lockstep", *SHORT, "--out", str(tmp_path / "l.h5"),
+                  "--save-model", str(live_model), timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = read_runlog(tmp_path / "l.h5")
+    assert log.layers["rel_distance"].min() > 1e-3  # far from O*
+    _, sim_model = _simulate(tmp_path, "sim", 5, "--mode", "lockstep", *SHORT)
+    assert _worst(live_model, sim_model) <= 1e-10
+
+
+def test_simulated_lockstep_local_rule_ends_every_layer_near_the_exact_solution(tmp_path):
+    # async's own test of its edge variables (NodeCheck.async_done with the step's rhs),
+    # voted as under eps; the distance is the run log's check, which no node read.
+    log, _ = _simulate(tmp_path, "local", 5, "--mode", "lockstep", *SETTINGS,
+                       "--iters", "3000", "--stop", "local:1e-3")
+    acts = log.layers["activations"]
+    assert (log.layers["stop_reason"] == reason_code("local")).all()
+    assert (acts == acts[:, :1]).all() and (acts < 3000).all()
+    assert log.layers["rel_distance"].max() <= 1e-2, log.layers["rel_distance"]
