@@ -37,9 +37,7 @@ def test_the_sweep_is_every_variant_graph_and_relaxation_and_parses():
         mode, relax = s.meta["bench_mode"], s.meta["bench_relax"]
         flag = "--relax" if mode.startswith("sync") else "--eta"
         assert _opt(s.train_args, flag) == (None if relax == 1.0 else "1.6"), s.train_args
-        lockstep = mode == "lockstep"
-        assert (_opt(s.train_args, "--max-lead") == "0") == lockstep
-        assert (_opt(s.train_args, "--speed") == "const:1e-3") == lockstep
+        assert _opt(s.train_args, "--mode") == {"sync-graph": "sync-graph"}.get(mode, mode)
         graph = s.meta["bench_graph"]
         assert _opt(s.train_args, "--topology") == {"d8": "circular"}.get(graph, graph)
 
@@ -92,9 +90,12 @@ def test_the_table_takes_each_variant_at_its_best_relaxation_and_divides():
     assert "| d = 8 | sync-graph | 36 | - | cap | 1 |" in relax
     assert "| d = 8 | lockstep | 78 | 51 | 51 | 1.6 |" in relax
     times = decompose_markdown(_summary(), "times").splitlines()
-    # lockstep (a constant speed) has no projected time
-    assert times[0] == "| M | graph | sync [ms] | sync-graph [ms] | async [ms] |"
-    assert times[2] == "| 20 | d = 8 | 100.0 | 100.0 (1.00x) | 100.0 (1.00x) |"
+    assert times[0] == "| M | graph | sync [ms] | sync-graph [ms] | lockstep [ms] | async [ms] |"
+    assert times[2] == "| 20 | d = 8 | 100.0 | 100.0 (1.00x) | 100.0 (1.00x) | 100.0 (1.00x) |"
+    s = _summary()
+    s["records"].append(_rec("hood-lockstep", "d8", 20, 1.0, [9, 12, 18]))
+    # hood-lockstep (a constant speed) has no simulated time
+    assert "hood-lockstep" not in decompose_markdown(s, "times").splitlines()[0]
 
 
 def test_the_figure_draws_a_bar_per_factor():
