@@ -141,9 +141,15 @@ class Algorithm:
         return self.one_sided
 
     # -- its messages -----------------------------------------------------------------
+    def message_floats(self, n_classes: int, d: int) -> int:
+        """Values of one message at a layer of input width ``d``: one ``Q x d`` matrix (the
+        one-sided drivers size their windows' slots by it)."""
+        return n_classes * d
+
     def message_bytes(self, n_classes: int, d: int) -> int:
-        """Payload of one message at a layer of input width ``d``: one ``Q x d`` matrix."""
-        return n_classes * d * _F8
+        """Payload of one message at a layer of input width ``d``
+        (:meth:`message_floats` float64 values)."""
+        return self.message_floats(n_classes, d) * _F8
 
     def sent(self, activations: int, degree: int, rounds: int,
              message_bytes: int) -> tuple[int, int]:

@@ -1,0 +1,123 @@
+"""Neighbourhood consensus ADMM (``--mode hood``): exact, and global consensus on the
+complete graph.
+
+Every node must reach the exact centralized ``O*`` (the run log's ``rel_distance``) at every
+layer, bound active or not, asynchronous (a 3x slow node, exponential jitter) under a small
+and a large ``--max-lead``. Run synchronously (every centre's ``z_j`` fresh), its iterates on
+the complete graph are global consensus ADMM's (``--mode sync``) with ``rho = M rho_hood``
+and ``--relax`` = ``--eta``: the same operator.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+from dssfn_mpi.algorithms import lookup
+from dssfn_mpi.cli import main
+from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.solver import LocalInverse, project_frobenius
+from dssfn_mpi.topology import make_topology
+
+SETTINGS = ["--dataset", "synthetic", "--layers", "2", "--hidden", "40", "--degree", "2",
+            "--partition", "dirichlet:0.5", "--quiet", "--nodes", "4", "--speed", "const:1e-3",
+            "--jitter", "exp:1", "--speeds", "0.25:3,0.75:1"]
+
+
+@pytest.mark.parametrize("lead", ["1", "10"])
+@pytest.mark.parametrize("bound, rho, iters", [([], "40,6,6", "800"),
+                                               (["--norm-bound", "0.1"], "90", "400")],
+                         ids=["inactive", "active"])
+def test_simulated_hood_reaches_the_exact_solution(tmp_path, lead, bound, rho, iters):
+    out = tmp_path / "h.h5"
+    assert main(["simulate", "--mode", "hood", *SETTINGS, *bound, "--rho", rho, "--iters",
+                 iters, "--max-lead", lead, "--out", str(out)]) == 0
+    log = read_runlog(out)
+    active = log.layers["lambda_star"] > 0
+    assert active[1:].all() and active[0].all() == bool(bound)
+    assert log.layers["staleness_max"].max() >= 2  # asynchronous: stale reads happened
+    rel = log.layers["rel_distance"]
+    assert rel.shape == (3, 4) and rel.max() <= 1e-6, rel
+    # One put of [v_ij, z_i] per neighbour per activation: two Q x d blocks.
+    Q, width = int(log.attrs["n_classes"]), np.array([20, 40, 40])  # synthetic: 20 inputs
+    acts = log.layers["activations"]
+    assert (log.layers["bytes_sent"] == acts * 2 * 2 * Q * width[:, None] * 8).all()
+
+
+def _problem(M, d, J, Q, seed):
+    rng = np.random.default_rng(seed)
+    Ys = [rng.normal(size=(d, J)) for _ in range(M)]
+    Ts = [np.eye(Q)[rng.integers(0, Q, J)].T for _ in range(M)]
+    return Ys, [2.0 * T @ Y.T for T, Y in zip(Ts, Ys)]
+
+
+def _jacobi_round(steps, graph):
+    """One synchronous round: every centre's z_j fresh from its members' current v_ij."""
+    M = len(steps)
+    nbrs = [list(graph.neighbors(m)) for m in range(M)]
+    size = steps[0].v_own.size
+    v_to = {(m, n): steps[m].Z[k].reshape(-1)[:size].copy()
+            for m in range(M) for k, n in enumerate(nbrs[m])}
+    z = [project_frobenius((steps[j].v_own + sum(v_to[m, j] for m in nbrs[j])) / M, EPS)
+         for j in range(M)]
+    tables = [np.array([np.concatenate([v_to[n, m], z[n]]) for n in nbrs[m]])
+              for m in range(M)]
+    return [s.step_rows(t, np.arange(len(t))).copy() for s, t in zip(steps, tables)]
+
+
+EPS = 0.0
+
+
+@pytest.mark.parametrize("relax", [1.0, 1.6])
+@pytest.mark.parametrize("eps", [1e3, 0.05], ids=["free", "projected"])
+def test_synchronous_hood_on_the_complete_graph_is_global_consensus_admm(relax, eps):
+    global EPS
+    EPS = eps
+    M, d, J, Q, r = 4, 10, 15, 3, 0.7
+    graph = make_topology("complete", M)
+    Ys, B2s = _problem(M, d, J, Q, 1)
+    hood = lookup("hood")
+    steps = [hood.step(B2, hood.fixed_penalty(r, M - 1), relax, eps,
+                       LocalInverse(Y, M * r, Y @ Y.T)) for Y, B2 in zip(Ys, B2s)]
+    sync = copy.copy(lookup("sync"))
+    sync.relax = relax
+    invs = [LocalInverse(Y, M * r, Y @ Y.T) for Y in Ys]
+    Zbar, U = np.zeros((Q, d)), [np.zeros((Q, d)) for _ in range(M)]
+    worst = 0.0
+    for _ in range(25):
+        Os = [sync.primal(inv, B2, M * r, Zbar, u) for inv, B2, u in zip(invs, B2s, U)]
+        shares = [np.empty((Q, d)) for _ in range(M)]
+        for O, u, s in zip(Os, U, shares):
+            sync.share(O, u, Zbar, s)
+        mean = sum(shares) / M
+        Zbar = [sync.dual(mean, eps, O, u, Zbar) for O, u in zip(Os, U)][0]
+        xs = _jacobi_round(steps, graph)
+        worst = max(worst, max(np.linalg.norm(x - O) / np.linalg.norm(O)
+                               for x, O in zip(xs, Os)))
+    assert worst <= 1e-10
+    if eps < 1:
+        assert np.linalg.norm(Zbar) ** 2 == pytest.approx(eps)  # the bound is active
+
+
+def test_auto_penalties_agree_at_both_ends_and_sum_to_about_consensus_rho():
+    graph = make_topology("circular", 8, degree=4)
+    rng = np.random.default_rng(0)
+    stats = [np.array([rng.uniform(0.5, 2), rng.uniform(1, 3), rng.uniform(5, 9)])
+             for _ in range(8)]
+    hood = lookup("hood")
+    pens = [hood.auto_penalty(stats[m], [stats[n] for n in graph.neighbors(m)], graph, m)
+            for m in range(8)]
+    for m in range(8):
+        assert pens[m].shape == (5,)
+        for k, n in enumerate(graph.neighbors(m)):
+            assert pens[m][1 + k] == pens[n][1 + list(graph.neighbors(n)).index(m)]
+    rho = lookup("sync").auto_penalty(None, np.mean(stats, axis=0), graph, 0)
+    assert 0.5 * rho < np.mean([p.sum() for p in pens]) < 2 * rho
+
+
+def test_message_is_two_blocks():
+    hood = lookup("hood")
+    assert hood.message_floats(3, 10) == 60 and hood.message_bytes(3, 10) == 480
+    assert hood.sent(5, 2, 0, 480) == (10, 4800)
