@@ -14,25 +14,30 @@ import copy
 
 import numpy as np
 import pytest
+from mpitools import run_cli
 
 from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.cli import main
+from dssfn_mpi.modelio import load_model
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.solver import LocalInverse, project_frobenius
 from dssfn_mpi.topology import make_topology
 
-SETTINGS = ["--dataset", "synthetic", "--layers", "2", "--hidden", "40", "--degree", "2",
-            "--partition", "dirichlet:0.5", "--quiet", "--nodes", "4", "--speed", "const:1e-3",
-            "--jitter", "exp:1", "--speeds", "0.25:3,0.75:1"]
+# Label-skewed shards on a ring; the bound is inactive at layer 0 and active beyond.
+PROBLEM = ["--dataset", "synthetic", "--layers", "2", "--hidden", "40", "--degree", "2",
+           "--partition", "dirichlet:0.5", "--quiet"]
+# Four simulated nodes, one of them 3x slower, each activation's time jittered.
+UNEVEN = ["--nodes", "4", "--speed", "const:1e-3", "--jitter", "exp:1", "--speeds",
+          "0.25:3,0.75:1"]
 
 
 @pytest.mark.parametrize("lead", ["1", "10"])
 @pytest.mark.parametrize("bound, rho, iters", [([], "40,6,6", "800"),
                                                (["--norm-bound", "0.1"], "90", "400")],
-                         ids=["inactive", "active"])
+                         ids=["active-beyond-0", "active"])
 def test_simulated_hood_reaches_the_exact_solution(tmp_path, lead, bound, rho, iters):
     out = tmp_path / "h.h5"
-    assert main(["simulate", "--mode", "hood", *SETTINGS, *bound, "--rho", rho, "--iters",
+    assert main(["simulate", "--mode", "hood", *PROBLEM, *UNEVEN, *bound, "--rho", rho, "--iters",
                  iters, "--max-lead", lead, "--out", str(out)]) == 0
     log = read_runlog(out)
     active = log.layers["lambda_star"] > 0
@@ -46,6 +51,26 @@ def test_simulated_hood_reaches_the_exact_solution(tmp_path, lead, bound, rho, i
     assert (log.layers["bytes_sent"] == acts * 2 * 2 * Q * width[:, None] * 8).all()
 
 
+@pytest.mark.mpirun
+@pytest.mark.timeout(300)
+def test_live_hood_reaches_the_exact_solution_and_its_schedule_replays_it(tmp_path):
+    live, live_model = tmp_path / "live.h5", tmp_path / "live-model.h5"
+    res = run_cli(4, "train", "--mode", "hood", *PROBLEM, "--rho", "40,6,6", "--iters",
+                  "800", "--max-lead", "1", "--out", str(live), "--save-model",
+                  str(live_model), timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = read_runlog(live)
+    assert (log.layers["lambda_star"][0] == 0).all() and (log.layers["lambda_star"][1:] > 0).all()
+    assert log.layers["rel_distance"].max() <= 1e-6, log.layers["rel_distance"]
+    # The simulator re-executes the live reads (/trace/versions): the same iterates.
+    sim_model = tmp_path / "sim-model.h5"
+    assert main(["simulate", "--schedule", str(live), "--save-model", str(sim_model),
+                 "--quiet"]) == 0
+    a, b = load_model(live_model), load_model(sim_model)
+    assert max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
+               for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb)) <= 1e-10
+
+
 def _problem(M, d, J, Q, seed):
     rng = np.random.default_rng(seed)
     Ys = [rng.normal(size=(d, J)) for _ in range(M)]
@@ -53,28 +78,23 @@ def _problem(M, d, J, Q, seed):
     return Ys, [2.0 * T @ Y.T for T, Y in zip(Ts, Ys)]
 
 
-def _jacobi_round(steps, graph):
+def _jacobi_round(steps, graph, eps):
     """One synchronous round: every centre's z_j fresh from its members' current v_ij."""
     M = len(steps)
     nbrs = [list(graph.neighbors(m)) for m in range(M)]
     size = steps[0].v_own.size
     v_to = {(m, n): steps[m].Z[k].reshape(-1)[:size].copy()
             for m in range(M) for k, n in enumerate(nbrs[m])}
-    z = [project_frobenius((steps[j].v_own + sum(v_to[m, j] for m in nbrs[j])) / M, EPS)
+    z = [project_frobenius((steps[j].v_own + sum(v_to[m, j] for m in nbrs[j])) / M, eps)
          for j in range(M)]
     tables = [np.array([np.concatenate([v_to[n, m], z[n]]) for n in nbrs[m]])
               for m in range(M)]
     return [s.step_rows(t, np.arange(len(t))).copy() for s, t in zip(steps, tables)]
 
 
-EPS = 0.0
-
-
 @pytest.mark.parametrize("relax", [1.0, 1.6])
 @pytest.mark.parametrize("eps", [1e3, 0.05], ids=["free", "projected"])
 def test_synchronous_hood_on_the_complete_graph_is_global_consensus_admm(relax, eps):
-    global EPS
-    EPS = eps
     M, d, J, Q, r = 4, 10, 15, 3, 0.7
     graph = make_topology("complete", M)
     Ys, B2s = _problem(M, d, J, Q, 1)
@@ -93,7 +113,7 @@ def test_synchronous_hood_on_the_complete_graph_is_global_consensus_admm(relax, 
             sync.share(O, u, Zbar, s)
         mean = sum(shares) / M
         Zbar = [sync.dual(mean, eps, O, u, Zbar) for O, u in zip(Os, U)][0]
-        xs = _jacobi_round(steps, graph)
+        xs = _jacobi_round(steps, graph, eps)
         worst = max(worst, max(np.linalg.norm(x - O) / np.linalg.norm(O)
                                for x, O in zip(xs, Os)))
     assert worst <= 1e-10
