@@ -191,6 +191,15 @@ class Algorithm:
         """The node's Gram metric from its ``G_m`` and what its driver gathered."""
         raise NotImplementedError(f"{self.name} has no metric form")
 
+    #: Its metric takes a second neighbour exchange: each node's :meth:`metric` (a matrix)
+    #: goes to its neighbours, and :meth:`relayed_metric` forms the node's metric from them.
+    relays_metric = False
+
+    def relayed_metric(self, own: np.ndarray, gathered: Any) -> Any:
+        """The node's metric from its own :meth:`metric` and its neighbours' (when
+        :attr:`relays_metric`)."""
+        raise NotImplementedError(f"{self.name} does not relay its metric")
+
     def edge_metrics(self, metric: Any) -> list:
         """The node's metrics aligned with its penalties (for :func:`local_inverse`)."""
         return list(metric) if self.edge_penalties else [metric]

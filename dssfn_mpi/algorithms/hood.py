@@ -27,10 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from ..solver import auto_penalty, project_frobenius
+from ..metric import Metric, gram_metric
+from ..solver import auto_penalty, metric_penalty, project_frobenius
 from .base import ONE_SIDED, Algorithm
 
-__all__ = ["HoodStep", "NeighbourhoodADMM"]
+__all__ = ["HoodStep", "MetricHoodStep", "NeighbourhoodADMM"]
 
 
 class HoodStep:
@@ -105,12 +106,11 @@ class HoodStep:
         v_in, z_in = msgs[:, :size], msgs[:, size:]
         # As centre: z_i from the members' latest v_ki and its own v_ii (rho_ki = rho_ik).
         mean = (rho[0] * self.v_own + rho[1:] @ v_in) / self._total
-        self.z[...] = project_frobenius(mean, self._eps)
+        self.z[...] = self._centre(mean)
         # As member: x_i against t_ij = 2 z_j - v_ij of every neighbourhood it belongs to.
         rhs = self._rhs.reshape(-1)
-        np.multiply(2.0 * self.z - self.v_own, rho[0], out=rhs)
-        rhs += self._b2
-        rhs += rho[1:] @ (2.0 * z_in - self._v)
+        np.add(self._b2, self._coupling(2.0 * self.z - self.v_own, 2.0 * z_in - self._v),
+               out=rhs)
         self.inv.apply(self._rhs, out=self.O)
         o = self.O.reshape(-1)
         self.v_own += self._eta * (o - self.z)
@@ -118,12 +118,49 @@ class HoodStep:
         self._zout[...] = self.z
         return self.O
 
+    def _centre(self, mean: np.ndarray) -> np.ndarray:
+        """``z_i`` from the weighted mean of its members' ``v_ki`` (flat)."""
+        return project_frobenius(mean, self._eps)
+
+    def _coupling(self, t_own: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """``sum_j rho_ij t_ij`` (flat; ``t`` one row per neighbour)."""
+        return self._rho[0] * t_own + self._rho[1:] @ t
+
     def __call__(self, Zr: Any) -> np.ndarray:
         """One activation given the neighbours' messages (one array of ``2 Q d`` values
         each, any shape)."""
         table = np.array([np.asarray(z, dtype=float).reshape(-1) for z in Zr]).reshape(
             len(Zr), 2 * self._size)
         return self.step_rows(table, np.arange(len(Zr), dtype=np.intp))
+
+
+class MetricHoodStep(HoodStep):
+    """:class:`HoodStep` in the Gram metric: the constraints of ``H_j`` weigh
+    ``rho_ij ||.||_S_j^2``, ``S_j`` the metric of ``H_j`` (every member holds the same)::
+
+        z_j = argmin ||Z - mean||_S_j^2 over the ball      (Metric.project)
+        x_i = (2 B_i + sum_j rho_ij t_ij S_j) (2 G_i + sum_j rho_ij S_j)^-1
+
+    ``metrics``: ``S_i`` first, then ``S_j`` of each neighbour, aligned with ``rho``;
+    ``inv`` the inverse of the local matrix above
+    (:class:`~dssfn_mpi.metric.DenseInverse`).
+    """
+
+    def __init__(self, B2: np.ndarray, rho: np.ndarray, eta: float, eps: float, inv: Any,
+                 metrics: list, store: tuple[np.ndarray, int] | None = None) -> None:
+        super().__init__(B2, rho, eta, eps, inv, store=store)
+        if len(metrics) != self._rho.size:
+            raise ValueError(f"{len(metrics)} metrics for {self._rho.size} neighbourhoods")
+        self.metrics, self._shape = list(metrics), B2.shape
+
+    def _centre(self, mean: np.ndarray) -> np.ndarray:
+        return self.metrics[0].project(mean.reshape(self._shape), self._eps).reshape(-1)
+
+    def _coupling(self, t_own: np.ndarray, t: np.ndarray) -> np.ndarray:
+        out = np.zeros(self._shape)
+        for rho, S, tj in zip(self._rho, self.metrics, [t_own, *t]):
+            out += rho * S.times(tj.reshape(self._shape))
+        return out.reshape(-1)
 
 
 class NeighbourhoodADMM(Algorithm):
@@ -136,7 +173,8 @@ class NeighbourhoodADMM(Algorithm):
     name = "hood"
     driver = ONE_SIDED
     penalty_option = "rho"
-    metric_form = False
+    metric_form = True
+    relays_metric = True
     local_stop = False
     min_ranks = 2
     summary = ("asynchronous neighbourhood consensus ADMM, one-sided puts (one consensus "
@@ -167,7 +205,29 @@ class NeighbourhoodADMM(Algorithm):
             out.append(auto_penalty(0.5 * (mine + stats), True) / size)
         return np.array(out)
 
+    def metric_penalty(self, graph: Any, node: int) -> np.ndarray:
+        """Consensus ADMM's metric rho shared over the memberships as in
+        :meth:`auto_penalty` (the graph alone)."""
+        nbrs = list(graph.neighbors(node))
+        out = [metric_penalty(True) / (len(nbrs) + 1)]
+        for n in nbrs:
+            out.append(metric_penalty(True) / (0.5 * (len(nbrs) + graph.degree(n)) + 1.0))
+        return np.array(out)
+
+    def metric(self, own_G: np.ndarray, gathered: Any) -> np.ndarray:
+        """The node's own neighbourhood's ``S_i``: the mean of ``G`` over ``H_i`` (relayed
+        to its members, :meth:`relayed_metric`)."""
+        return gram_metric(own_G, *gathered)
+
+    def relayed_metric(self, own: np.ndarray, gathered: Any) -> list[Metric]:
+        """``S_i`` and each neighbour's ``S_j`` (as the centres sent them), aligned with the
+        penalties."""
+        return [Metric(own), *(Metric(S) for S in gathered)]
+
     def step(self, B2: np.ndarray, rho: np.ndarray, eta: float, eps: float, inv: Any,
              metric: Any = None, store: tuple[np.ndarray, int] | None = None) -> HoodStep:
-        """The node's activation for one layer (:class:`HoodStep`)."""
-        return HoodStep(B2, rho, eta, eps, inv, store=store)
+        """The node's activation for one layer (:class:`HoodStep`, or
+        :class:`MetricHoodStep` in the metric)."""
+        if metric is None:
+            return HoodStep(B2, rho, eta, eps, inv, store=store)
+        return MetricHoodStep(B2, rho, eta, eps, inv, metric, store=store)
