@@ -31,7 +31,14 @@ from ..metric import Metric, gram_metric
 from ..solver import auto_penalty, metric_penalty, project_frobenius
 from .base import ONE_SIDED, Algorithm
 
-__all__ = ["HoodStep", "MetricHoodStep", "NeighbourhoodADMM"]
+__all__ = ["AUTO_HOOD_GRAPH", "HoodStep", "MetricHoodStep", "NeighbourhoodADMM"]
+
+#: The ``auto`` penalties grow as ``max(1, AUTO_HOOD_GRAPH / sqrt(lambda_2))`` on graphs of
+#: small algebraic connectivity ``lambda_2``: information crosses a sparse graph slowly, and a
+#: stronger pull to the neighbourhood variables pays. Fitted on satimage, M = 20, layers 1 - 2
+#: (docs/ALGORITHMS.md section 10): the best multiplier of the plain rule was 2 - 4 on the
+#: ring (lambda_2 = 0.098), 1 - 2 at d = 8 (2.7) and 1 on the complete graph (20).
+AUTO_HOOD_GRAPH = 1.0
 
 
 class HoodStep:
@@ -191,19 +198,20 @@ class NeighbourhoodADMM(Algorithm):
     def auto_penalty(self, own: np.ndarray, gathered: Any, graph: Any,
                      node: int) -> np.ndarray:
         """Consensus ADMM's rule (:func:`~dssfn_mpi.solver.auto_penalty`) shared over the
-        memberships: ``rho_ii`` from the means of ``[lam, s, g]`` over ``H_i``, divided by
-        ``d_i + 1``; ``rho_ij`` from the means over the edge's two ends, divided by their
-        mean ``d + 1`` (the same at both ends). A node's penalties then sum to about
-        consensus ADMM's rho."""
+        memberships, times the graph's factor :data:`AUTO_HOOD_GRAPH`: ``rho_ii`` from the
+        means of ``[lam, s, g]`` over ``H_i``, divided by ``d_i + 1``; ``rho_ij`` from the
+        means over the edge's two ends, divided by their mean ``d + 1`` (the same at both
+        ends). Without the factor a node's penalties sum to about consensus ADMM's rho."""
         theirs = np.asarray(gathered, dtype=float).reshape(-1, 3)
         mine = np.asarray(own, dtype=float)
         nbrs = list(graph.neighbors(node))
+        scale = max(1.0, AUTO_HOOD_GRAPH / np.sqrt(max(graph.algebraic_connectivity, 1e-12)))
         hood = (mine + theirs.sum(axis=0)) / (len(nbrs) + 1)
         out = [auto_penalty(hood, True) / (len(nbrs) + 1)]
         for stats, n in zip(theirs, nbrs):
             size = 0.5 * (graph.degree(node) + graph.degree(n)) + 1.0
             out.append(auto_penalty(0.5 * (mine + stats), True) / size)
-        return np.array(out)
+        return scale * np.array(out)
 
     def metric_penalty(self, graph: Any, node: int) -> np.ndarray:
         """Consensus ADMM's metric rho shared over the memberships as in
