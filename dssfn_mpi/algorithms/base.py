@@ -153,9 +153,15 @@ class Algorithm:
         return self.per_neighbour
 
     # -- its messages -----------------------------------------------------------------
+    def message_floats(self, n_classes: int, d: int) -> int:
+        """Values of one message at a layer of input width ``d``: one ``Q x d`` matrix (the
+        one-sided drivers size their windows' slots by it)."""
+        return n_classes * d
+
     def message_bytes(self, n_classes: int, d: int) -> int:
-        """Payload of one message at a layer of input width ``d``: one ``Q x d`` matrix."""
-        return n_classes * d * _F8
+        """Payload of one message at a layer of input width ``d``
+        (:meth:`message_floats` float64 values)."""
+        return self.message_floats(n_classes, d) * _F8
 
     def sent(self, activations: int, degree: int, rounds: int,
              message_bytes: int) -> tuple[int, int]:
@@ -199,6 +205,15 @@ class Algorithm:
     def metric(self, own_G: np.ndarray, gathered: Any) -> Any:
         """The node's Gram metric from its ``G_m`` and what its driver gathered."""
         raise NotImplementedError(f"{self.name} has no metric form")
+
+    #: Its metric takes a second neighbour exchange: each node's :meth:`metric` (a matrix)
+    #: goes to its neighbours, and :meth:`relayed_metric` forms the node's metric from them.
+    relays_metric = False
+
+    def relayed_metric(self, own: np.ndarray, gathered: Any) -> Any:
+        """The node's metric from its own :meth:`metric` and its neighbours' (when
+        :attr:`relays_metric`)."""
+        raise NotImplementedError(f"{self.name} does not relay its metric")
 
     def edge_metrics(self, metric: Any) -> list:
         """The node's metrics aligned with its penalties (for :func:`local_inverse`)."""

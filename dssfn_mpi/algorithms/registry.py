@@ -11,6 +11,7 @@ from .base import LOCKSTEP, Algorithm
 from .consensus import ConsensusADMM
 from .direct import Central, OneShot
 from .edge import EdgeADMM, PaperUpdate
+from .hood import NeighbourhoodADMM
 
 __all__ = ["ALGORITHMS", "UPDATES", "lookup", "names", "register"]
 
@@ -26,6 +27,7 @@ ALGORITHMS: list[Algorithm] = [
     OneShot("oneshot", "allreduce", "statistics averaged by one allreduce, exact solve"),
     OneShot("oneshot-graph", "mixing", "statistics averaged by neighbour mixing, exact solve"),
     Central(),
+    NeighbourhoodADMM(),
 ]
 
 #: The ``--update`` values.
