@@ -89,6 +89,8 @@ class Algorithm:
         One line for ``--help`` and the docs.
     relaxes : bool
         It takes ``--relax`` (:meth:`configured` applies it).
+    step_size : float
+        The ``--eta`` a run takes when none is given.
     """
 
     name = ""
@@ -103,6 +105,8 @@ class Algorithm:
     summary = ""
     #: It takes ``--relax`` (over-relaxation alpha in (0, 2)).
     relaxes = False
+    #: The default ``--eta`` (the step of the per-neighbour drivers, in (0, 2)).
+    step_size = 1.0
 
     def configured(self, cfg: Any) -> Algorithm:
         """The algorithm with the run's own options (``cfg``) applied; itself by default."""

@@ -186,6 +186,16 @@ class NeighbourhoodADMM(Algorithm):
     min_ranks = 2
     summary = ("asynchronous neighbourhood consensus ADMM, one-sided puts (one consensus "
                "variable per closed neighbourhood)")
+    #: Asynchronous, it needs a step below 1 (docs/ALGORITHMS.md section 10: measured
+    #: 0.5 - 0.7 converge, 1 does not); in lockstep 1 converges.
+    step_size = 0.6
+
+    def __init__(self, name: str | None = None, driver: str | None = None,
+                 summary: str | None = None, step_size: float | None = None) -> None:
+        self.name = name or self.name
+        self.driver = driver or self.driver
+        self.summary = summary or self.summary
+        self.step_size = step_size or self.step_size
 
     def message_floats(self, n_classes: int, d: int) -> int:
         """Two ``Q x d`` blocks: ``[v_ij, z_i]``."""

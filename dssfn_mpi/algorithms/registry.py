@@ -28,6 +28,8 @@ ALGORITHMS: list[Algorithm] = [
     OneShot("oneshot-graph", "mixing", "statistics averaged by neighbour mixing, exact solve"),
     Central(),
     NeighbourhoodADMM(),
+    NeighbourhoodADMM("hood-lockstep", LOCKSTEP, "neighbourhood consensus ADMM in lockstep "
+                      "rounds, neighbour exchange: hood without the asynchrony", step_size=1.0),
 ]
 
 #: The ``--update`` values.

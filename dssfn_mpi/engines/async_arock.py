@@ -76,9 +76,7 @@ class AsyncEngine(NeighbourEngine):
         # Parity slots: nobody may write layer l before its neighbours left l-2.
         first_use = layer - 2 < self.ctx.first_layer
         record.parity_waited(0.0 if first_use else self._wait_neighbors_done(layer - 2, layer))
-        gamma = np.asarray(prob.penalty, dtype=float)
-        if gamma.ndim == 0:  # a set --gamma / --rho
-            gamma = self.alg.fixed_penalty(float(gamma), len(self.neighbors))
+        gamma = self.penalties(prob)
         inv = self.alg.inverse(prob.Y, prob.G, gamma, prob.metric)
         record.factored()
         O, passed_O, done = self._activations(prob, gamma, inv, record)

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import RankError
 from ..gramstats import StatsLayout
 from ..metric import Metric
-from .base import Engine, RunContext
+from .base import Engine, LayerProblem, RunContext
 
 __all__ = ["NeighbourEngine"]
 
@@ -81,6 +81,14 @@ class NeighbourEngine(Engine):
         mine = layout.pack(A, A[:0])
         theirs = self._gather(layer, mine)
         return layout.unpack(mine)[0], [layout.unpack(row)[0] for row in theirs]
+
+    def penalties(self, prob: LayerProblem) -> np.ndarray:
+        """The layer's penalties, one per neighbour (or as the algorithm lays them out): the
+        ``auto`` ones as computed, a set ``--gamma`` / ``--rho`` by the algorithm's rule."""
+        penalty = np.asarray(prob.penalty, dtype=float)
+        if penalty.ndim == 0:
+            return np.asarray(self.alg.fixed_penalty(float(penalty), len(self.neighbors)))
+        return penalty
 
     def metric_penalty(self) -> np.ndarray:
         """gamma_mn of the metric form: from the graph alone (the edge's mean degree and
