@@ -213,7 +213,9 @@ class TrainConfig:
         "method", "async ADMM gamma, one value or a per-layer list 'g0,g1,...' (last repeats); "
         "default auto (per layer, from the nodes' own constrained solutions)", "auto",
         parse=_per_layer("gamma"))
-    eta: float = option("method", "async step size in (0, 2) (default {default:g})", 1.0)
+    eta: float | None = option(
+        "method", "step size in (0, 2) of async, lockstep, hood and hood-lockstep (default: "
+        "the mode's, 1; hood 0.6)")
     relax: float = option(
         "method", "consensus ADMM (sync, sync-graph) over-relaxation alpha in (0, 2) "
         "(default {default:g}: plain ADMM)", 1.0, metavar="ALPHA")
@@ -319,6 +321,11 @@ class TrainConfig:
         """Whether ``layer`` is solved in the Gram metric (:mod:`dssfn_mpi.metric`): the
         input layer under ``--metric gram``, by the algorithms that have a metric form."""
         return layer == 0 and self.metric == "gram" and self.algorithm.metric_form
+
+    def __post_init__(self) -> None:
+        if self.eta is None:  # the mode's own step (an unknown mode fails in validate)
+            known = self.mode in names()
+            self.eta = lookup(self.mode, self.update).step_size if known else 1.0
 
     @property
     def algorithm(self) -> Any:

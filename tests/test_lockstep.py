@@ -1,4 +1,5 @@
-"""``--mode lockstep``: async's edge update in Jacobi rounds, live and simulated.
+"""``--mode lockstep``: async's edge update in Jacobi rounds, live and simulated (and
+``hood-lockstep``, the neighbourhood step on the same driver).
 
 Every node activates once per round on exactly its neighbours' messages of the previous
 round, so the iterates do not depend on speeds: the simulated lockstep is the simulated
@@ -57,16 +58,18 @@ def test_lockstep_is_the_edge_update_on_its_own_driver():
     assert alg.sent(10, 3, 0, 80) == (0, 10 * 3 * 80)  # messages, no puts
 
 
-def test_simulated_lockstep_is_async_at_max_lead_0_and_constant_speed(tmp_path):
-    lock, lock_model = _simulate(tmp_path, "lock", 4, "--mode", "lockstep", *SHORT,
+@pytest.mark.parametrize("mode,one_sided", [("lockstep", "async"), ("hood-lockstep", "hood")])
+def test_simulated_lockstep_is_async_at_max_lead_0_and_constant_speed(tmp_path, mode, one_sided):
+    step = ["--eta", "0.9"]  # the same step for both (hood's own default is smaller)
+    lock, lock_model = _simulate(tmp_path, "lock", 4, "--mode", mode, *SHORT, *step,
                                  "--speed", "const:1e-3")
-    asy, asy_model = _simulate(tmp_path, "async", 4, "--mode", "async", *SHORT,
+    asy, asy_model = _simulate(tmp_path, "async", 4, "--mode", one_sided, *SHORT, *step,
                                "--max-lead", "0", "--speed", "const:1e-3")
     assert _worst(lock_model, asy_model) <= 1e-12
     assert (lock.layers["activations"] == 5).all() and (lock.layers["puts"] == 0).all()
     assert (lock.layers["bytes_sent"] == asy.layers["bytes_sent"]).all()
     # Jitter and a straggler change the times, never the iterates (async's would change).
-    jit, jit_model = _simulate(tmp_path, "jitter", 4, "--mode", "lockstep", *SHORT,
+    jit, jit_model = _simulate(tmp_path, "jitter", 4, "--mode", mode, *SHORT, *step,
                                "--speed", "const:1e-3", "--jitter", "exp:1", "--slow", "1:5")
     assert _worst(lock_model, jit_model) == 0.0
     t_const, t_jit = (float(np.max(r.extra["sim_layer_end"])) for r in (lock, jit))
@@ -125,14 +128,15 @@ def test_live_lockstep_reaches_the_exact_solution_as_simulated(tmp_path):
 
 @pytest.mark.mpirun
 @pytest.mark.timeout(300)
-def test_live_lockstep_iterates_are_the_simulated_ones(tmp_path):
+@pytest.mark.parametrize("mode", ["lockstep", "hood-lockstep"])
+def test_live_lockstep_iterates_are_the_simulated_ones(tmp_path, mode):
     live_model = tmp_path / "live-model.h5"
-    res = run_cli(5, "train", "--mode", "lockstep", *SHORT, "--out", str(tmp_path / "l.h5"),
+    res = run_cli(5, "train", "--mode", mode, *SHORT, "--out", str(tmp_path / "l.h5"),
                   "--save-model", str(live_model), timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
     log = read_runlog(tmp_path / "l.h5")
     assert log.layers["rel_distance"].min() > 1e-3  # far from O*
-    _, sim_model = _simulate(tmp_path, "sim", 5, "--mode", "lockstep", *SHORT)
+    _, sim_model = _simulate(tmp_path, "sim", 5, "--mode", mode, *SHORT)
     assert _worst(live_model, sim_model) <= 1e-10
 
 

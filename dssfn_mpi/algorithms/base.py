@@ -89,6 +89,8 @@ class Algorithm:
         One line for ``--help`` and the docs.
     relaxes : bool
         It takes ``--relax`` (:meth:`configured` applies it).
+    step_size : float
+        The ``--eta`` a run takes when none is given.
     """
 
     name = ""
@@ -103,6 +105,8 @@ class Algorithm:
     summary = ""
     #: It takes ``--relax`` (over-relaxation alpha in (0, 2)).
     relaxes = False
+    #: The default ``--eta`` (the step of the per-neighbour drivers, in (0, 2)).
+    step_size = 1.0
 
     def configured(self, cfg: Any) -> Algorithm:
         """The algorithm with the run's own options (``cfg``) applied; itself by default."""
@@ -153,9 +157,15 @@ class Algorithm:
         return self.per_neighbour
 
     # -- its messages -----------------------------------------------------------------
+    def message_floats(self, n_classes: int, d: int) -> int:
+        """Values of one message at a layer of input width ``d``: one ``Q x d`` matrix (the
+        one-sided drivers size their windows' slots by it)."""
+        return n_classes * d
+
     def message_bytes(self, n_classes: int, d: int) -> int:
-        """Payload of one message at a layer of input width ``d``: one ``Q x d`` matrix."""
-        return n_classes * d * _F8
+        """Payload of one message at a layer of input width ``d``
+        (:meth:`message_floats` float64 values)."""
+        return self.message_floats(n_classes, d) * _F8
 
     def sent(self, activations: int, degree: int, rounds: int,
              message_bytes: int) -> tuple[int, int]:
@@ -199,6 +209,15 @@ class Algorithm:
     def metric(self, own_G: np.ndarray, gathered: Any) -> Any:
         """The node's Gram metric from its ``G_m`` and what its driver gathered."""
         raise NotImplementedError(f"{self.name} has no metric form")
+
+    #: Its metric takes a second neighbour exchange: each node's :meth:`metric` (a matrix)
+    #: goes to its neighbours, and :meth:`relayed_metric` forms the node's metric from them.
+    relays_metric = False
+
+    def relayed_metric(self, own: np.ndarray, gathered: Any) -> Any:
+        """The node's metric from its own :meth:`metric` and its neighbours' (when
+        :attr:`relays_metric`)."""
+        raise NotImplementedError(f"{self.name} does not relay its metric")
 
     def edge_metrics(self, metric: Any) -> list:
         """The node's metrics aligned with its penalties (for :func:`local_inverse`)."""

@@ -11,6 +11,7 @@ from .base import LOCKSTEP, Algorithm
 from .consensus import ConsensusADMM
 from .direct import Central, OneShot
 from .edge import EdgeADMM, PaperUpdate
+from .hood import NeighbourhoodADMM
 
 __all__ = ["ALGORITHMS", "UPDATES", "lookup", "names", "register"]
 
@@ -26,6 +27,9 @@ ALGORITHMS: list[Algorithm] = [
     OneShot("oneshot", "allreduce", "statistics averaged by one allreduce, exact solve"),
     OneShot("oneshot-graph", "mixing", "statistics averaged by neighbour mixing, exact solve"),
     Central(),
+    NeighbourhoodADMM(),
+    NeighbourhoodADMM("hood-lockstep", LOCKSTEP, "neighbourhood consensus ADMM in lockstep "
+                      "rounds, neighbour exchange: hood without the asynchrony", step_size=1.0),
 ]
 
 #: The ``--update`` values.

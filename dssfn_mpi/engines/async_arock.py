@@ -53,7 +53,8 @@ class AsyncEngine(NeighbourEngine):
 
     def __init__(self, ctx: RunContext) -> None:
         super().__init__(ctx)
-        self.mailbox = ZMailbox(ctx.comm, ctx.graph, ctx.n_classes * ctx.max_width,
+        self.mailbox = ZMailbox(ctx.comm, ctx.graph,
+                               self.alg.message_floats(ctx.n_classes, ctx.max_width),
                                 force_put=ctx.cfg.rma == "put")
         if ctx.cfg.rma == "store" and not self.mailbox.direct:  # the same on every rank
             from ..errors import UserError
@@ -75,7 +76,7 @@ class AsyncEngine(NeighbourEngine):
         # Parity slots: nobody may write layer l before its neighbours left l-2.
         first_use = layer - 2 < self.ctx.first_layer
         record.parity_waited(0.0 if first_use else self._wait_neighbors_done(layer - 2, layer))
-        gamma = np.broadcast_to(np.asarray(prob.penalty, dtype=float), (len(self.neighbors),))
+        gamma = self.penalties(prob)
         inv = self.alg.inverse(prob.Y, prob.G, gamma, prob.metric)
         record.factored()
         O, passed_O, done = self._activations(prob, gamma, inv, record)
@@ -114,6 +115,7 @@ class AsyncEngine(NeighbourEngine):
         cfg, layer, mb = self.ctx.cfg, prob.layer, self.mailbox
         eta, eps, dm = cfg.eta, prob.eps, len(self.neighbors)
         Q, d = prob.B.shape
+        size = self.alg.message_floats(Q, d)  # values of one neighbour's message
         B2 = 2.0 * prob.B
         # The step works on buffers allocated once per layer: the edge form's Z lives in the
         # mailbox's outbox, so that each put sends it as it is, header and all, in one call.
@@ -127,7 +129,7 @@ class AsyncEngine(NeighbourEngine):
         passed_O = np.zeros((Q, d))  # the last O_m that passed this rank's own test
         for k in range(cfg.iters):
             # Short sleeps (<= 2 ms): a neighbour's next put is usually well under 1 ms away.
-            poll = partial(self._caught_up, layer, k, Zr, versions, (Q, d), record)
+            poll = partial(self._caught_up, layer, k, Zr, versions, size, record)
             ready, waited = self.waits.wait(poll, cfg.timeout, max_delay=2e-3)
             record.lead_waited(waited)
             if not ready:  # one wait this long: a neighbour is gone
@@ -165,7 +167,7 @@ class AsyncEngine(NeighbourEngine):
             self.board.free()
 
     def _caught_up(self, layer: int, k: int, Zr: list[np.ndarray], versions: np.ndarray,
-                   shape: tuple[int, int], record: _LayerRecord) -> bool:
+                   size: int, record: _LayerRecord) -> bool:
         """Read the neighbours' latest Z (``Zr[:] = table, rows``); True once ``k`` may run.
 
         Bounded delay (ARock's assumption): at most ``max_lead`` activations ahead
@@ -173,7 +175,7 @@ class AsyncEngine(NeighbourEngine):
         Only this rank's own window is read.
         """
         record.polled()  # this poll's start
-        Zr[:] = self.mailbox.read_rows(layer, shape[0] * shape[1], versions)
+        Zr[:] = self.mailbox.read_rows(layer, size, versions)
         lead = self.ctx.cfg.max_lead
         if lead is None or k <= versions.min() + lead:
             return True

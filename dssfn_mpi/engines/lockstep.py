@@ -59,7 +59,7 @@ class LockstepEngine(NeighbourEngine):
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
         cfg, alg, dm = self.ctx.cfg, self.alg, len(self.neighbors)
         t1, c1 = time.perf_counter(), time.thread_time()
-        gamma = np.broadcast_to(np.asarray(prob.penalty, dtype=float), (dm,))
+        gamma = self.penalties(prob)
         inv = alg.inverse(prob.Y, prob.G, gamma, prob.metric)
         t2 = time.perf_counter()
         if trace is not None:

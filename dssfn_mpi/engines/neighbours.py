@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import RankError
 from ..gramstats import StatsLayout
 from ..metric import Metric
-from .base import Engine, RunContext
+from .base import Engine, LayerProblem, RunContext
 
 __all__ = ["NeighbourEngine"]
 
@@ -57,17 +57,38 @@ class NeighbourEngine(Engine):
                                      self.ctx.rank)
 
     def metric(self, layer: int, G: np.ndarray) -> list[Metric]:
-        """One metric per edge, the mean of the two ends' ``G``, agreed with each neighbour.
+        """The node's metrics as its algorithm forms them, agreed with each neighbour (the
+        edge form: one per edge, the mean of the two ends' ``G``).
 
         One neighbourhood allgather of the upper triangle of ``G_m`` (as
-        :meth:`auto_penalty`'s, it waits for the neighbours only). Both ends
-        build ``S_mn`` from the same unpacked numbers, so they hold the same metric.
+        :meth:`auto_penalty`'s, it waits for the neighbours only), and a second one of
+        the node's own matrix when the algorithm relays it (``hood``: each centre's
+        neighbourhood metric). Every end builds a metric from the same unpacked numbers,
+        so all hold the same one.
         """
         layout = StatsLayout(G.shape[0], 0)
-        mine = layout.pack(G, G[:0])
+        own, theirs = self._exchange_matrix(layer, layout, G)
+        metric = self.alg.metric(own, theirs)
+        if not self.alg.relays_metric:
+            return metric
+        # A second exchange: each node's matrix (its neighbourhood's metric) to its members.
+        return self.alg.relayed_metric(*self._exchange_matrix(layer, layout, metric))
+
+    def _exchange_matrix(self, layer: int, layout: StatsLayout,
+                         A: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        """A symmetric ``A`` and each neighbour's, as every end unpacks them (the upper
+        triangles, one neighbourhood allgather)."""
+        mine = layout.pack(A, A[:0])
         theirs = self._gather(layer, mine)
-        own = layout.unpack(mine)[0]  # the numbers the neighbours unpack, not G itself
-        return self.alg.metric(own, [layout.unpack(row)[0] for row in theirs])
+        return layout.unpack(mine)[0], [layout.unpack(row)[0] for row in theirs]
+
+    def penalties(self, prob: LayerProblem) -> np.ndarray:
+        """The layer's penalties, one per neighbour (or as the algorithm lays them out): the
+        ``auto`` ones as computed, a set ``--gamma`` / ``--rho`` by the algorithm's rule."""
+        penalty = np.asarray(prob.penalty, dtype=float)
+        if penalty.ndim == 0:
+            return np.asarray(self.alg.fixed_penalty(float(penalty), len(self.neighbors)))
+        return penalty
 
     def metric_penalty(self) -> np.ndarray:
         """gamma_mn of the metric form: from the graph alone (the edge's mean degree and

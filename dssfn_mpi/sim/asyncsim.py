@@ -144,6 +144,7 @@ class _EventLoop:
         # Row of Z_{n,m} in n's outbox, for each node m and neighbour index i.
         self.rows = [[slot[n][m] for n in neighbors[m]] for m in range(M)]
         self.shape = steps[0].O.shape
+        self.message = steps[0].Z.shape[1:]  # one message, as the step writes it
         self.boxes = [_Outbox(s.Z.reshape(len(neighbors[m]), -1)) for m, s in enumerate(steps)]
         self.runs = [NodeRun(O=np.zeros(self.shape), end=float(begin[m])) for m in range(M)]
         self.prev_end = [float(b) for b in begin]
@@ -180,7 +181,7 @@ class _EventLoop:
         run, nbrs = self.runs[m], self.neighbors[m]
         for n in nbrs:
             self.boxes[n].deliver(t)
-        Zr = [self.boxes[n].delivered[r].reshape(self.shape) for n, r in zip(nbrs, self.rows[m])]
+        Zr = [self.boxes[n].delivered[r].reshape(self.message) for n, r in zip(nbrs, self.rows[m])]
         c0 = time.thread_time()
         O = self.steps[m](Zr)
         measured = time.thread_time() - c0

@@ -157,6 +157,15 @@ def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0) 
         c0 = time.thread_time()
         out.append(alg.metric(Gs[m], gathered[m]))
         p.penalty_cpu += time.thread_time() - c0
+    if not alg.relays_metric:
+        return out
+    # A second exchange: each node's matrix (its neighbourhood's metric) to its neighbours.
+    Ss = [layout.unpack(layout.pack(S, S[:0]))[0] for S in out]
+    relayed = exchange(alg, graph, Ss, rounds)
+    for m, p in enumerate(probs):
+        c0 = time.thread_time()
+        out[m] = alg.relayed_metric(Ss[m], relayed[m])
+        p.penalty_cpu += time.thread_time() - c0
     return out
 
 

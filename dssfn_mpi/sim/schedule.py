@@ -54,7 +54,7 @@ def replay_reads(steps: list[EdgeStep], neighbors: list[tuple[int, ...]],
         Reads that no execution order can satisfy (a damaged trace).
     """
     M, K = versions.shape[:2]
-    shape = steps[0].O.shape
+    shape, message = steps[0].O.shape, steps[0].Z.shape[1:]
     slot = [{n: i for i, n in enumerate(nb)} for nb in neighbors]
     # history[m][v]: node m's outbox rows after its v-th activation (v = 0: zeros).
     history = [[s.Z.reshape(len(neighbors[m]), -1).copy()] for m, s in enumerate(steps)]
@@ -70,7 +70,7 @@ def replay_reads(steps: list[EdgeStep], neighbors: list[tuple[int, ...]],
                 want = versions[m, k, : len(neighbors[m])]
                 if any(want[i] > done[n] for i, n in enumerate(neighbors[m])):
                     break
-                Zr = [history[n][int(want[i])][slot[n][m]].reshape(shape)
+                Zr = [history[n][int(want[i])][slot[n][m]].reshape(message)
                       for i, n in enumerate(neighbors[m])]
                 c0 = time.thread_time()
                 O = steps[m](Zr)

@@ -1,0 +1,173 @@
+"""Neighbourhood consensus ADMM (``--mode hood``): exact, and global consensus on the
+complete graph.
+
+Every node must reach the exact centralized ``O*`` (the run log's ``rel_distance``) at every
+layer, bound active or not, asynchronous (a 3x slow node, exponential jitter) under a small
+and a large ``--max-lead``. Run synchronously (every centre's ``z_j`` fresh), its iterates on
+the complete graph are global consensus ADMM's (``--mode sync``) with ``rho = M rho_hood``
+and ``--relax`` = ``--eta``: the same operator.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from mpitools import run_cli
+
+from dssfn_mpi.algorithms import lookup
+from dssfn_mpi.cli import main
+from dssfn_mpi.modelio import load_model
+from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.solver import project_frobenius
+from dssfn_mpi.stoprule import reason_code
+from dssfn_mpi.topology import make_topology
+
+# Label-skewed shards on a ring; the bound is inactive at layer 0 and active beyond.
+PROBLEM = ["--dataset", "synthetic", "--layers", "2", "--hidden", "40", "--degree", "2",
+           "--partition", "dirichlet:0.5", "--quiet"]
+# Four simulated nodes, one of them 3x slower, each activation's time jittered.
+UNEVEN = ["--nodes", "4", "--speed", "const:1e-3", "--jitter", "exp:1", "--speeds",
+          "0.25:3,0.75:1"]
+
+
+@pytest.mark.parametrize("lead", ["1", "10"])
+@pytest.mark.parametrize("bound", [[], ["--norm-bound", "0.1"]], ids=["beyond-0", "all"])
+def test_simulated_hood_reaches_the_exact_solution(tmp_path, lead, bound):
+    # The auto penalties; layer 0 in the Gram metric (the default --metric gram).
+    out = tmp_path / "h.h5"
+    assert main(["simulate", "--mode", "hood", *PROBLEM, *UNEVEN, *bound, "--iters", "600",
+                 "--max-lead", lead, "--out", str(out)]) == 0
+    log = read_runlog(out)
+    active = log.layers["lambda_star"] > 0
+    assert active[1:].all() and active[0].all() == bool(bound)
+    assert log.layers["staleness_max"].max() >= 2  # asynchronous: stale reads happened
+    assert log.layers["metric_bytes"][0].all() and not log.layers["metric_bytes"][1:].any()
+    rel = log.layers["rel_distance"]
+    assert rel.shape == (3, 4) and rel.max() <= 1e-6, rel
+    # One put of [v_ij, z_i] per neighbour per activation: two Q x d blocks.
+    Q, width = int(log.attrs["n_classes"]), np.array([20, 40, 40])  # synthetic: 20 inputs
+    acts = log.layers["activations"]
+    assert (log.layers["bytes_sent"] == acts * 2 * 2 * Q * width[:, None] * 8).all()
+
+
+def _run_live(tmp_path, name, *argv):
+    out, model = tmp_path / f"{name}.h5", tmp_path / f"{name}-model.h5"
+    res = run_cli(4, "train", "--mode", "hood", *PROBLEM, *argv, "--out", str(out),
+                  "--save-model", str(model), timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return out, model
+
+
+@pytest.mark.mpirun
+@pytest.mark.timeout(300)
+def test_live_hood_reaches_the_exact_solution(tmp_path):
+    # Until every node is within 1e-7 of O* (the layer-0 metric needs ~1000-1400 activations).
+    out, _ = _run_live(tmp_path, "live", "--stop", "eps:1e-7", "--iters", "5000",
+                       "--max-lead", "1")
+    log = read_runlog(out)
+    assert (log.layers["lambda_star"][0] == 0).all() and (log.layers["lambda_star"][1:] > 0).all()
+    assert (log.layers["stop_reason"] == reason_code("eps")).all()
+    assert log.layers["rel_distance"].max() <= 1e-6, log.layers["rel_distance"]
+
+
+@pytest.mark.mpirun
+@pytest.mark.timeout(300)
+def test_simulate_schedule_re_executes_a_live_hood_run(tmp_path):
+    # The simulator re-executes the live reads (/trace/versions): the same iterates.
+    out, model = _run_live(tmp_path, "short", "--iters", "40", "--max-lead", "2")
+    sim_model = tmp_path / "sim-model.h5"
+    assert main(["simulate", "--schedule", str(out), "--save-model", str(sim_model),
+                 "--quiet"]) == 0
+    a, b = load_model(model), load_model(sim_model)
+    assert max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
+               for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb)) <= 1e-10
+
+
+def _problem(M, d, J, Q, seed):
+    rng = np.random.default_rng(seed)
+    Ys = [rng.normal(size=(d, J)) for _ in range(M)]
+    Ts = [np.eye(Q)[rng.integers(0, Q, J)].T for _ in range(M)]
+    return Ys, [2.0 * T @ Y.T for T, Y in zip(Ts, Ys)]
+
+
+def _jacobi_round(steps, graph, project):
+    """One synchronous round: every centre's z_j fresh from its members' current v_ij
+    (``project(j, mean)`` its projection)."""
+    M = len(steps)
+    nbrs = [list(graph.neighbors(m)) for m in range(M)]
+    size = steps[0].v_own.size
+    v_to = {(m, n): steps[m].Z[k].reshape(-1)[:size].copy()
+            for m in range(M) for k, n in enumerate(nbrs[m])}
+    z = [project(j, (steps[j].v_own + sum(v_to[m, j] for m in nbrs[j])) / M)
+         for j in range(M)]
+    tables = [np.array([np.concatenate([v_to[n, m], z[n]]) for n in nbrs[m]])
+              for m in range(M)]
+    return [s.step_rows(t, np.arange(len(t))).copy() for s, t in zip(steps, tables)]
+
+
+@pytest.mark.parametrize("relax", [1.0, 1.6])
+@pytest.mark.parametrize("eps", [1e3, 0.05], ids=["free", "projected"])
+@pytest.mark.parametrize("gram", [False, True], ids=["scalar", "metric"])
+def test_synchronous_hood_on_the_complete_graph_is_global_consensus_admm(relax, eps, gram):
+    M, d, J, Q, r = 4, 10, 15, 3, 0.7
+    graph = make_topology("complete", M)
+    Ys, B2s = _problem(M, d, J, Q, 1)
+    Gs = [Y @ Y.T for Y in Ys]
+    hood = lookup("hood")
+    sync = copy.copy(lookup("sync"))
+    sync.relax = relax
+    # The metric: each centre's S_j (the mean of G over H_j), relayed to its members; on the
+    # complete graph every S_j is consensus ADMM's S, the network mean.
+    own = [hood.metric(Gs[m], [Gs[n] for n in graph.neighbors(m)]) for m in range(M)]
+    metrics = [hood.relayed_metric(own[m], [own[n] for n in graph.neighbors(m)]) if gram
+               else None for m in range(M)]
+    S = sync.metric(None, sum(Gs) / M) if gram else None
+    steps = [hood.step(B2, hood.fixed_penalty(r, M - 1), relax, eps,
+                       hood.inverse(Y, G, hood.fixed_penalty(r, M - 1), mt), mt)
+             for Y, G, B2, mt in zip(Ys, Gs, B2s, metrics)]
+    invs = [sync.inverse(Y, G, M * r, S) for Y, G in zip(Ys, Gs)]
+
+    def project(j, mean):
+        if not gram:
+            return project_frobenius(mean, eps)
+        return metrics[j][0].project(mean.reshape(Q, d), eps).reshape(-1)
+
+    Zbar, U = np.zeros((Q, d)), [np.zeros((Q, d)) for _ in range(M)]
+    worst = 0.0
+    for _ in range(25):
+        Os = [sync.primal(inv, B2, M * r, Zbar, u, S) for inv, B2, u in zip(invs, B2s, U)]
+        shares = [np.empty((Q, d)) for _ in range(M)]
+        for O, u, sh in zip(Os, U, shares):
+            sync.share(O, u, Zbar, sh)
+        mean = sum(shares) / M
+        Zbar = [sync.dual(mean, eps, O, u, Zbar, S) for O, u in zip(Os, U)][0]
+        xs = _jacobi_round(steps, graph, project)
+        worst = max(worst, max(np.linalg.norm(x - O) / np.linalg.norm(O)
+                               for x, O in zip(xs, Os)))
+    assert worst <= 1e-9
+    if eps < 1:
+        assert np.linalg.norm(Zbar) ** 2 == pytest.approx(eps)  # the bound is active
+
+
+def test_auto_penalties_agree_at_both_ends_and_sum_to_about_consensus_rho():
+    graph = make_topology("circular", 8, degree=4)
+    rng = np.random.default_rng(0)
+    stats = [np.array([rng.uniform(0.5, 2), rng.uniform(1, 3), rng.uniform(5, 9)])
+             for _ in range(8)]
+    hood = lookup("hood")
+    pens = [hood.auto_penalty(stats[m], [stats[n] for n in graph.neighbors(m)], graph, m)
+            for m in range(8)]
+    for m in range(8):
+        assert pens[m].shape == (5,)
+        for k, n in enumerate(graph.neighbors(m)):
+            assert pens[m][1 + k] == pens[n][1 + list(graph.neighbors(n)).index(m)]
+    rho = lookup("sync").auto_penalty(None, np.mean(stats, axis=0), graph, 0)
+    assert 0.5 * rho < np.mean([p.sum() for p in pens]) < 2 * rho
+
+
+def test_message_is_two_blocks():
+    hood = lookup("hood")
+    assert hood.message_floats(3, 10) == 60 and hood.message_bytes(3, 10) == 480
+    assert hood.sent(5, 2, 0, 480) == (10, 4800)
