@@ -67,10 +67,8 @@ VARIANTS: tuple[Variant, ...] = (
     # the async edge update in synchronous (Jacobi) rounds
     Variant("lockstep", ("--mode", "lockstep")),
     Variant("async", ("--mode", "async")),
-    # neighbourhood consensus ADMM, in synchronous rounds (equal activation costs and no
-    # lead) and asynchronous
-    Variant("hood-lockstep", ("--mode", "hood", "--max-lead", "0", "--speed", "const:1e-3"),
-            timed=False),
+    # neighbourhood consensus ADMM, in synchronous rounds and asynchronous
+    Variant("hood-lockstep", ("--mode", "hood-lockstep")),
     Variant("hood", ("--mode", "hood")),
 )
 

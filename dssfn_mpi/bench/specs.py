@@ -294,7 +294,8 @@ def simulate_args(p: Preset, dataset: str, data_dir: str | None, nodes: int,
 
 def relax_args(mode: str, alpha: float) -> list[str]:
     """The relaxation ``alpha`` of ``--mode mode``: ``--relax`` where its algorithm takes
-    it, the edge form's ``--eta`` otherwise; nothing at 1.
+    it, the edge form's ``--eta`` otherwise (always given: a mode's default step need not
+    be 1).
 
     Raises
     ------
@@ -304,8 +305,6 @@ def relax_args(mode: str, alpha: float) -> list[str]:
     from ..algorithms.registry import lookup
 
     require(0 < alpha < 2, f"relaxation {alpha:g} of {mode}: it lies in (0, 2)")
-    if alpha == 1.0:
-        return []
     return ["--relax" if lookup(mode).relaxes else "--eta", f"{alpha:g}"]
 
 
