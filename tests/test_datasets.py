@@ -11,6 +11,8 @@ import hashlib
 import os
 import shutil
 import struct
+import subprocess
+import sys
 import time
 import warnings
 import zipfile
@@ -160,6 +162,31 @@ def test_digits_shapes_range_and_split() -> None:
     got = np.column_stack([np.round(rows), labels])
     assert np.array_equal(np.unique(want, axis=0), np.unique(got, axis=0))
     assert got.shape == want.shape
+
+
+def test_digits_table_is_scikit_learns_with_or_without_its_import(monkeypatch) -> None:
+    import importlib.util
+
+    from sklearn.datasets import load_digits
+
+    from dssfn_mpi.datasets import bundled
+
+    full = load_digits()
+    want = np.column_stack([full.data, full.target])
+    direct = bundled.digits_table()  # the CSV file, read directly
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    fallback = bundled.digits_table()
+    for got in (direct, fallback):
+        assert got.dtype == np.float64 and np.array_equal(got, want)
+
+
+def test_digits_loads_without_importing_scikit_learn() -> None:
+    code = ("import sys; from dssfn_mpi.datasets import load_dataset; "
+            "d = load_dataset('digits'); assert d.n_train == 1200; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_digits_deterministic_given_seed() -> None:
