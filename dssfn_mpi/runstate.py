@@ -394,15 +394,16 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     Collective: gathers the host names and takes the MPI facts once
     (:func:`dssfn_mpi.mpifacts.mpi_facts`, its passive-put check included).
     """
-    from .engines.kernels import compiled_status
     from .mpifacts import mpi_facts
-    from .versions import software_versions
 
     start_time = datetime.now(timezone.utc).isoformat()
     hostnames = comm.gather(socket.gethostname(), root=0)
     facts = mpi_facts(comm)
     if comm.Get_rank() != 0:
         return {}
+    from .engines.kernels import compiled_status  # numba's import and cache: rank 0 only
+    from .versions import software_versions
+
     if cfg.out is not None:  # which ranks a lost host took with it (jobstop.report_lost)
         from .checkpoint import save_hosts
 
