@@ -554,9 +554,11 @@ def write_idx(path: Path, magic: int, dims: tuple[int, ...], payload: bytes) -> 
         f.write(header + payload)
 
 
-def write_fake_mnist(root: Path) -> Path:
-    folder = root / "mnist"
-    folder.mkdir(parents=True, exist_ok=True)
+@pytest.fixture(scope="module")
+def fake_mnist(tmp_path_factory) -> Path:
+    """MNIST's four files at the published sizes (zero images, labels 0..9), written once."""
+    folder = tmp_path_factory.mktemp("fake") / "mnist"
+    folder.mkdir()
     for prefix, n in (("train", 60000), ("t10k", 10000)):
         write_idx(folder / f"{prefix}-images-idx3-ubyte.gz", 2051, (n, 28, 28), bytes(n * 784))
         labels = (np.arange(n) % 10).astype(np.uint8).tobytes()
@@ -564,8 +566,13 @@ def write_fake_mnist(root: Path) -> Path:
     return folder
 
 
-def test_idx_parser_accepts_well_formed_file(tmp_path: Path) -> None:
-    write_fake_mnist(tmp_path)
+def write_fake_mnist(fake_mnist: Path, root: Path) -> Path:
+    """A copy of :func:`fake_mnist`'s files in ``root/mnist`` (a test may spoil its copy)."""
+    return Path(shutil.copytree(fake_mnist, root / "mnist"))
+
+
+def test_idx_parser_accepts_well_formed_file(fake_mnist: Path, tmp_path: Path) -> None:
+    write_fake_mnist(fake_mnist, tmp_path)
     d = load_dataset("mnist", data_dir=tmp_path, verify=False)
     assert_well_formed(d, 784, 10, 60000, 10000)
     assert class_counts(d.y_test, 10) == [1000] * 10
@@ -581,16 +588,17 @@ def test_idx_parser_accepts_well_formed_file(tmp_path: Path) -> None:
     ],
 )
 def test_idx_rejects_bad_files(
-    tmp_path: Path, magic: int, dims: tuple[int, ...], payload: bytes, fragment: str
+    fake_mnist: Path, tmp_path: Path, magic: int, dims: tuple[int, ...], payload: bytes,
+    fragment: str,
 ) -> None:
-    folder = write_fake_mnist(tmp_path)
+    folder = write_fake_mnist(fake_mnist, tmp_path)
     write_idx(folder / "t10k-images-idx3-ubyte.gz", magic, dims, payload)
     with pytest.raises(UserError, match=fragment):
         load_dataset("mnist", data_dir=tmp_path, verify=False)
 
 
-def test_idx_rejects_broken_gzip(tmp_path: Path) -> None:
-    folder = write_fake_mnist(tmp_path)
+def test_idx_rejects_broken_gzip(fake_mnist: Path, tmp_path: Path) -> None:
+    folder = write_fake_mnist(fake_mnist, tmp_path)
     lab = folder / "train-labels-idx1-ubyte.gz"
     lab.write_bytes(lab.read_bytes()[:-20])  # truncated gzip stream
     with pytest.raises(UserError, match=r"train-labels-idx1-ubyte\.gz: corrupt or truncated"):
