@@ -387,6 +387,16 @@ def run_attributes(cfg: TrainConfig, graph: Any, dataset: str, n_classes: int, h
     }
 
 
+def _compiled_kernels(cfg: TrainConfig) -> str:
+    """Whether numba's kernels ran: only the one-sided driver runs them (its mailbox's
+    seqlock, the edge form's loops); "n/a" elsewhere, without importing numba."""
+    if not cfg.algorithm.one_sided:
+        return "n/a"
+    from .engines.kernels import compiled_status
+
+    return compiled_status()
+
+
 def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps: float,
            command_line: str) -> dict[str, Any]:
     """The run log's root attributes on rank 0 (``{}`` elsewhere).
@@ -401,7 +411,6 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     facts = mpi_facts(comm)
     if comm.Get_rank() != 0:
         return {}
-    from .engines.kernels import compiled_status  # numba's import and cache: rank 0 only
     from .versions import software_versions
 
     if cfg.out is not None:  # which ranks a lost host took with it (jobstop.report_lost)
@@ -417,6 +426,6 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
         "git_revision": _git_revision(),
         "blas_threads": os.environ.get("OMP_NUM_THREADS", ""),
         **software_versions(),
-        "compiled_kernels": compiled_status(),
+        "compiled_kernels": _compiled_kernels(cfg),
         **facts,
     }
