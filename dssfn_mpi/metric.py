@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-from scipy.optimize import brentq
+
+from .solver import secular_root
 
 __all__ = ["Metric", "DenseInverse", "gram_metric", "RIDGE"]
 
@@ -54,24 +55,6 @@ def gram_metric(*grams: np.ndarray) -> np.ndarray:
     scale = float(np.trace(S)) / d
     S[np.diag_indices(d)] += RIDGE * scale if scale > 0 else 1.0
     return S
-
-
-def _multiplier(w: np.ndarray, num: np.ndarray, den: np.ndarray, eps: float) -> float:
-    """Smallest ``nu >= 0`` with ``sum_i w_i (num_i / (den_i + nu))^2 <= eps``.
-
-    ``w_i`` are the squared column norms of the matrix in the eigenbasis; the sum
-    decreases in ``nu``, so the active case is a bracketed root (log scale, as
-    :func:`dssfn_mpi.solver.exact_solve`).
-    """
-    def sqnorm(nu: float) -> float:
-        return float(np.sum(w * (num / (den + nu)) ** 2))
-
-    if sqnorm(0.0) <= eps:
-        return 0.0
-    # sum w num^2 / nu^2 <= eps at this nu, so the root lies below it.
-    hi = float(np.sqrt(np.sum(w * num**2) / eps))
-    return float(brentq(lambda x: np.log(sqnorm(x)) - np.log(eps), 0.0, hi,
-                        xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500))
 
 
 class Metric:
@@ -105,7 +88,7 @@ class Metric:
         CV = C @ self.V
         w = np.einsum("qi,qi->i", CV, CV)
         den = 2.0 * gamma * self.s
-        den = den + _multiplier(w, np.ones_like(den), den, eps)  # 2 gamma s + 2 nu
+        den = den + secular_root(w, den, eps)  # 2 gamma s + 2 nu
         LV = CV / -den
         return LV @ self.V.T, (LV * self.s) @ self.V.T
 
@@ -115,7 +98,7 @@ class Metric:
             return W
         WV = W @ self.V
         w = np.einsum("qi,qi->i", WV, WV)
-        nu = _multiplier(w, self.s, self.s, eps)
+        nu = secular_root(w * self.s**2, self.s, eps)
         return (WV * (self.s / (self.s + nu))) @ self.V.T
 
 

@@ -387,6 +387,16 @@ def run_attributes(cfg: TrainConfig, graph: Any, dataset: str, n_classes: int, h
     }
 
 
+def _compiled_kernels(cfg: TrainConfig) -> str:
+    """Whether numba's kernels ran: only the per-neighbour drivers run them (the one-sided
+    mailbox's seqlock, the edge form's loops); "n/a" elsewhere, without importing numba."""
+    if not cfg.algorithm.per_neighbour:
+        return "n/a"
+    from .engines.kernels import compiled_status
+
+    return compiled_status()
+
+
 def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps: float,
            command_line: str) -> dict[str, Any]:
     """The run log's root attributes on rank 0 (``{}`` elsewhere).
@@ -394,15 +404,15 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     Collective: gathers the host names and takes the MPI facts once
     (:func:`dssfn_mpi.mpifacts.mpi_facts`, its passive-put check included).
     """
-    from .engines.kernels import compiled_status
     from .mpifacts import mpi_facts
-    from .runlog.versions import software_versions
 
     start_time = datetime.now(timezone.utc).isoformat()
     hostnames = comm.gather(socket.gethostname(), root=0)
     facts = mpi_facts(comm)
     if comm.Get_rank() != 0:
         return {}
+    from .runlog.versions import software_versions
+
     if cfg.out is not None:  # which ranks a lost host took with it (jobstop.report_lost)
         from .checkpoint import save_hosts
 
@@ -416,6 +426,6 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
         "git_revision": _git_revision(),
         "blas_threads": os.environ.get("OMP_NUM_THREADS", ""),
         **software_versions(),
-        "compiled_kernels": compiled_status(),
+        "compiled_kernels": _compiled_kernels(cfg),
         **facts,
     }

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
-from scipy.optimize import brentq
 
 __all__ = [
     "AUTO_EDGE",
@@ -44,6 +43,7 @@ __all__ = [
     "kkt_residual",
     "objective",
     "project_frobenius",
+    "secular_root",
 ]
 
 
@@ -114,31 +114,52 @@ class ExactSolution:
     lam: float
 
 
+def secular_root(a: np.ndarray, den: np.ndarray, eps: float) -> float:
+    """Smallest ``nu >= 0`` with ``q(nu) = sum_i a_i / (den_i + nu)^2 <= eps``.
+
+    ``q`` decreases in ``nu``, so the answer is 0 or the single root of ``q(nu) = eps``,
+    below ``sqrt(sum_i a_i / eps)``. The root is found by Newton's method on
+    ``phi(nu) = q(nu)^(-1/2) - eps^(-1/2)``, which is increasing and concave (the secular
+    equation of a trust-region step): from ``nu = 0``, where ``phi < 0``, every step stays
+    below the root and the steps shrink quadratically. The iteration stops at the first step
+    of at most a few units in the last place of ``nu`` (or one that rounding turned back).
+
+    Parameters
+    ----------
+    a : ndarray
+        Non-negative weights.
+    den : ndarray
+        Positive shifts, the shape of ``a``.
+    eps : float
+        The bound, positive.
+
+    Returns
+    -------
+    float
+        The multiplier ``nu``.
+    """
+    if float(np.sum(a / den**2)) <= eps:
+        return 0.0
+    hi = float(np.sqrt(np.sum(a) / eps))
+    nu, tol = 0.0, 4.0 * np.finfo(float).eps
+    for _ in range(100):
+        r = 1.0 / (den + nu)
+        t = a * r * r
+        q = float(np.sum(t))
+        step = q * (np.sqrt(q / eps) - 1.0) / float(np.sum(t * r))  # -phi / phi'
+        if not step > tol * nu:
+            return max(nu, nu + step)
+        nu = min(nu + step, hi)
+    return nu
+
+
 def _solve_spectral(C: np.ndarray, s: np.ndarray, U: np.ndarray, eps: float) -> ExactSolution:
     """Exact solution given ``G = U diag(s) U^T`` (s > 0) and ``C = B U``.
 
-    ``||O(lam)||^2 = sum_i ||C[:, i]||^2 / (s_i + lam)^2`` decreases in lam, so
-    the active-constraint case is a bracketed root of a smooth function.
+    ``||O(lam)||^2 = sum_i ||C[:, i]||^2 / (s_i + lam)^2`` decreases in lam: its
+    multiplier is :func:`secular_root`'s.
     """
-    w = np.einsum("qi,qi->i", C, C)
-
-    def sqnorm(lam: float) -> float:
-        return float(np.sum(w / (s + lam) ** 2))
-
-    lam = 0.0
-    if sqnorm(0.0) > eps:
-        # ||O(lam)|| <= sqrt(sum w) / lam, so this bound makes the norm feasible.
-        hi = float(np.sqrt(np.sum(w) / eps))
-        # Work on log scale: the norm spans many decades between 0 and hi.
-        lo = 0.0
-        lam = brentq(
-            lambda x: np.log(sqnorm(x)) - np.log(eps),
-            lo,
-            hi,
-            xtol=1e-300,
-            rtol=4 * np.finfo(float).eps,
-            maxiter=500,
-        )
+    lam = secular_root(np.einsum("qi,qi->i", C, C), s, eps)
     O = (C / (s + lam)) @ U.T
     return ExactSolution(O=O, lam=float(lam))
 

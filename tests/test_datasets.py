@@ -11,6 +11,8 @@ import hashlib
 import os
 import shutil
 import struct
+import subprocess
+import sys
 import time
 import warnings
 import zipfile
@@ -160,6 +162,31 @@ def test_digits_shapes_range_and_split() -> None:
     got = np.column_stack([np.round(rows), labels])
     assert np.array_equal(np.unique(want, axis=0), np.unique(got, axis=0))
     assert got.shape == want.shape
+
+
+def test_digits_table_is_scikit_learns_with_or_without_its_import(monkeypatch) -> None:
+    import importlib.util
+
+    from sklearn.datasets import load_digits
+
+    from dssfn_mpi.datasets import bundled
+
+    full = load_digits()
+    want = np.column_stack([full.data, full.target])
+    direct = bundled.digits_table()  # the CSV file, read directly
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    fallback = bundled.digits_table()
+    for got in (direct, fallback):
+        assert got.dtype == np.float64 and np.array_equal(got, want)
+
+
+def test_digits_loads_without_importing_scikit_learn() -> None:
+    code = ("import sys; from dssfn_mpi.datasets import load_dataset; "
+            "d = load_dataset('digits'); assert d.n_train == 1200; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_digits_deterministic_given_seed() -> None:
@@ -527,9 +554,11 @@ def write_idx(path: Path, magic: int, dims: tuple[int, ...], payload: bytes) -> 
         f.write(header + payload)
 
 
-def write_fake_mnist(root: Path) -> Path:
-    folder = root / "mnist"
-    folder.mkdir(parents=True, exist_ok=True)
+@pytest.fixture(scope="module")
+def fake_mnist(tmp_path_factory) -> Path:
+    """MNIST's four files at the published sizes (zero images, labels 0..9), written once."""
+    folder = tmp_path_factory.mktemp("fake") / "mnist"
+    folder.mkdir()
     for prefix, n in (("train", 60000), ("t10k", 10000)):
         write_idx(folder / f"{prefix}-images-idx3-ubyte.gz", 2051, (n, 28, 28), bytes(n * 784))
         labels = (np.arange(n) % 10).astype(np.uint8).tobytes()
@@ -537,8 +566,13 @@ def write_fake_mnist(root: Path) -> Path:
     return folder
 
 
-def test_idx_parser_accepts_well_formed_file(tmp_path: Path) -> None:
-    write_fake_mnist(tmp_path)
+def write_fake_mnist(fake_mnist: Path, root: Path) -> Path:
+    """A copy of :func:`fake_mnist`'s files in ``root/mnist`` (a test may spoil its copy)."""
+    return Path(shutil.copytree(fake_mnist, root / "mnist"))
+
+
+def test_idx_parser_accepts_well_formed_file(fake_mnist: Path, tmp_path: Path) -> None:
+    write_fake_mnist(fake_mnist, tmp_path)
     d = load_dataset("mnist", data_dir=tmp_path, verify=False)
     assert_well_formed(d, 784, 10, 60000, 10000)
     assert class_counts(d.y_test, 10) == [1000] * 10
@@ -554,16 +588,17 @@ def test_idx_parser_accepts_well_formed_file(tmp_path: Path) -> None:
     ],
 )
 def test_idx_rejects_bad_files(
-    tmp_path: Path, magic: int, dims: tuple[int, ...], payload: bytes, fragment: str
+    fake_mnist: Path, tmp_path: Path, magic: int, dims: tuple[int, ...], payload: bytes,
+    fragment: str,
 ) -> None:
-    folder = write_fake_mnist(tmp_path)
+    folder = write_fake_mnist(fake_mnist, tmp_path)
     write_idx(folder / "t10k-images-idx3-ubyte.gz", magic, dims, payload)
     with pytest.raises(UserError, match=fragment):
         load_dataset("mnist", data_dir=tmp_path, verify=False)
 
 
-def test_idx_rejects_broken_gzip(tmp_path: Path) -> None:
-    folder = write_fake_mnist(tmp_path)
+def test_idx_rejects_broken_gzip(fake_mnist: Path, tmp_path: Path) -> None:
+    folder = write_fake_mnist(fake_mnist, tmp_path)
     lab = folder / "train-labels-idx1-ubyte.gz"
     lab.write_bytes(lab.read_bytes()[:-20])  # truncated gzip stream
     with pytest.raises(UserError, match=r"train-labels-idx1-ubyte\.gz: corrupt or truncated"):

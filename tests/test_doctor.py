@@ -124,9 +124,7 @@ def test_every_run_log_records_the_mpi_facts(tmp_path):
     assert a["mpi_thread_level"] == "MPI_THREAD_FUNNELED"
     assert a["mpi_window_model"] == "unified"
     assert a["mpi_passive_put"] == "passive" and a["mpi_passive_put_error"] == ""
-    from dssfn_mpi.engines.kernels import compiled_status
-
-    assert a["compiled_kernels"] == compiled_status()  # the ranks' interpreter is this one
+    assert a["compiled_kernels"] == "n/a"  # sync runs no compiled kernel (and skips numba)
     # passive: far below the 0.05 s rank 0 slept (a put that waits takes nearly all of it)
     assert 0 <= a["mpi_passive_put_seconds"] < 0.0125
     assert len(json.loads(a["cpu_affinity"])) == 2 and json.loads(a["slurm_env"]) == {}

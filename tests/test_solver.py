@@ -11,6 +11,7 @@ from dssfn_mpi.solver import (
     kkt_residual,
     objective,
     project_frobenius,
+    secular_root,
 )
 
 
@@ -75,6 +76,29 @@ def test_exact_solution_kkt_and_bisection(d, J, active):
     # From the data (thin SVD when J < d) the answer is the same.
     sol2 = exact_solve_data(Y, T, eps)
     assert np.linalg.norm(sol2.O - sol.O) / np.linalg.norm(sol.O) < 1e-9
+
+
+def test_secular_root_is_brents_root_over_many_decades():
+    from scipy.optimize import brentq
+
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        n = int(rng.integers(1, 300))
+        den = 10.0 ** rng.uniform(-8, 6, n)  # a Gram spectrum over 14 decades
+        a = 10.0 ** rng.uniform(-10, 8, n) * (rng.random(n) < 0.8)
+        q0 = float(np.sum(a / den**2))
+        eps = q0 * 10.0 ** rng.uniform(-14, 0.5)
+        nu = secular_root(a, den, eps)
+        if q0 <= eps:
+            assert nu == 0.0
+            continue
+        ref = brentq(lambda x, a=a, den=den, eps=eps: np.log(np.sum(a / (den + x) ** 2) / eps),
+                     0.0, np.sqrt(np.sum(a) / eps), xtol=1e-300, rtol=1e-15, maxiter=500)
+        assert nu == pytest.approx(ref, rel=1e-11)
+        # On the bound to rounding (in extended precision).
+        lq = np.sum(a.astype(np.longdouble) / (den.astype(np.longdouble) + nu) ** 2) / eps
+        assert abs(float(lq) - 1.0) < 1e-13
+    assert secular_root(np.zeros(3), np.ones(3), 1.0) == 0.0
 
 
 def test_exact_matches_projected_gradient_and_is_optimal():

@@ -378,7 +378,10 @@ def mix_round(x: np.ndarray, received: np.ndarray, w_self: float, w_nbr: np.ndar
         ``W_mn`` for each neighbour (Metropolis weights in the sync-graph engine).
     """
     np.multiply(x, w_self, out=x)
-    x += np.tensordot(w_nbr, received, axes=1)
+    # np.tensordot(w_nbr, received, axes=1)'s own product, without its Python overhead
+    # (a quarter of the cost at these sizes; the same numbers, bit for bit).
+    k = len(w_nbr)
+    x += np.dot(w_nbr.reshape(1, k), received.reshape(k, -1)).reshape(x.shape)
 
 
 class MetricEdgeStep(EdgeStep):

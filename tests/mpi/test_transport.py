@@ -318,6 +318,9 @@ def _stress(
                     tally["torn"] += 1
         tally["seconds"] = time.perf_counter() - t0
         tally["cpu"] = time.process_time() - c0
+        # Other processes alone kept every core busy (the 1-minute load less this job's ranks).
+        tally["load"] = os.getloadavg()[0]
+        tally["busy"] = tally["load"] - size >= (os.cpu_count() or 1)
         tally["torn_retries"], tally["fallbacks"] = mb.torn_retries, mb.fallbacks
         mb.finish_layer(0)  # tells the writers to stop
     else:
@@ -339,6 +342,16 @@ def _stress(
     tally["puts"] = puts
     mb.free()
     return tally
+
+
+def _skip_unless_raced(t: dict, raced: bool) -> None:
+    """Skip, not fail, a stress case whose reader never raced a writer for its whole time
+    while other processes kept every core busy (``t["busy"]``): the race was not exercised
+    (beside other jobs' test suites on 2 cores, 12 s once raced not at all). With a core
+    to spare the reader races within milliseconds, and the case asserts."""
+    if not raced and t["busy"]:
+        pytest.skip(f"no race in {t['seconds']:.0f} s: the machine was busy "
+                    f"(load {t['load']:.1f} on {os.cpu_count()} cores): {t}")
 
 
 @pytest.mark.mpi(min_size=2)
@@ -366,6 +379,7 @@ def test_seqlock_reads_never_tear_under_concurrent_puts(shape, mode, compiled):
     # flight (tens of thousands per second here). Each fallback ends ATTEMPTS of them.
     from dssfn_mpi.mailbox.slotreader import ATTEMPTS as _ATTEMPTS
 
+    _skip_unless_raced(t, t["torn_retries"] > 0)
     assert t["torn_retries"] > 0, t
     assert t["torn_retries"] >= _ATTEMPTS * t["fallbacks"], t
 
@@ -390,6 +404,7 @@ def test_read_all_rejects_torn_copies_and_falls_back_under_concurrent_puts():
     print(f"read_all fallbacks: {t}")
     assert t["torn"] == 0 and t["backwards"] == 0, t
     assert t["fresh"] >= 100, t
+    _skip_unless_raced(t, t["fallbacks"] >= 1)
     assert t["fallbacks"] >= 1, t
     assert t["torn_retries"] >= _ATTEMPTS * t["fallbacks"], t
 
@@ -410,6 +425,7 @@ def test_raw_reads_do_tear_so_the_detector_works():
         stop_on_first_tear=True,
     )
     print(f"raw control: {t}")
+    _skip_unless_raced(t, t["torn"] > 0)
     assert t["torn"] > 0, f"no torn read observed without the seqlock: {t}"
 
 
