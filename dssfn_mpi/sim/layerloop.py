@@ -30,13 +30,12 @@ from ..equivalence import check_fields
 from ..errors import UserError, require
 from ..gramstats import StatsLayout
 from ..layerstep import (
-    accuracy_fields,
     aims_at_target,
     layer_row,
     metric_bytes,
     progress_line,
-    test_features,
 )
+from ..model import accuracy
 from ..network import Network
 from ..runlog import RunLog
 from ..solver import exact_solve
@@ -48,6 +47,7 @@ from .oneshotsim import pack_statistics, solve_oneshot
 from .schedule import node_runs, replay_reads
 from .speed import SpeedModel
 from .syncsim import solve_sync
+from .testset import TestSet
 
 __all__ = ["SIM_MODES", "SimOptions", "SimResult", "SolveContext", "simulate", "solve_layer"]
 
@@ -152,16 +152,17 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     run = _setup(cfg, opts, command_line)
     M = opts.nodes
     rec = _Record(Os=[[] for _ in range(M)])
-    Ys, Yts, Os, prev_Os = list(run.shards.X), [run.shards.Xt] * M, None, None
+    Ys, Os, prev_Os = list(run.shards.X), None, None
+    tests = TestSet(run.shards.Xt, run.shards.yt if cfg.evaluate else run.shards.yt[:0], M,
+                    cfg.seed, run.hidden)
     t_prev = np.zeros(M)
     for layer in range(cfg.layers + 1):
         lay = _run_layer(run, layer, Ys, Os, t_prev, rec.layer_end)
         Os = [r.O.copy() for r in lay.runs]
         t_start, t_prev = t_prev, np.array([r.end for r in lay.runs])
         # Observation (untimed, as live): accuracy, cost, the equivalence check.
-        Yts = [test_features(cfg, layer, run.hidden, O_prev, Yt)
-               for O_prev, Yt in zip(prev_Os or [None] * M, Yts)]
-        rec.add(run, lay, Os, Yts, t_start, t_prev)
+        rec.add(run, lay, Os, tests.accuracies(layer, Os, prev_Os, keep=layer < cfg.layers),
+                t_start, t_prev)
         prev_Os = Os
         Ys = [p.Y for p in lay.probs]
         del lay
@@ -317,9 +318,10 @@ class _Record:
         k: [] for k in ("rel_distance", "objective_gap", "consensus_spread", "lambda_star")})
     layer_end: list[np.ndarray] = field(default_factory=list)
 
-    def add(self, run: _Setup, lay: _Layer, Os: list[np.ndarray], Yts: list[np.ndarray],
+    def add(self, run: _Setup, lay: _Layer, Os: list[np.ndarray], test_acc: list[float],
             t_start: np.ndarray, t_end: np.ndarray) -> None:
-        """Record a solved layer: every node's row (cost, accuracies) and the check."""
+        """Record a solved layer: every node's row (cost, accuracies: ``test_acc`` on the
+        test set, :class:`~dssfn_mpi.sim.testset.TestSet`) and the check."""
         cfg, shards = run.cfg, run.shards
         for m in range(len(Os)):
             self.Os[m].append(Os[m])
@@ -331,8 +333,9 @@ class _Record:
                        lay.pens[m], p.Y.shape[0], lay.metric)
             resid = shards.T[m] - Os[m] @ p.Y
             row.update(train_cost=float(np.vdot(resid, resid)),
-                       **accuracy_fields(cfg.evaluate, Os[m], p.Y, shards.y[m], Yts[m],
-                                         shards.yt))
+                       train_accuracy=(accuracy(Os[m], p.Y, shards.y[m]) if cfg.evaluate
+                                       else math.nan),
+                       test_accuracy=test_acc[m])
             row_layer.append(row)
         self.rows.append(row_layer)
         if cfg.check:

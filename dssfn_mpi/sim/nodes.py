@@ -7,8 +7,7 @@ engine talks to. Here the same functions (:mod:`dssfn_mpi.layerstep`) run for al
 M nodes in one process,
 and each node's algorithm combines what its driver gathers (:func:`exchange`):
 the one-sided drivers each neighbour's values; the allreduce the network mean;
-mixing ``mix_rounds`` rounds of :func:`~dssfn_mpi.engines.updates.mix_round` with
-Metropolis weights.
+mixing ``mix_rounds`` rounds of Metropolis weights (:mod:`.mixing`).
 """
 
 from __future__ import annotations
@@ -19,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import TrainConfig
-from ..engines.updates import mix_round
 from ..gramstats import StatsLayout
 from ..layerstep import layer_inputs
 from ..model import one_hot
 from ..solver import penalty_stats
+from .mixing import mixer
 
 __all__ = ["Layer", "Shards", "exchange", "layer_metrics", "layer_problems", "load_shards",
            "penalties"]
@@ -164,18 +163,7 @@ def mix(graph, values: list[np.ndarray], rounds: int) -> list[np.ndarray]:
     """``rounds`` synchronous rounds of neighbour mixing with Metropolis weights.
 
     What :meth:`dssfn_mpi.engines.sync_graph.SyncGraphEngine.average` does on
-    every rank, with every node's round computed from the previous round's values.
+    every rank, with every node's round computed from the previous round's values: all
+    nodes at once (:mod:`.mixing`).
     """
-    W = graph.metropolis_weights()
-    M = graph.n_nodes
-    nbrs = [list(graph.neighbors(m)) for m in range(M)]
-    w_self = [float(W[m, m]) for m in range(M)]
-    w_nbr = [np.array([W[m, n] for n in nbrs[m]]) for m in range(M)]
-    out = [v.copy() for v in values]
-    for _ in range(rounds):
-        prev = [v.copy() for v in out]
-        for m in range(M):
-            received = np.stack([prev[n] for n in nbrs[m]]) if nbrs[m] else np.empty((0,))
-            if nbrs[m]:
-                mix_round(out[m], received, w_self[m], w_nbr[m])
-    return out
+    return list(mixer(graph, rounds).apply(np.stack(values)))
