@@ -36,10 +36,14 @@ def test_stacked_consensus_equals_node_by_node(monkeypatch, mode, relax, hidden)
     cfg = TrainConfig(dataset="digits", mode=mode, layers=2, hidden=hidden, iters=300,
                       stop="eps:1e-2", relax=relax, topology="circular", degree=4,
                       metric="identity")
-    runs = {}
+    runs, calls = {}, []
+    stacked_solve = syncsim._solve_stacked
+    monkeypatch.setattr(syncsim, "_solve_stacked",
+                        lambda *a: calls.append(1) or stacked_solve(*a))
     for stacked in (False, True):
         monkeypatch.setattr(syncsim, "STACKED", stacked)
         runs[stacked] = _simulate(cfg, 24)
+    assert len(calls) == cfg.layers + 1  # every layer of the second run, none of the first
     ref, got = runs[False], runs[True]
     for A, B in zip(ref.Os, got.Os):
         for a, b in zip(A, B):

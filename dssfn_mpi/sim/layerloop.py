@@ -43,7 +43,7 @@ from ..staleness import staleness
 from ..timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
 from .asyncsim import NodeRun, solve_async
 from .nodes import layer_metrics, layer_problems, load_shards, penalties
-from .oneshotsim import pack_statistics, solve_oneshot
+from .oneshotsim import solve_oneshot
 from .schedule import node_runs, replay_reads
 from .speed import SpeedModel
 from .syncsim import solve_sync
@@ -167,7 +167,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         Ys = [p.Y for p in lay.probs]
         del lay
         if not quiet:
-            _progress(cfg, layer, rec)
+            _progress(cfg, layer, rec, time.perf_counter() - run.wall0)
         result = _result(run, rec, complete=layer == cfg.layers)
         if cfg.out is not None:
             result.write(cfg.out)
@@ -265,7 +265,10 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     d = Ys[0].shape[0] if layer == 0 else run.hidden
     need_target = cfg.check or aims_at_target(cfg)
     G_sum = np.zeros((d, d)) if need_target else None
-    probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum)
+    alg = cfg.algorithm
+    layout = StatsLayout(d, run.shards.n_classes)
+    packed = np.empty((len(Ys), layout.size)) if alg.exchanges_statistics else None
+    probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum, packed)
     pens = penalties(cfg, run.graph, layer, [p.stats for p in probs], run.rounds)
     metrics = (layer_metrics(cfg, run.graph, probs, run.rounds) if cfg.metric_at(layer)
                else None)
@@ -273,9 +276,8 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     if need_target:
         B_sum = np.sum(np.stack([p.B for p in probs]), axis=0)
         target = exact_solve(G_sum, B_sum, run.eps)
-    alg = cfg.algorithm
     if alg.exchanges_statistics:  # the nodes' packed statistics instead of inverses
-        invs, factor_cpu = pack_statistics(probs, StatsLayout(d, run.shards.n_classes))
+        invs, factor_cpu = packed, np.array([p.pack_cpu for p in probs])
     else:
         invs, factor_cpu = _factorise(alg, probs, pens, metrics)
     measured = np.column_stack([[p.features_cpu for p in probs],
@@ -421,12 +423,14 @@ def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
                      source=run.cfg.out or "", trace_attrs=dict(_TRACE_ATTRS), Os=rec.Os)
 
 
-def _progress(cfg: TrainConfig, layer: int, rec: _Record) -> None:
+def _progress(cfg: TrainConfig, layer: int, rec: _Record, wall: float) -> None:
+    """The layer's progress line, then the simulation's own wall clock and memory peak."""
     layer_end = rec.layer_end
     done = float(layer_end[-1].max()) - (float(layer_end[-2].max()) if len(layer_end) > 1
                                          else 0.0)
     rel = rec.checks["rel_distance"][-1].max() if rec.checks["rel_distance"] else math.nan
-    print(progress_line(cfg, layer, "simulated", done, rel, rec.rows[-1]), file=sys.stdout,
+    print(progress_line(cfg, layer, "simulated", done, rel, rec.rows[-1])
+          + f"  [wall {wall:.1f} s, peak {_peak_rss_bytes() / 2**30:.2f} GiB]", file=sys.stdout,
           flush=True)
 
 

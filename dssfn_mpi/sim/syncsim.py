@@ -58,47 +58,49 @@ def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndar
         Each node's run (its ``O`` is its ``Zbar``) and whether every node was done.
     """
     M = len(invs)
-    if STACKED and metrics is None and all(isinstance(i, LocalInverse) for i in invs):
+    if (STACKED and all(m is None for m in metrics or [None])
+            and all(isinstance(i, LocalInverse) for i in invs)):
         return _solve_stacked(run, layer, invs, B2s, rhos, checks, begin, message_bytes)
     alg, graph, eps, rule, rounds = run.cfg.algorithm, run.graph, run.eps, run.rule, run.rounds
     metrics = metrics or [None] * M
+    clock = run.opts.speed.cpu_clock()
     U = [np.zeros_like(b) for b in B2s]
     Zbar = [np.zeros_like(b) for b in B2s]
     flags = np.zeros(M, dtype=bool)
-    clock = _Clock(run, layer, begin, message_bytes)
+    times = _Times(run, layer, begin, message_bytes)
     all_done = False
     for k in range(run.cfg.iters):
         measured = np.empty(M)
         Os = []
         for m in range(M):
-            c0 = time.thread_time()
+            c0 = clock()
             Os.append(alg.primal(invs[m], B2s[m], rhos[m], Zbar[m], U[m], metrics[m]))
-            measured[m] = time.thread_time() - c0
+            measured[m] = clock() - c0
         x = _shares(alg, Os, U, Zbar)
-        c0 = time.thread_time()
+        c0 = clock()
         if alg.collective:
             mean = np.sum(np.stack(x), axis=0)
             mean /= M
             means = [mean] * M
         else:
             means = mix(graph, x, rounds)
-        share = (time.thread_time() - c0) / M if not alg.collective else 0.0
+        share = (clock() - c0) / M if not alg.collective else 0.0
         # The flags of iteration k-1 ride in this collective: all set, the layer ends
         # with Zbar_{k-1}, this iteration's dual step is not taken.
         all_done = not rule.fixed and k > 0 and bool(flags.all())
         if not all_done:
             new = []
             for m in range(M):
-                c0 = time.thread_time()
+                c0 = clock()
                 new.append(alg.dual(means[m], eps, Os[m], U[m], Zbar[m], metrics[m]))
-                measured[m] += time.thread_time() - c0
+                measured[m] += clock() - c0
                 if checks[m] is not None:
                     flags[m] = checks[m].sync_done(Os[m], new[m])
             Zbar = new
-        clock.advance(k, measured + share)
+        times.advance(k, measured + share)
         if all_done:
             break
-    return clock.finish(Zbar), all_done
+    return times.finish(Zbar), all_done
 
 
 def _shares(alg, Os: list[np.ndarray], U: list[np.ndarray],
@@ -110,7 +112,7 @@ def _shares(alg, Os: list[np.ndarray], U: list[np.ndarray],
     return out
 
 
-class _Clock:
+class _Times:
     """The simulated times of a consensus layer, iteration by iteration, and the nodes' runs."""
 
     def __init__(self, run: Any, layer: int, begin: np.ndarray, message_bytes: float) -> None:
@@ -182,7 +184,7 @@ def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.
     U, Zbar = np.zeros_like(B2), np.zeros_like(B2)
     x = np.empty_like(B2)
     flags = np.zeros(M, dtype=bool)
-    clock = _Clock(run, layer, begin, message_bytes)
+    times = _Times(run, layer, begin, message_bytes)
     mix = None if alg.collective else mixer(run.graph, run.rounds)
     all_done = False
     for k in range(run.cfg.iters):
@@ -203,7 +205,7 @@ def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.
                 if check is not None:
                     flags[m] = check.sync_done(O[m], Zbar if Zbar.ndim == 2 else Zbar[m])
         cpu = (time.thread_time() - c2 + c1 - c0) / M
-        clock.advance(k, np.full(M, cpu + (0.0 if alg.collective else (c2 - c1) / M)))
+        times.advance(k, np.full(M, cpu + (0.0 if alg.collective else (c2 - c1) / M)))
         if all_done:
             break
-    return clock.finish(np.broadcast_to(Zbar, B2.shape)), all_done
+    return times.finish(np.broadcast_to(Zbar, B2.shape)), all_done
