@@ -172,25 +172,33 @@ class _Slices:
         return out
 
 
+#: Values per node chunk of the stacked path (its arrays stay in cache: 64 k doubles).
+CHUNK_VALUES = 1 << 16
+
+
 def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndarray],
                    rhos: list[float], checks: list[NodeCheck | None], begin: np.ndarray,
                    message_bytes: float) -> tuple[list[NodeRun], bool]:
     """:func:`solve_sync` on stacked arrays: the algorithm's ``primal``, ``share`` and
-    ``dual`` on every node at once (each node's arithmetic; its measured compute the
+    ``dual`` on chunks of nodes at once (each node's arithmetic; its measured compute the
     batch's over M)."""
     alg, eps, rule, M = run.cfg.algorithm, run.eps, run.rule, len(invs)
-    inv, B2 = StackedInverse(invs), np.stack(B2s)
-    rho = np.asarray(rhos, dtype=float).reshape(-1, 1, 1)
-    U, Zbar = np.zeros_like(B2), np.zeros_like(B2)
-    x = np.empty_like(B2)
+    B2 = np.stack(B2s)
+    size = max(1, CHUNK_VALUES // B2[0].size)
+    chunks = [slice(lo, min(lo + size, M)) for lo in range(0, M, size)]
+    parts = [(c, StackedInverse(invs[c]), np.asarray(rhos[c], dtype=float).reshape(-1, 1, 1))
+             for c in chunks]
+    U, Zbar, O, x = (np.zeros_like(B2) for _ in range(4))
     flags = np.zeros(M, dtype=bool)
     times = _Times(run, layer, begin, message_bytes)
     mix = None if alg.collective else mixer(run.graph, run.rounds)
     all_done = False
     for k in range(run.cfg.iters):
         c0 = time.thread_time()
-        O = alg.primal(inv, B2, rho, Zbar, U, _Slices)
-        alg.share(O, U, Zbar, x)
+        for c, inv, rho in parts:
+            Zc = Zbar if Zbar.ndim == 2 else Zbar[c]
+            O[c] = alg.primal(inv, B2[c], rho, Zc, U[c], _Slices)
+            alg.share(O[c], U[c], Zc, x[c])
         c1 = time.thread_time()
         if alg.collective:
             mean = np.sum(x, axis=0)
@@ -200,7 +208,7 @@ def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.
         c2 = time.thread_time()
         all_done = not rule.fixed and k > 0 and bool(flags.all())
         if not all_done:
-            Zbar = alg.dual(mean, eps, O, U, Zbar, _Slices)
+            Zbar = _dual(alg, mean, eps, O, U, Zbar, chunks)
             for m, check in enumerate(checks):
                 if check is not None:
                     flags[m] = check.sync_done(O[m], Zbar if Zbar.ndim == 2 else Zbar[m])
@@ -209,3 +217,18 @@ def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.
         if all_done:
             break
     return times.finish(np.broadcast_to(Zbar, B2.shape)), all_done
+
+
+def _dual(alg, mean: np.ndarray, eps: float, O: np.ndarray, U: np.ndarray, Zbar: np.ndarray,
+          chunks: list[slice]) -> np.ndarray:
+    """The algorithm's ``dual`` chunk by chunk: the new ``Zbar``, one (the network mean's
+    projection) or one per node."""
+    out = None if mean.ndim == 2 else np.empty_like(mean)
+    for c in chunks:
+        new = alg.dual(mean if out is None else mean[c], eps, O[c], U[c],
+                       Zbar if Zbar.ndim == 2 else Zbar[c], _Slices)
+        if out is None:
+            shared = new
+        else:
+            out[c] = new
+    return shared if out is None else out
