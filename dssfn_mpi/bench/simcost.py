@@ -93,7 +93,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table: microseconds of CPU per activation, mode x n by M."""
     sizes = sorted({r["nodes"] for r in rows})
     keys = sorted({(r["mode"], r["width"]) for r in rows}, key=lambda k: (k[1], k[0]))
-    lines = ["| mode | n | " + " | ".join(f"M = {M}" for M in sizes) + " |",
+    lines = ["| mode | n | " + " | ".join(f"M = {M} (J = {max(SAMPLES // M, 1)})"
+                                          for M in sizes) + " |",
              "|---|---|" + "---|" * len(sizes)]
     for mode, n in keys:
         cells = []
