@@ -10,8 +10,9 @@ whose solutions agree bit for bit so far (every node under sync and oneshot) sha
 features. The products are the same sums split by blocks: scores agree with the unsplit
 ones to rounding.
 
-The features of the last layer are not kept. From layer 2 on the random part is each
-node's own: ``n x`` (test samples) values per node with distinct solutions.
+The features of the last layer are not kept (each node's are dropped once scored). From
+layer 2 on the random part is each node's own: ``n x`` (test samples) values per node with
+distinct solutions, kept until the next layer.
 """
 
 from __future__ import annotations
@@ -29,10 +30,11 @@ __all__ = ["TestSet"]
 @dataclass(frozen=True)
 class _Features:
     """A node's test features as row blocks: ``[relu(P); relu(-P); rest]`` (``P`` None: rest
-    alone, the test set itself)."""
+    alone, the test set itself); ``shared``: ``rest`` is the same array for every node."""
 
     P: np.ndarray | None
     rest: np.ndarray
+    shared: bool = True
 
 
 class TestSet:
@@ -59,32 +61,29 @@ class TestSet:
     def accuracies(self, layer: int, Os: list[np.ndarray], prev: list[np.ndarray] | None,
                    keep: bool) -> list[float]:
         """Each node's test accuracy at ``layer`` (solutions ``Os``; ``prev`` those of
-        ``layer - 1``); ``keep``: the features are kept for the next layer."""
+        ``layer - 1``); ``keep``: the features are kept for the next layer (else each node's
+        are dropped once scored)."""
         if self.yt.shape[0] == 0:
             return [float("nan")] * len(Os)
-        feats: dict[bytes, _Features] = {}
-        keys = list(self._key)
-        if layer > 0:
-            R = None
-            cache: dict[int, np.ndarray] = {}
-            for m, O in enumerate(prev):
-                key = _digest(keys[m], O)
-                if key not in feats:
-                    Y = self._feats[keys[m]]
-                    if R is None:
-                        R = random_matrix(self.seed, layer, hidden_rows(self.hidden, O.shape[0]),
-                                          O.shape[1])
-                    feats[key] = _next(O, Y, R, cache)
-                keys[m] = key
-        else:
-            feats = self._feats
-        accs, scored = [], {}
+        feats: dict[bytes, _Features] = {} if layer > 0 else self._feats
+        scored: dict[bytes, float] = {}
+        cache: dict[int, np.ndarray] = {}
+        R, keys, accs = None, [], []
         for m, O in enumerate(Os):
-            key = _digest(keys[m], O)
-            if key not in scored:
-                scored[key] = float(np.mean(np.argmax(_times(O, feats[keys[m]]), axis=0)
-                                            == self.yt))
-            accs.append(scored[key])
+            key = _digest(self._key[m], prev[m]) if layer > 0 else self._key[m]
+            keys.append(key)
+            done = _digest(key, O)
+            if done not in scored:
+                Y = feats.get(key)
+                if Y is None:
+                    if R is None:
+                        Q, d = prev[m].shape
+                        R = random_matrix(self.seed, layer, hidden_rows(self.hidden, Q), d)
+                    Y = _next(prev[m], self._feats[self._key[m]], R, cache)
+                    if keep:
+                        feats[key] = Y
+                scored[done] = float(np.mean(np.argmax(_times(O, Y), axis=0) == self.yt))
+            accs.append(scored[done])
         self._feats, self._key = (feats if keep else {}), keys
         return accs
 
@@ -98,6 +97,7 @@ def _times(A: np.ndarray, Y: _Features, cache: dict[int, np.ndarray] | None = No
            ) -> np.ndarray:
     """``A @ Y`` by blocks; the product with a shared ``rest`` from ``cache`` when given
     (keyed by the block)."""
+    cache = cache if Y.shared else None
     if Y.P is None:
         return _rest_product(A, Y.rest, cache)
     Q = Y.P.shape[0]
@@ -130,4 +130,4 @@ def _next(O: np.ndarray, Y: _Features, R: np.ndarray, cache: dict[int, np.ndarra
         np.maximum(rest, 0.0, out=rest)
         if Y.P is None:  # the same for every node that holds this block
             cache[-id(Y.rest)] = rest
-    return _Features(_times(O, Y), rest)
+    return _Features(_times(O, Y), rest, shared=Y.P is None)
