@@ -500,3 +500,50 @@ def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1
     if consensus:
         return AUTO_METRIC_SYNC
     return float(AUTO_METRIC_EDGE / np.sqrt(max(degree * connectivity, 1e-12)))
+
+
+class StackedInverse:
+    """Every node's :class:`LocalInverse` applied at once to stacked right-hand sides.
+
+    The nodes' factors move into stacks (one per shape: the low-rank nodes of each sample
+    count, the dense ones), and each node's inverse then reads its slice of them, so memory
+    is not doubled. :meth:`apply` runs each node's own arithmetic on its slice, as a batched
+    product over the stack.
+
+    Parameters
+    ----------
+    invs : list of LocalInverse
+        One per node, in node order.
+    """
+
+    def __init__(self, invs: Sequence[LocalInverse]) -> None:
+        shapes: dict[tuple, list[int]] = {}
+        for m, inv in enumerate(invs):
+            key = (inv.low_rank, inv._Y.shape[1] if inv.low_rank else inv._inv.shape[0])
+            shapes.setdefault(key, []).append(m)
+        self.nodes = len(invs)
+        self._groups = []
+        for (low_rank, _), members in shapes.items():
+            idx = np.asarray(members)
+            if idx[-1] - idx[0] + 1 == idx.size:
+                idx = slice(int(idx[0]), int(idx[-1]) + 1)
+            c = np.array([invs[m].c for m in members]).reshape(-1, 1, 1)
+            names = ("_Y", "_A") if low_rank else ("_inv",)
+            stacks = [np.stack([getattr(invs[m], n) for m in members]) for n in names]
+            for i, m in enumerate(members):  # each node's inverse reads its slice
+                for n, stack in zip(names, stacks):
+                    setattr(invs[m], n, stack[i])
+            self._groups.append((idx, low_rank, c, stacks))
+
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Return ``X[m] @ (2 G_m + c_m I)^{-1}`` for every node m: ``X`` has shape
+        (M, Q, d)."""
+        out = np.empty_like(X)
+        for idx, low_rank, c, stacks in self._groups:
+            Xg = X[idx]
+            if low_rank:
+                Y, A = stacks
+                out[idx] = (Xg - (Xg @ Y) @ A) / c
+            else:
+                out[idx] = Xg @ stacks[0]
+        return out

@@ -96,22 +96,14 @@ def hop_distances(neighbors: Sequence[Sequence[int]] | np.ndarray) -> np.ndarray
     numpy.ndarray
         Shape (M, M), float64: 0 on the diagonal, whole numbers or inf elsewhere.
     """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
     table = neighbor_table(neighbors)
     m = table.shape[0]
-    adj = np.zeros((m, m), dtype=bool)
     rows, cols = np.nonzero(table >= 0)
-    adj[rows, table[rows, cols]] = True
-    adj |= adj.T
-    hops = np.full((m, m), np.inf)
-    reach = np.eye(m, dtype=bool)
-    hops[reach] = 0
-    for d in range(1, m):
-        new = (reach.astype(np.int64) @ adj.astype(np.int64) > 0) & ~reach
-        if not new.any():
-            break
-        hops[new] = d
-        reach |= new
-    return hops
+    adj = csr_matrix((np.ones(rows.size), (rows, table[rows, cols])), shape=(m, m))
+    return shortest_path(adj, method="D", directed=False, unweighted=True)
 
 
 def neighbour_max(values: np.ndarray, table: np.ndarray) -> np.ndarray:

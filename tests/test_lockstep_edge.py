@@ -32,6 +32,10 @@ class _Counter:
         self.Z += 1.0
         return self.O
 
+    def step_rows(self, table, rows):
+        """The activation on the neighbours' rows of ``table`` (as the drivers call it)."""
+        return self(table[rows, : self.O.size].reshape(-1, *self.O.shape))
+
 
 def test_const_speed_and_max_lead_0_is_lockstep():
     graph = make_topology("circular", 10, degree=4)

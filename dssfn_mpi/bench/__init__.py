@@ -18,7 +18,8 @@ reads that ``rma`` and ``activation`` time), ``plot`` with ``timeplots`` (the
 measured-vs-projected figures) and ``figstyle`` (what figures share), ``busy``
 (the CPU hogs of ``bench contention`` and the signal handling that always
 stops them), ``penalty`` (the serial ADMM penalty study behind the
-``auto`` constants, run by hand), and ``links`` with ``netns`` (the replay's
+``auto`` constants, run by hand), ``simcost`` (the simulator's CPU per activation against M
+and n, run by hand), and ``links`` with ``netns`` (the replay's
 network model against rate-capped links between two emulated hosts, run by
 hand as root); ``parser`` declares every ``bench`` subcommand's options and the
 function that runs it, ``toolargs`` the tools' options.

@@ -9,7 +9,9 @@ the replay uses too, :mod:`dssfn_mpi.timeline` (docs/SIMULATE.md).
 
 Modules: :mod:`.speed` (how long compute takes), :mod:`.nodes` (each node's
 data, features and penalty), :mod:`.asyncsim` (the event loop of the async
-engine), :mod:`.syncsim` (sync and sync-graph in lockstep), :mod:`.schedule`
+engine), :mod:`.syncsim` (sync and sync-graph in lockstep, all nodes at once),
+:mod:`.oneshotsim` (the one-shot modes), :mod:`.mixing` (rounds of neighbour mixing for
+all nodes), :mod:`.testset` (the nodes' test accuracies), :mod:`.schedule`
 (re-execution of a traced run's reads), :mod:`.layerloop` (the layer loop
 and the run log).
 """

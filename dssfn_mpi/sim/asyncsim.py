@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -61,11 +60,16 @@ class AsyncResult:
 
 
 class _Outbox:
-    """A node's ``Z_{m,n}`` rows as its neighbours see them: delivered, and in flight."""
+    """A node's ``Z_{m,n}`` rows as its neighbours see them: delivered, and in flight.
 
-    def __init__(self, rows: np.ndarray) -> None:
-        self.delivered = np.zeros_like(rows)
-        self.flight = np.zeros_like(rows)
+    Both live in the event loop's table of every outbox's rows, so that an activation reads
+    its neighbours' rows in place (:meth:`~dssfn_mpi.engines.updates.EdgeStep.step_rows`):
+    the node's rows start at ``base`` in the delivered half and at ``base + half`` in the other.
+    """
+
+    def __init__(self, table: np.ndarray, base: int, count: int) -> None:
+        self.table, self.count, self.half = table, count, table.shape[0] // 2
+        self.delivered, self.flight = base, base + self.half  # first row of each
         self.version, self.flight_version, self.arrives = 0, 0, math.inf
 
     def deliver(self, t: float) -> None:
@@ -75,7 +79,7 @@ class _Outbox:
 
     def send(self, rows: np.ndarray, version: int, arrives: float, now: float) -> None:
         self.deliver(now)
-        self.flight[...] = rows
+        self.table[self.flight : self.flight + self.count, : rows.shape[1]] = rows
         self.flight_version, self.arrives = version, arrives
 
 
@@ -140,12 +144,16 @@ class _EventLoop:
         self.layer, self.steps, self.checks, self.neighbors = layer, steps, checks, neighbors
         self.rule, self.iters, self.max_lead, self.speed = rule, iters, max_lead, speed
         self.put, self.signal = put, signal
+        self.clock = speed.cpu_clock()
         slot = [{n: i for i, n in enumerate(nb)} for nb in neighbors]
         # Row of Z_{n,m} in n's outbox, for each node m and neighbour index i.
         self.rows = [[slot[n][m] for n in neighbors[m]] for m in range(M)]
         self.shape = steps[0].O.shape
-        self.message = steps[0].Z.shape[1:]  # one message, as the step writes it
-        self.boxes = [_Outbox(s.Z.reshape(len(neighbors[m]), -1)) for m, s in enumerate(steps)]
+        degrees = [len(nb) for nb in neighbors]
+        base = np.concatenate([[0], np.cumsum(degrees)]).tolist()
+        # One row per outgoing message, as wide as the step's message (Z's rows).
+        self.table = np.zeros((2 * base[-1], int(np.prod(steps[0].Z.shape[1:]))))
+        self.boxes = [_Outbox(self.table, base[m], degrees[m]) for m in range(M)]
         self.runs = [NodeRun(O=np.zeros(self.shape), end=float(begin[m])) for m in range(M)]
         self.prev_end = [float(b) for b in begin]
         self.blocked = [False] * M
@@ -179,12 +187,14 @@ class _EventLoop:
     def activate(self, t: float, m: int, k: int) -> None:
         """Run node ``m``'s activation ``k`` at ``t`` with the neighbour rows delivered by then."""
         run, nbrs = self.runs[m], self.neighbors[m]
-        for n in nbrs:
-            self.boxes[n].deliver(t)
-        Zr = [self.boxes[n].delivered[r].reshape(self.message) for n, r in zip(nbrs, self.rows[m])]
-        c0 = time.thread_time()
-        O = self.steps[m](Zr)
-        measured = time.thread_time() - c0
+        boxes = [self.boxes[n] for n in nbrs]
+        for box in boxes:
+            box.deliver(t)
+        rows = np.array([box.delivered + r for box, r in zip(boxes, self.rows[m])],
+                        dtype=np.intp)
+        c0 = self.clock()
+        O = self.steps[m].step_rows(self.table, rows)
+        measured = self.clock() - c0
         check = self.checks[m]
         done = check.async_done(O, self.steps[m].rhs_buffer) if check is not None else False
         cost = self.speed.activation(self.layer, m, k, measured)

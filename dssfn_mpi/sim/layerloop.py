@@ -30,13 +30,12 @@ from ..equivalence import check_fields
 from ..errors import UserError, require
 from ..gramstats import StatsLayout
 from ..layerstep import (
-    accuracy_fields,
     aims_at_target,
     layer_row,
     metric_bytes,
     progress_line,
-    test_features,
 )
+from ..model import accuracy
 from ..network import Network
 from ..runlog import RunLog, schema
 from ..solver import exact_solve
@@ -45,10 +44,11 @@ from ..timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
 from .asyncsim import NodeRun, solve_async
 from .lockstepsim import solve_lockstep
 from .nodes import layer_metrics, layer_problems, load_shards, penalties
-from .oneshotsim import pack_statistics, solve_oneshot
+from .oneshotsim import solve_oneshot
 from .schedule import node_runs, replay_reads
 from .speed import SpeedModel
 from .syncsim import solve_sync
+from .testset import TestSet
 
 __all__ = ["SIM_MODES", "SimOptions", "SimResult", "SolveContext", "simulate", "solve_layer"]
 
@@ -153,21 +153,22 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     run = _setup(cfg, opts, command_line)
     M = opts.nodes
     rec = _Record(Os=[[] for _ in range(M)])
-    Ys, Yts, Os, prev_Os = list(run.shards.X), [run.shards.Xt] * M, None, None
+    Ys, Os, prev_Os = list(run.shards.X), None, None
+    tests = TestSet(run.shards.Xt, run.shards.yt if cfg.evaluate else run.shards.yt[:0], M,
+                    cfg.seed, run.hidden)
     t_prev = np.zeros(M)
     for layer in range(cfg.layers + 1):
         lay = _run_layer(run, layer, Ys, Os, t_prev, rec.layer_end)
         Os = [r.O.copy() for r in lay.runs]
         t_start, t_prev = t_prev, np.array([r.end for r in lay.runs])
         # Observation (untimed, as live): accuracy, cost, the equivalence check.
-        Yts = [test_features(cfg, layer, run.hidden, O_prev, Yt)
-               for O_prev, Yt in zip(prev_Os or [None] * M, Yts)]
-        rec.add(run, lay, Os, Yts, t_start, t_prev)
+        rec.add(run, lay, Os, tests.accuracies(layer, Os, prev_Os, keep=layer < cfg.layers),
+                t_start, t_prev)
         prev_Os = Os
         Ys = [p.Y for p in lay.probs]
         del lay
         if not quiet:
-            _progress(cfg, layer, rec)
+            _progress(cfg, layer, rec, time.perf_counter() - run.wall0)
         result = _result(run, rec, complete=layer == cfg.layers)
         if cfg.out is not None:
             result.write(cfg.out)
@@ -265,7 +266,10 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     d = Ys[0].shape[0] if layer == 0 else run.hidden
     need_target = cfg.check or aims_at_target(cfg)
     G_sum = np.zeros((d, d)) if need_target else None
-    probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum)
+    alg = cfg.algorithm
+    layout = StatsLayout(d, run.shards.n_classes)
+    packed = np.empty((len(Ys), layout.size)) if alg.exchanges_statistics else None
+    probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum, packed)
     pens = penalties(cfg, run.graph, layer, [p.stats for p in probs], run.rounds)
     metrics = (layer_metrics(cfg, run.graph, probs, run.rounds) if cfg.metric_at(layer)
                else None)
@@ -273,9 +277,8 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     if need_target:
         B_sum = np.sum(np.stack([p.B for p in probs]), axis=0)
         target = exact_solve(G_sum, B_sum, run.eps)
-    alg = cfg.algorithm
     if alg.exchanges_statistics:  # the nodes' packed statistics instead of inverses
-        invs, factor_cpu = pack_statistics(probs, StatsLayout(d, run.shards.n_classes))
+        invs, factor_cpu = packed, np.array([p.pack_cpu for p in probs])
     else:
         invs, factor_cpu = _factorise(alg, probs, pens, metrics)
     measured = np.column_stack([[p.features_cpu for p in probs],
@@ -318,9 +321,10 @@ class _Record:
         k: [] for k in ("rel_distance", "objective_gap", "consensus_spread", "lambda_star")})
     layer_end: list[np.ndarray] = field(default_factory=list)
 
-    def add(self, run: _Setup, lay: _Layer, Os: list[np.ndarray], Yts: list[np.ndarray],
+    def add(self, run: _Setup, lay: _Layer, Os: list[np.ndarray], test_acc: list[float],
             t_start: np.ndarray, t_end: np.ndarray) -> None:
-        """Record a solved layer: every node's row (cost, accuracies) and the check."""
+        """Record a solved layer: every node's row (cost, accuracies: ``test_acc`` on the
+        test set, :class:`~dssfn_mpi.sim.testset.TestSet`) and the check."""
         cfg, shards = run.cfg, run.shards
         for m in range(len(Os)):
             self.Os[m].append(Os[m])
@@ -332,8 +336,9 @@ class _Record:
                        lay.pens[m], p.Y.shape[0], lay.metric)
             resid = shards.T[m] - Os[m] @ p.Y
             row.update(train_cost=float(np.vdot(resid, resid)),
-                       **accuracy_fields(cfg.evaluate, Os[m], p.Y, shards.y[m], Yts[m],
-                                         shards.yt))
+                       train_accuracy=(accuracy(Os[m], p.Y, shards.y[m]) if cfg.evaluate
+                                       else math.nan),
+                       test_accuracy=test_acc[m])
             row_layer.append(row)
         self.rows.append(row_layer)
         if cfg.check:
@@ -421,12 +426,14 @@ def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
                      source=run.cfg.out or "", trace_attrs=dict(_TRACE_ATTRS), Os=rec.Os)
 
 
-def _progress(cfg: TrainConfig, layer: int, rec: _Record) -> None:
+def _progress(cfg: TrainConfig, layer: int, rec: _Record, wall: float) -> None:
+    """The layer's progress line, then the simulation's own wall clock and memory peak."""
     layer_end = rec.layer_end
     done = float(layer_end[-1].max()) - (float(layer_end[-2].max()) if len(layer_end) > 1
                                          else 0.0)
     rel = rec.checks["rel_distance"][-1].max() if rec.checks["rel_distance"] else math.nan
-    print(progress_line(cfg, layer, "simulated", done, rel, rec.rows[-1]), file=sys.stdout,
+    print(progress_line(cfg, layer, "simulated", done, rel, rec.rows[-1])
+          + f"  [wall {wall:.1f} s, peak {_peak_rss_bytes() / 2**30:.2f} GiB]", file=sys.stdout,
           flush=True)
 
 

@@ -7,8 +7,7 @@ engine talks to. Here the same functions (:mod:`dssfn_mpi.layerstep`) run for al
 M nodes in one process,
 and each node's algorithm combines what its driver gathers (:func:`exchange`):
 the one-sided drivers each neighbour's values; the allreduce the network mean;
-mixing ``mix_rounds`` rounds of :func:`~dssfn_mpi.engines.updates.mix_round` with
-Metropolis weights.
+mixing ``mix_rounds`` rounds of Metropolis weights (:mod:`.mixing`).
 """
 
 from __future__ import annotations
@@ -19,11 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import TrainConfig
-from ..engines.updates import mix_round
 from ..gramstats import StatsLayout
 from ..layerstep import layer_inputs
 from ..model import one_hot
 from ..solver import penalty_stats
+from .mixing import mixer
 
 __all__ = ["Layer", "Shards", "exchange", "layer_metrics", "layer_problems", "load_shards",
            "penalties"]
@@ -70,17 +69,21 @@ class Layer:
     features_cpu: float
     penalty_cpu: float
     gram_trace: float
+    pack_cpu: float = 0.0  # packing its statistics (the one-shot modes' factor phase)
 
 
 def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, eps: float,
                    Ys: list[np.ndarray], Os: list[np.ndarray] | None,
-                   G_sum: np.ndarray | None) -> list[Layer]:
+                   G_sum: np.ndarray | None, packed: np.ndarray | None = None
+                   ) -> list[Layer]:
     """Each node's features and statistics of ``layer`` (its own previous ``O``).
 
     ``Ys`` are the features of ``layer - 1`` (the shards at layer 0), ``Os``
     the nodes' solutions of ``layer - 1``. ``G_sum``, if given, accumulates
     ``sum_m G_m`` (for the exact solution) so that no node keeps a ``d x d``
-    matrix it does not need.
+    matrix it does not need. ``packed``, if given (M rows), receives each node's
+    statistics packed by :class:`~dssfn_mpi.gramstats.StatsLayout` (the one-shot modes'
+    message) as they are formed, and no ``G`` is kept.
     """
     metric, alg = cfg.metric_at(layer), cfg.algorithm
     auto = (cfg.penalty_at(layer) is None and not alg.direct
@@ -97,10 +100,14 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
         c2 = time.thread_time()
         if G_sum is not None:
             G_sum += G
-        # LocalInverse's dense path uses G; the one-shot modes send it.
-        keep = 2 * Y.shape[1] >= Y.shape[0] or alg.exchanges_statistics or metric
+        if packed is not None:
+            StatsLayout(G.shape[0], B.shape[0]).pack(G, B, out=packed[m])
+        c3 = time.thread_time()
+        # LocalInverse's dense path uses G.
+        keep = packed is None and (2 * Y.shape[1] >= Y.shape[0] or metric)
         out.append(Layer(Y=Y, G=G if keep else None, B=B, stats=stats, features_cpu=c1 - c0,
-                         penalty_cpu=c2 - c1, gram_trace=float(np.trace(G))))
+                         penalty_cpu=c2 - c1, gram_trace=float(np.trace(G)),
+                         pack_cpu=c3 - c2))
     return out
 
 
@@ -173,18 +180,7 @@ def mix(graph, values: list[np.ndarray], rounds: int) -> list[np.ndarray]:
     """``rounds`` synchronous rounds of neighbour mixing with Metropolis weights.
 
     What :meth:`dssfn_mpi.engines.sync_graph.SyncGraphEngine.average` does on
-    every rank, with every node's round computed from the previous round's values.
+    every rank, with every node's round computed from the previous round's values: all
+    nodes at once (:mod:`.mixing`).
     """
-    W = graph.metropolis_weights()
-    M = graph.n_nodes
-    nbrs = [list(graph.neighbors(m)) for m in range(M)]
-    w_self = [float(W[m, m]) for m in range(M)]
-    w_nbr = [np.array([W[m, n] for n in nbrs[m]]) for m in range(M)]
-    out = [v.copy() for v in values]
-    for _ in range(rounds):
-        prev = [v.copy() for v in out]
-        for m in range(M):
-            received = np.stack([prev[n] for n in nbrs[m]]) if nbrs[m] else np.empty((0,))
-            if nbrs[m]:
-                mix_round(out[m], received, w_self[m], w_nbr[m])
-    return out
+    return list(mixer(graph, rounds).apply(np.stack(values)))

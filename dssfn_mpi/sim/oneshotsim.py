@@ -3,10 +3,10 @@
 Each node packs its ``G_m``, ``B_m`` with the engine's packing
 (:class:`~dssfn_mpi.gramstats.StatsLayout`; the layer's ``factor`` phase). The
 average is the network mean (``oneshot``: one allreduce) or ``mix_rounds``
-rounds of Metropolis mixing (``oneshot-graph``: :func:`.nodes.mix`, the
-sync-graph engine's arithmetic); then each node solves its averaged statistics
-with :func:`dssfn_mpi.solver.exact_solve`, as live. Times follow the replay
-(:func:`dssfn_mpi.timeline.oneshot_end`): the exchange once every node (the
+rounds of Metropolis mixing (``oneshot-graph``: :mod:`.mixing`, the
+sync-graph engine's arithmetic, for :data:`BLOCK` nodes at a time); then each node
+solves its averaged statistics with :func:`dssfn_mpi.solver.exact_solve`, as live. Times
+follow the replay (:func:`dssfn_mpi.timeline.oneshot_end`): the exchange once every node (the
 allreduce) or its neighbours (each round) are ready, then the node's solve.
 """
 
@@ -21,54 +21,33 @@ from ..network import Network
 from ..solver import exact_solve
 from ..timeline import oneshot_end
 from .asyncsim import NodeRun
-from .nodes import Layer, mix
+from .mixing import Mixer, mixer
 
-__all__ = ["pack_statistics", "solve_oneshot"]
-
-
-def pack_statistics(probs: list[Layer], layout: StatsLayout) -> tuple[list[np.ndarray],
-                                                                       np.ndarray]:
-    """Every node's packed statistics and the CPU seconds packing took (its factor phase).
-
-    Drops each node's ``G`` once packed.
-    """
-    packed, cpu = [], np.empty(len(probs))
-    for m, p in enumerate(probs):
-        c0 = time.thread_time()
-        packed.append(layout.pack(p.G, p.B))
-        cpu[m] = time.thread_time() - c0
-        p.G = None
-    return packed, cpu
+__all__ = ["solve_oneshot"]
 
 
-def solve_oneshot(layer: int, alg, graph, layout: StatsLayout, packed: list[np.ndarray],
+def solve_oneshot(layer: int, alg, graph, layout: StatsLayout, packed: np.ndarray,
                   eps: float, begin: np.ndarray, rounds: int, speed, network: Network,
                   library: str, hops: np.ndarray) -> list[NodeRun]:
     """Simulate one layer of ``oneshot`` or ``oneshot-graph``: each node's run.
+
+    ``packed`` holds each node's packed statistics, one row per node.
 
     ``oneshot``'s nodes all solve the same averaged statistics: it is solved
     once and every node is charged its CPU time.
     """
     M = len(packed)
-    c0 = time.thread_time()
     if alg.collective:
         mean = np.zeros(layout.size)
         for x in packed:
             mean += x
         mean /= M
-        means = [mean] * M
-    else:
-        means = mix(graph, packed, rounds)
-    share = (time.thread_time() - c0) / M if not alg.collective else 0.0
-    measured, Os = np.empty(M), []
-    for m in range(M):
-        if alg.collective and m > 0:
-            Os.append(Os[0])
-            measured[m] = measured[0]
-            continue
         c0 = time.thread_time()
-        Os.append(exact_solve(*layout.unpack(means[m]), eps).O)
-        measured[m] = time.thread_time() - c0
+        O = exact_solve(*layout.unpack(mean), eps).O
+        measured = np.full(M, time.thread_time() - c0)
+        Os, share = [O] * M, 0.0
+    else:
+        Os, measured, share = _solve_mixed(mixer(graph, rounds), layout, packed, eps)
     cost = speed.activations(layer, 0, measured + share)
     ready = oneshot_end(alg.name, np.asarray(begin, dtype=float), hops, rounds, layout.nbytes,
                         network, library)
@@ -76,3 +55,30 @@ def solve_oneshot(layer: int, alg, graph, layout: StatsLayout, packed: list[np.n
     return [NodeRun(O=Os[m], end=float(end[m]), activations=1, compute=float(cost[m]),
                     wait=float(ready[m] - begin[m]), starts=[float(begin[m])],
                     ends=[float(end[m])]) for m in range(M)]
+
+
+#: Nodes whose mixed statistics are formed at a time (through ``W^rounds``), to bound memory.
+BLOCK = 64
+
+
+def _solve_mixed(mix: Mixer, layout: StatsLayout, packed: np.ndarray, eps: float
+                 ) -> tuple[list[np.ndarray], np.ndarray, float]:
+    """Each node's solve of its mixed statistics: the solutions, each node's solve seconds,
+    and the mixing's seconds per node. Through ``W^rounds`` the mixed statistics are formed
+    :data:`BLOCK` nodes at a time."""
+    M = len(packed)
+    measured, Os, mixing = np.empty(M), [], 0.0
+    dense = mix.dense(packed.shape[1])
+    means = None
+    for lo in range(0, M, BLOCK if dense else M):
+        c0 = time.thread_time()
+        if dense:
+            means = mix.power()[lo:lo + BLOCK] @ packed
+        elif means is None:
+            means = mix.apply(packed)
+        mixing += time.thread_time() - c0
+        for m in range(lo, min(lo + BLOCK, M) if dense else M):
+            c0 = time.thread_time()
+            Os.append(exact_solve(*layout.unpack(means[m - lo if dense else m]), eps).O)
+            measured[m] = time.thread_time() - c0
+    return Os, measured, mixing / M

@@ -25,6 +25,8 @@ per activation.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +35,10 @@ from ..errors import UserError, require
 from ..replay import jitter_factors, parse_jitter
 
 __all__ = ["SpeedModel", "TraceCosts", "parse_classes", "parse_speed"]
+
+def _no_clock() -> float:
+    return 0.0
+
 
 _SPEED_USAGE = "choose measured, const:SECONDS (e.g. const:1e-3) or trace:RUN.h5"
 
@@ -192,6 +198,11 @@ class SpeedModel:
         return cls(kind=kind, node_factor=factor, phase_factor=phase_factor, jitter=jit,
                    const=float(param) if kind == "const" else 0.0, trace=costs,
                    description=", ".join(parts))
+
+    def cpu_clock(self) -> Callable[[], float]:
+        """The clock of the measurements this model reads: the thread CPU time under
+        ``measured``, else a clock that reads 0 (its calls cost a system call each)."""
+        return time.thread_time if self.kind == "measured" else _no_clock
 
     def activation(self, layer: int, node: int, k: int, measured: float) -> float:
         """Seconds of activation (iteration) ``k`` of ``node`` in ``layer``."""

@@ -28,13 +28,18 @@ from typing import Any
 import numpy as np
 
 from ..network import allreduce_seconds
-from ..solver import LocalInverse
+from ..solver import LocalInverse, StackedInverse, project_frobenius
 from ..stoprule import NodeCheck
 from ..timeline import collective_end, exchange_end
 from .asyncsim import NodeRun
+from .mixing import mixer
 from .nodes import mix
 
-__all__ = ["solve_sync"]
+__all__ = ["STACKED", "solve_sync"]
+
+#: Run the scalar-penalty layers on stacked arrays (:func:`_solve_stacked`); False: node by
+#: node (the reference the tests compare the stacked path with).
+STACKED = True
 
 
 def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndarray],
@@ -52,64 +57,50 @@ def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndar
     (list of NodeRun, bool)
         Each node's run (its ``O`` is its ``Zbar``) and whether every node was done.
     """
-    alg, graph, eps, rule, rounds = run.cfg.algorithm, run.graph, run.eps, run.rule, run.rounds
-    iters, speed, network, hops = run.cfg.iters, run.opts.speed, run.opts.network, run.hops
-    library = run.opts.allreduce
     M = len(invs)
+    if (STACKED and all(m is None for m in metrics or [None])
+            and all(isinstance(i, LocalInverse) for i in invs)):
+        return _solve_stacked(run, layer, invs, B2s, rhos, checks, begin, message_bytes)
+    alg, graph, eps, rule, rounds = run.cfg.algorithm, run.graph, run.eps, run.rule, run.rounds
     metrics = metrics or [None] * M
+    clock = run.opts.speed.cpu_clock()
     U = [np.zeros_like(b) for b in B2s]
     Zbar = [np.zeros_like(b) for b in B2s]
-    runs = [NodeRun(O=Zbar[m], end=float(begin[m])) for m in range(M)]
     flags = np.zeros(M, dtype=bool)
-    reduce = allreduce_seconds(network, M, message_bytes, library) if alg.collective else 0.0
-    message = network.message_seconds(message_bytes)
-    t = np.asarray(begin, dtype=float).copy()
+    times = _Times(run, layer, begin, message_bytes)
     all_done = False
-    for k in range(iters):
+    for k in range(run.cfg.iters):
         measured = np.empty(M)
         Os = []
         for m in range(M):
-            c0 = time.thread_time()
+            c0 = clock()
             Os.append(alg.primal(invs[m], B2s[m], rhos[m], Zbar[m], U[m], metrics[m]))
-            measured[m] = time.thread_time() - c0
+            measured[m] = clock() - c0
         x = _shares(alg, Os, U, Zbar)
-        c0 = time.thread_time()
+        c0 = clock()
         if alg.collective:
             mean = np.sum(np.stack(x), axis=0)
             mean /= M
             means = [mean] * M
         else:
             means = mix(graph, x, rounds)
-        share = (time.thread_time() - c0) / M if not alg.collective else 0.0
+        share = (clock() - c0) / M if not alg.collective else 0.0
         # The flags of iteration k-1 ride in this collective: all set, the layer ends
         # with Zbar_{k-1}, this iteration's dual step is not taken.
         all_done = not rule.fixed and k > 0 and bool(flags.all())
         if not all_done:
             new = []
             for m in range(M):
-                c0 = time.thread_time()
+                c0 = clock()
                 new.append(alg.dual(means[m], eps, Os[m], U[m], Zbar[m], metrics[m]))
-                measured[m] += time.thread_time() - c0
+                measured[m] += clock() - c0
                 if checks[m] is not None:
                     flags[m] = checks[m].sync_done(Os[m], new[m])
             Zbar = new
-        cost = speed.activations(layer, k, measured + share)
-        ready = t + cost
-        end = (collective_end(ready, reduce) if alg.collective
-               else exchange_end(ready, hops, rounds, message))
-        for m in range(M):
-            runs[m].starts.append(float(t[m]))
-            runs[m].ends.append(float(end[m]))
-            runs[m].compute += float(cost[m])
-            runs[m].wait += float(end[m] - ready[m])
-            runs[m].activations += 1
-        t = end
+        times.advance(k, measured + share)
         if all_done:
             break
-    for m in range(M):
-        runs[m].O = Zbar[m]
-        runs[m].end = float(t[m])
-    return runs, all_done
+    return times.finish(Zbar), all_done
 
 
 def _shares(alg, Os: list[np.ndarray], U: list[np.ndarray],
@@ -119,3 +110,125 @@ def _shares(alg, Os: list[np.ndarray], U: list[np.ndarray],
     for O, u, z, x in zip(Os, U, Zbar, out):
         alg.share(O, u, z, x)
     return out
+
+
+class _Times:
+    """The simulated times of a consensus layer, iteration by iteration, and the nodes' runs."""
+
+    def __init__(self, run: Any, layer: int, begin: np.ndarray, message_bytes: float) -> None:
+        alg, network, M = run.cfg.algorithm, run.opts.network, len(begin)
+        self.layer, self.alg, self.speed, self.hops = layer, alg, run.opts.speed, run.hops
+        self.rounds = run.rounds
+        self.reduce = (allreduce_seconds(network, M, message_bytes, run.opts.allreduce)
+                       if alg.collective else 0.0)
+        self.message = network.message_seconds(message_bytes)
+        self.t = np.asarray(begin, dtype=float).copy()
+        self.runs = [NodeRun(O=np.empty(0), end=float(begin[m])) for m in range(M)]
+
+    def advance(self, k: int, measured: np.ndarray) -> np.ndarray:
+        """Iteration ``k`` with each node's measured compute: its start and end on every
+        node; returns the ends."""
+        cost = self.speed.activations(self.layer, k, measured)
+        ready = self.t + cost
+        end = (collective_end(ready, self.reduce) if self.alg.collective
+               else exchange_end(ready, self.hops, self.rounds, self.message))
+        for m, r in enumerate(self.runs):
+            r.starts.append(float(self.t[m]))
+            r.ends.append(float(end[m]))
+            r.compute += float(cost[m])
+            r.wait += float(end[m] - ready[m])
+            r.activations += 1
+        self.t = end
+        return end
+
+    def finish(self, Zbar: Any) -> list[NodeRun]:
+        """The runs, each node's ``O`` its ``Zbar``."""
+        for m, r in enumerate(self.runs):
+            r.O = np.array(Zbar[m])
+            r.end = float(self.t[m])
+        return self.runs
+
+
+class _Slices:
+    """The identity metric on stacked values (M, Q, d): the scalar forms' arithmetic node by
+    node, for the algorithm's ``primal`` and ``dual`` run on the stacks."""
+
+    @staticmethod
+    def times(X: np.ndarray) -> np.ndarray:
+        return X
+
+    @staticmethod
+    def project(W: np.ndarray, eps: float) -> np.ndarray:
+        """:func:`~dssfn_mpi.solver.project_frobenius` of each node's slice (of one shared
+        matrix: the network mean)."""
+        if W.ndim == 2:
+            return project_frobenius(W, eps)
+        out = W
+        for m, w in enumerate(W):
+            p = project_frobenius(w, eps)
+            if p is not w:
+                out = W.copy() if out is W else out
+                out[m] = p
+        return out
+
+
+#: Values per node chunk of the stacked path (its arrays stay in cache: 64 k doubles).
+CHUNK_VALUES = 1 << 16
+
+
+def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndarray],
+                   rhos: list[float], checks: list[NodeCheck | None], begin: np.ndarray,
+                   message_bytes: float) -> tuple[list[NodeRun], bool]:
+    """:func:`solve_sync` on stacked arrays: the algorithm's ``primal``, ``share`` and
+    ``dual`` on chunks of nodes at once (each node's arithmetic; its measured compute the
+    batch's over M)."""
+    alg, eps, rule, M = run.cfg.algorithm, run.eps, run.rule, len(invs)
+    B2 = np.stack(B2s)
+    size = max(1, CHUNK_VALUES // B2[0].size)
+    chunks = [slice(lo, min(lo + size, M)) for lo in range(0, M, size)]
+    parts = [(c, StackedInverse(invs[c]), np.asarray(rhos[c], dtype=float).reshape(-1, 1, 1))
+             for c in chunks]
+    U, Zbar, O, x = (np.zeros_like(B2) for _ in range(4))
+    flags = np.zeros(M, dtype=bool)
+    times = _Times(run, layer, begin, message_bytes)
+    mix = None if alg.collective else mixer(run.graph, run.rounds)
+    all_done = False
+    for k in range(run.cfg.iters):
+        c0 = time.thread_time()
+        for c, inv, rho in parts:
+            Zc = Zbar if Zbar.ndim == 2 else Zbar[c]
+            O[c] = alg.primal(inv, B2[c], rho, Zc, U[c], _Slices)
+            alg.share(O[c], U[c], Zc, x[c])
+        c1 = time.thread_time()
+        if alg.collective:
+            mean = np.sum(x, axis=0)
+            mean /= M
+        else:
+            mean = mix.apply(x)
+        c2 = time.thread_time()
+        all_done = not rule.fixed and k > 0 and bool(flags.all())
+        if not all_done:
+            Zbar = _dual(alg, mean, eps, O, U, Zbar, chunks)
+            for m, check in enumerate(checks):
+                if check is not None:
+                    flags[m] = check.sync_done(O[m], Zbar if Zbar.ndim == 2 else Zbar[m])
+        cpu = (time.thread_time() - c2 + c1 - c0) / M
+        times.advance(k, np.full(M, cpu + (0.0 if alg.collective else (c2 - c1) / M)))
+        if all_done:
+            break
+    return times.finish(np.broadcast_to(Zbar, B2.shape)), all_done
+
+
+def _dual(alg, mean: np.ndarray, eps: float, O: np.ndarray, U: np.ndarray, Zbar: np.ndarray,
+          chunks: list[slice]) -> np.ndarray:
+    """The algorithm's ``dual`` chunk by chunk: the new ``Zbar``, one (the network mean's
+    projection) or one per node."""
+    out = None if mean.ndim == 2 else np.empty_like(mean)
+    for c in chunks:
+        new = alg.dual(mean if out is None else mean[c], eps, O[c], U[c],
+                       Zbar if Zbar.ndim == 2 else Zbar[c], _Slices)
+        if out is None:
+            shared = new
+        else:
+            out[c] = new
+    return shared if out is None else out

@@ -1,0 +1,100 @@
+"""The simulator's all-nodes-at-once arithmetic against its node-by-node reference.
+
+The consensus layers on stacked arrays (``syncsim.STACKED``), the mixing rounds as matrix
+products (``sim.mixing``), the stacked local inverses (``solver.StackedInverse``) and the
+test accuracies from shared feature blocks (``sim.testset``) must give what the
+node-by-node code gives (to 1e-12; the stacked consensus path bit for bit).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dssfn_mpi import layerstep
+from dssfn_mpi.config import TrainConfig
+from dssfn_mpi.engines.updates import mix_round
+from dssfn_mpi.network import parse_network
+from dssfn_mpi.sim import syncsim
+from dssfn_mpi.sim.layerloop import SimOptions, simulate
+from dssfn_mpi.sim.mixing import Mixer
+from dssfn_mpi.sim.nodes import load_shards
+from dssfn_mpi.sim.speed import SpeedModel
+from dssfn_mpi.solver import LocalInverse, StackedInverse
+from dssfn_mpi.topology import make_topology
+
+
+def _simulate(cfg: TrainConfig, M: int):
+    speed = SpeedModel.build("const:1e-3", M, cfg.layers + 1, cfg.iters, {}, None, None, 0)
+    return simulate(cfg, SimOptions(nodes=M, speed=speed, network=parse_network("shm")),
+                    quiet=True)
+
+
+@pytest.mark.parametrize("mode,relax", [("sync", 1.0), ("sync-graph", 1.6)])
+@pytest.mark.parametrize("hidden", [60, 300])  # dense local inverses, and Woodbury's
+def test_stacked_consensus_equals_node_by_node(monkeypatch, mode, relax, hidden):
+    cfg = TrainConfig(dataset="digits", mode=mode, layers=2, hidden=hidden, iters=300,
+                      stop="eps:1e-2", relax=relax, topology="circular", degree=4,
+                      metric="identity")
+    runs, calls = {}, []
+    stacked_solve = syncsim._solve_stacked
+    monkeypatch.setattr(syncsim, "_solve_stacked",
+                        lambda *a: calls.append(1) or stacked_solve(*a))
+    for stacked in (False, True):
+        monkeypatch.setattr(syncsim, "STACKED", stacked)
+        runs[stacked] = _simulate(cfg, 24)
+    assert len(calls) == cfg.layers + 1  # every layer of the second run, none of the first
+    ref, got = runs[False], runs[True]
+    for A, B in zip(ref.Os, got.Os):
+        for a, b in zip(A, B):
+            assert np.abs(a - b).max() <= 1e-12 * np.abs(a).max()
+    assert np.array_equal(ref.layers["activations"], got.layers["activations"])
+    assert ref.attrs["sim_total_seconds"] == got.attrs["sim_total_seconds"]
+    assert np.all(ref.layers["activations"][1:] < 300)  # ended by eps, not by the cap
+
+
+def test_stacked_inverse_applies_each_nodes_inverse():
+    rng = np.random.default_rng(3)
+    d, Q = 40, 3
+    Ys = [rng.standard_normal((d, J)) for J in (5, 5, 6, 30, 30, 5)]  # low rank and dense
+    invs = [LocalInverse(Y, 1.0 + m) for m, Y in enumerate(Ys)]
+    X = rng.standard_normal((len(Ys), Q, d))
+    ref = [inv.apply(x) for inv, x in zip(invs, X)]
+    out = StackedInverse(invs).apply(X)
+    for m, inv in enumerate(invs):
+        assert np.array_equal(out[m], ref[m])
+        assert np.array_equal(inv.apply(X[m]), ref[m])  # still its own inverse
+
+
+@pytest.mark.parametrize("rounds", [1, 7, 60])
+def test_mixer_equals_rounds_of_mix_round(rounds):
+    graph = make_topology("circular", 30, degree=4, seed=0)
+    W = graph.metropolis_weights()
+    X = np.random.default_rng(1).standard_normal((30, 2, 5))
+    ref = X.copy()
+    for _ in range(rounds):
+        prev = ref.copy()
+        for m in range(30):
+            nb = list(graph.neighbors(m))
+            mix_round(ref[m], prev[nb], W[m, m], W[m, nb])
+    mixer = Mixer(W, rounds)
+    got = mixer.apply(X)
+    assert np.abs(got - ref).max() <= 1e-12 * np.abs(ref).max()
+    assert np.abs(mixer.power() @ X.reshape(30, -1) - ref.reshape(30, -1)).max() <= 1e-12
+
+
+@pytest.mark.parametrize("mode", ["async", "sync-graph", "oneshot"])
+def test_test_accuracies_equal_each_nodes_own_features(mode):
+    M = 5
+    cfg = TrainConfig(dataset="digits", mode=mode, layers=3, hidden=100, iters=15,
+                      topology="ring")
+    res = _simulate(cfg, M)
+    shards = load_shards(cfg, M)
+    hidden, _ = cfg.width_and_bound(shards.n_classes)
+    for m in range(M):
+        Yt = shards.Xt
+        for layer in range(cfg.layers + 1):
+            O_prev = res.Os[m][layer - 1] if layer else None
+            Yt = layerstep.test_features(cfg, layer, hidden, O_prev, Yt)
+            ref = layerstep.accuracy_fields(True, res.Os[m][layer], Yt, shards.yt, Yt, shards.yt)
+            assert res.layers["test_accuracy"][layer, m] == ref["test_accuracy"]
