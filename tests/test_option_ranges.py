@@ -45,9 +45,9 @@ OTHER_RANGES = {
     (("evaluate",), "--seed"): (["-1"], "0"),
     (("plot",), "--eps"): (["0", "nan"], "1e-3"),
     **{(("bench", b), "--job-timeout"): (["0", "-5"], "1")
-       for b in ("degree", "nodes", "table2", "straggler", "noise", "contention")},
+       for b in ("degree", "nodes", "table2", "straggler", "noise", "contention", "decompose")},
     **{(("bench", b), "--eps"): (["0", "-1e-2"], "1e-3")
-       for b in ("degree", "nodes", "table2", "straggler", "noise", "contention")},
+       for b in ("degree", "nodes", "table2", "straggler", "noise", "contention", "decompose")},
     **{(("bench", b), "--to-eps"): (["0", "-1e-2"], "1e-2") for b in ("degree", "nodes", "table2")},
     (("bench", "table2"), "--seeds"): (["0"], "1"),
     (("bench", "penalty"), "--layers"): (["-1"], "0"),
