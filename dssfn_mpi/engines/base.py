@@ -138,6 +138,17 @@ class Engine:
     # True for the engines that solve a layer in one step (central, one-shot): no
     # penalty, no iteration count, no stopping rule.
     direct = False
+
+    def factor(self, prob: LayerProblem, penalty: Any,
+               trace: Any = None) -> tuple[Any, float, float]:
+        """The algorithm's local inverse for ``penalty`` (``self.alg``), timed: ``(inv, start,
+        end)``, with the trace's ``factor`` phase recorded."""
+        t1, c1 = time.perf_counter(), time.thread_time()
+        inv = self.alg.inverse(prob.Y, prob.G, penalty, prob.metric)
+        t2 = time.perf_counter()
+        if trace is not None:
+            trace.phase("factor", t1, t2, time.thread_time() - c1)
+        return inv, t1, t2
     #: How the engine writes into other ranks' memory: ``store`` (plain stores into a
     #: shared window), ``put`` (MPI_Put), or ``""`` (no one-sided writes: sync, central).
     write_path = ""

@@ -58,12 +58,8 @@ class LockstepEngine(NeighbourEngine):
     def solve(self, prob: LayerProblem,
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
         cfg, alg, dm = self.ctx.cfg, self.alg, len(self.neighbors)
-        t1, c1 = time.perf_counter(), time.thread_time()
         gamma = self.penalties(prob)
-        inv = alg.inverse(prob.Y, prob.G, gamma, prob.metric)
-        t2 = time.perf_counter()
-        if trace is not None:
-            trace.phase("factor", t1, t2, time.thread_time() - c1)
+        inv, t1, t2 = self.factor(prob, gamma, trace)
         B2 = 2.0 * prob.B
         payload = alg.message_bytes(*prob.B.shape)
         size = payload // 8  # the algorithm's message: float64 values

@@ -90,11 +90,7 @@ class SyncAllreduceEngine(Engine):
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
         cfg, metric, alg = self.ctx.cfg, prob.metric, self.alg
         rho = float(prob.penalty)
-        t1, c1 = time.perf_counter(), time.thread_time()
-        inv = alg.inverse(prob.Y, prob.G, rho, metric)
-        t2 = time.perf_counter()
-        if trace is not None:
-            trace.phase("factor", t1, t2, time.thread_time() - c1)
+        inv, t1, t2 = self.factor(prob, rho, trace)
         B2 = 2.0 * prob.B
         U = np.zeros_like(prob.B)
         Zbar = np.zeros_like(prob.B)
