@@ -206,23 +206,28 @@ def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
         alone.dual_rows(alone.O)  # its own O: no copy of step.O in the timing
         flo(r, 4)
 
+    _repeat(mb, sh, reps, versions, lambda r: activation(r, warm, _LAYER + 1),
+            lambda r: activation(r, act, _LAYER), floor)
+    return _parts(act, flo)
+
+
+def _repeat(mb: Any, sh: _Shared, reps: int, versions: np.ndarray, warm: Any,
+            timed: Any, floor: Any) -> None:
+    """The hub's ``reps`` repetitions: a warm-up activation, then the timed activation and
+    the floor in alternating order, between the neighbours' writes."""
     for r in range(reps):
         _sleeping_barrier(mb.comm)  # the neighbours' fresh puts and stores are complete
         sh.win.Sync()
         # Steady state of back-to-back activations: the previous one has just run,
         # reading the other parity slot (the neighbours write both) so that the
         # fresh writes of _LAYER are left for the timed activation.
-        activation(r, warm, _LAYER + 1)
-        for part in ("floor", "activation") if r % 2 else ("activation", "floor"):
-            if part == "floor":
-                floor(r)
-            else:
-                activation(r, act, _LAYER)
+        warm(r)
+        for part in (floor, timed) if r % 2 else (timed, floor):
+            part(r)
         if np.any(versions != r + 1):
             raise RuntimeError(f"read versions {versions}, expected {r + 1} from every neighbour")
         sh.win.Sync()
         _sleeping_barrier(mb.comm)  # the neighbours may put again
-    return _parts(act, flo)
 
 
 def _parts(act: Any, flo: Any) -> dict[str, np.ndarray]:
