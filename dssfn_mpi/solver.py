@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -503,47 +504,70 @@ def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1
 
 
 class StackedInverse:
-    """Every node's :class:`LocalInverse` applied at once to stacked right-hand sides.
+    """Every node's local inverse applied at once to stacked right-hand sides.
 
-    The nodes' factors move into stacks (one per shape: the low-rank nodes of each sample
-    count, the dense ones), and each node's inverse then reads its slice of them, so memory
-    is not doubled. :meth:`apply` runs each node's own arithmetic on its slice, as a batched
-    product over the stack.
+    The nodes' factors move into stacks (one per kind and shape: the low-rank
+    :class:`LocalInverse` of each sample count, the dense ones, the
+    :class:`~dssfn_mpi.metric.MetricWoodbury` of each sample count in one shared metric),
+    and each node's inverse then reads its slice of them, so memory is not doubled.
+    :meth:`apply` runs each node's own arithmetic on its slice, as a batched product over
+    the stack.
 
     Parameters
     ----------
-    invs : list of LocalInverse
+    invs : list of LocalInverse, DenseInverse or MetricWoodbury
         One per node, in node order.
     """
 
-    def __init__(self, invs: Sequence[LocalInverse]) -> None:
+    def __init__(self, invs: Sequence[Any]) -> None:
         shapes: dict[tuple, list[int]] = {}
         for m, inv in enumerate(invs):
-            key = (inv.low_rank, inv._Y.shape[1] if inv.low_rank else inv._inv.shape[0])
-            shapes.setdefault(key, []).append(m)
+            kind, names = _stack_kind(inv)
+            shapes.setdefault((kind, getattr(inv, names[0]).shape), []).append(m)
         self.nodes = len(invs)
         self._groups = []
-        for (low_rank, _), members in shapes.items():
+        for (kind, _), members in shapes.items():
             idx = np.asarray(members)
             if idx[-1] - idx[0] + 1 == idx.size:
                 idx = slice(int(idx[0]), int(idx[-1]) + 1)
-            c = np.array([invs[m].c for m in members]).reshape(-1, 1, 1)
-            names = ("_Y", "_A") if low_rank else ("_inv",)
+            first = invs[members[0]]
+            c = np.array([invs[m].c for m in members]).reshape(-1, 1, 1) if kind[0] else None
+            names = _stack_kind(first)[1]
             stacks = [np.stack([getattr(invs[m], n) for m in members]) for n in names]
             for i, m in enumerate(members):  # each node's inverse reads its slice
                 for n, stack in zip(names, stacks):
                     setattr(invs[m], n, stack[i])
-            self._groups.append((idx, low_rank, c, stacks))
+            shared = first.metric.inverse() if kind[0] == "metric" else None
+            self._groups.append((idx, kind[0], c, stacks, shared))
+
+    @staticmethod
+    def stackable(inv: Any) -> bool:
+        """Whether ``inv`` is of a kind :class:`StackedInverse` stacks."""
+        return hasattr(inv, "_inv") or hasattr(inv, "low_rank") or hasattr(inv, "metric")
 
     def apply(self, X: np.ndarray) -> np.ndarray:
-        """Return ``X[m] @ (2 G_m + c_m I)^{-1}`` for every node m: ``X`` has shape
-        (M, Q, d)."""
+        """Return ``X[m] @ H_m^-1`` for every node m: ``X`` has shape (M, Q, d)."""
         out = np.empty_like(X)
-        for idx, low_rank, c, stacks in self._groups:
+        for idx, kind, c, stacks, shared in self._groups:
             Xg = X[idx]
-            if low_rank:
+            if kind == "low-rank":
                 Y, A = stacks
                 out[idx] = (Xg - (Xg @ Y) @ A) / c
+            elif kind == "metric":
+                Y, R = stacks
+                XA = Xg @ shared
+                XA /= c
+                out[idx] = XA - (XA @ Y) @ R
             else:
                 out[idx] = Xg @ stacks[0]
         return out
+
+
+def _stack_kind(inv: Any) -> tuple[tuple, tuple[str, ...]]:
+    """How a node's inverse stacks: its kind (with the metric it shares) and the names of
+    its per-node arrays."""
+    if hasattr(inv, "metric"):  # MetricWoodbury
+        return ("metric", id(inv.metric)), ("_Y", "_R")
+    if getattr(inv, "low_rank", False):
+        return ("low-rank",), ("_Y", "_A")
+    return ("",), ("_inv",)

@@ -265,14 +265,15 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     cfg, opts = run.cfg, run.opts
     d = Ys[0].shape[0] if layer == 0 else run.hidden
     need_target = cfg.check or aims_at_target(cfg)
-    G_sum = np.zeros((d, d)) if need_target else None
     alg = cfg.algorithm
+    G_sum = (np.zeros((d, d)) if need_target or (cfg.metric_at(layer) and alg.collective)
+             else None)
     layout = StatsLayout(d, run.shards.n_classes)
     packed = np.empty((len(Ys), layout.size)) if alg.exchanges_statistics else None
     probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum, packed)
     pens = penalties(cfg, run.graph, layer, [p.stats for p in probs], run.rounds)
-    metrics = (layer_metrics(cfg, run.graph, probs, run.rounds) if cfg.metric_at(layer)
-               else None)
+    metrics = (layer_metrics(cfg, run.graph, probs, run.rounds, G_sum)
+               if cfg.metric_at(layer) else None)
     target = B_sum = None
     if need_target:
         B_sum = np.sum(np.stack([p.B for p in probs]), axis=0)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..algorithms import needs_gram
 from ..config import TrainConfig
 from ..gramstats import StatsLayout
 from ..layerstep import layer_inputs
@@ -103,8 +104,10 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
         if packed is not None:
             StatsLayout(G.shape[0], B.shape[0]).pack(G, B, out=packed[m])
         c3 = time.thread_time()
-        # LocalInverse's dense path uses G.
-        keep = packed is None and (2 * Y.shape[1] >= Y.shape[0] or metric)
+        # The dense local inverses use G, and the per-node metrics each node's G (a metric
+        # from the network mean is formed from G_sum).
+        keep = packed is None and (needs_gram(Y, int(metric))
+                                   or (metric and not alg.collective))
         out.append(Layer(Y=Y, G=G if keep else None, B=B, stats=stats, features_cpu=c1 - c0,
                          penalty_cpu=c2 - c1, gram_trace=float(np.trace(G)),
                          pack_cpu=c3 - c2))
@@ -144,16 +147,27 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
     return [alg.auto_penalty(stats[m], gathered[m], graph, m) for m in range(M)]
 
 
-def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0) -> list:
+def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0,
+                  G_sum: np.ndarray | None = None) -> list:
     """Each node's Gram metric of a layer solved in it, as its algorithm forms it from
     what its driver gathers (:func:`exchange`): one per neighbour (a list) for the
     per-neighbour drivers, else one.
 
     Each node's CPU seconds for it are added to its penalty phase (the live engines
     form the metric where the penalty is). For the layers where
-    ``cfg.metric_at(layer)``; the nodes' ``G`` must be kept.
+    ``cfg.metric_at(layer)``; the nodes' ``G`` must be kept, but under an allreduce, where
+    ``G_sum`` (``sum_m G_m``) gives the network mean and every node the same metric: one
+    object, formed once and charged to every node.
     """
     alg = cfg.algorithm
+    if alg.collective:
+        layout = StatsLayout(G_sum.shape[0], 0)
+        c0 = time.thread_time()
+        shared = alg.metric(None, layout.unpack(layout.pack(G_sum, G_sum[:0]))[0] / len(probs))
+        cpu = time.thread_time() - c0
+        for p in probs:
+            p.penalty_cpu += cpu
+        return [shared] * len(probs)
     # As the engines send them: the packed upper triangle, unpacked (both ends of an async
     # edge then build their metric from the same numbers).
     layout = StatsLayout(probs[0].G.shape[0], 0)
