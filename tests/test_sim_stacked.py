@@ -67,7 +67,7 @@ def test_stacked_inverse_applies_each_nodes_inverse():
         assert np.array_equal(inv.apply(X[m]), ref[m])  # still its own inverse
 
 
-@pytest.mark.parametrize("rounds", [1, 7, 60])
+@pytest.mark.parametrize("rounds", [1, 7, 60, 2500])
 def test_mixer_equals_rounds_of_mix_round(rounds):
     graph = make_topology("circular", 30, degree=4, seed=0)
     W = graph.metropolis_weights()
