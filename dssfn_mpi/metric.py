@@ -75,15 +75,33 @@ class Metric:
         self._inverse: np.ndarray | None = None
 
     def inverse(self) -> np.ndarray:
-        """``S^-1 = V diag(1 / s) V^T`` (formed once)."""
+        """``S^-1 = V diag(1 / s) V^T`` (formed once; then :meth:`solve` multiplies by it)."""
         if self._inverse is None:
             inv = (self.V / self.s) @ self.V.T
             self._inverse = 0.5 * (inv + inv.T)
         return self._inverse
 
+    def compact(self) -> Metric:
+        """Drop the matrix ``S`` and keep its eigendecomposition alone (half the memory):
+        :meth:`times` then multiplies through ``V``. Returns itself."""
+        self.S = None
+        return self
+
+    def matrix(self) -> np.ndarray:
+        """``S`` (formed from ``V`` and ``s`` if :meth:`compact` dropped it)."""
+        return self.S if self.S is not None else (self.V * self.s) @ self.V.T
+
     def times(self, X: np.ndarray) -> np.ndarray:
         """``X S``."""
+        if self.S is None:
+            return ((X @ self.V) * self.s) @ self.V.T
         return X @ self.S
+
+    def solve(self, X: np.ndarray) -> np.ndarray:
+        """``X S^-1``: by the formed :meth:`inverse`, else through ``V``."""
+        if self._inverse is None:
+            return ((X @ self.V) / self.s) @ self.V.T
+        return X @ self._inverse
 
     def ball_step(self, C: np.ndarray, gamma: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
         """The edge form's ``Lam = argmin <C, L> + gamma ||L||_S^2`` s.t. ``||L||_F^2 <= eps``.
@@ -132,10 +150,10 @@ class DenseInverse:
 class MetricWoodbury:
     """Right-multiplication by ``H^-1`` for ``H = 2 Y Y^T + rho S``, ``Y`` of rank below ``d / 2``.
 
-    Consensus ADMM's local matrix in a metric ``S`` the nodes share (the network mean of the
-    Gram matrices): ``S^-1`` is the metric's, formed once for all nodes
-    (:meth:`Metric.inverse`), and each node keeps a ``J x d`` factor of its own, through the
-    Woodbury identity in sample space::
+    Consensus ADMM's local matrix in its metric ``S``: products by ``S^-1`` are the metric's
+    (:meth:`Metric.solve`; one matrix formed once where the nodes share the metric, the
+    network mean of the Gram matrices), and each node keeps a ``J x d`` factor of its own,
+    through the Woodbury identity in sample space::
 
         H^-1 = A^-1 - A^-1 Y (I / 2 + Y^T A^-1 Y)^-1 Y^T A^-1,   A = rho S,
 
@@ -156,7 +174,7 @@ class MetricWoodbury:
         if not rho > 0:
             raise ValueError(f"the penalty must be positive, got {rho}")
         self.c, self.metric, self._Y = float(rho), metric, Y
-        F = metric.inverse() @ Y  # S^-1 Y
+        F = metric.solve(Y.T).T  # S^-1 Y
         K = Y.T @ F
         K[np.diag_indices_from(K)] += 0.5 * self.c
         # R = (I / 2 + Y^T A^-1 Y)^-1 Y^T A^-1 = (rho I / 2 + Y^T S^-1 Y)^-1 Y^T S^-1
@@ -165,6 +183,6 @@ class MetricWoodbury:
 
     def apply(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Return ``X @ H^-1`` for ``X`` of shape (..., Q, d), into ``out`` if given."""
-        XA = X @ self.metric.inverse()
+        XA = self.metric.solve(X)
         XA /= self.c
         return np.subtract(XA, (XA @ self._Y) @ self._R, out=out)

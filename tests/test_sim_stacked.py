@@ -117,10 +117,11 @@ def test_metric_woodbury_equals_the_dense_inverse():
         assert np.abs(out[m] - ref[m]).max() <= 1e-14 * np.abs(ref[m]).max()
 
 
-@pytest.mark.parametrize("mode", ["sync"])
-def test_shared_metric_layer_equals_the_dense_form(monkeypatch, mode):
-    """The Gram metric layer with one shared metric, Woodbury's local inverses and stacked
-    arrays gives the dense per-node form's iterates (digits, 30 samples per node < d / 2)."""
+@pytest.mark.parametrize("mode", ["sync", "sync-graph"])
+def test_metric_layer_equals_the_dense_form(monkeypatch, mode):
+    """The Gram metric layer in Woodbury's local inverses (sync: one shared metric, on
+    stacked arrays; sync-graph: each node's mixed metric as its eigendecomposition) gives
+    the dense per-node form's iterates (digits, 30 samples per node < d / 2)."""
     cfg = TrainConfig(dataset="digits", mode=mode, layers=1, hidden=100, iters=200,
                       stop="eps:1e-3", topology="circular", degree=4, metric="gram")
     ref = None

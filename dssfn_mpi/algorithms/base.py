@@ -47,7 +47,7 @@ def penalty_matrix(penalty: float | np.ndarray, metrics: Sequence[Any]) -> np.nd
 
     The one home of ``K``: the local matrix is ``2 G_m + K`` and ``--stop local`` reads it.
     """
-    return sum(g * s.S for g, s in zip(np.atleast_1d(penalty), metrics))
+    return sum(g * s.matrix() for g, s in zip(np.atleast_1d(penalty), metrics))
 
 
 def local_inverse(Y: np.ndarray, G: np.ndarray | None, penalty: float | np.ndarray,

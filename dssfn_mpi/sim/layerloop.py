@@ -270,10 +270,14 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
              else None)
     layout = StatsLayout(d, run.shards.n_classes)
     packed = np.empty((len(Ys), layout.size)) if alg.exchanges_statistics else None
-    probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum, packed)
+    grams = (np.empty((len(Ys), StatsLayout(d, 0).size))
+             if cfg.metric_at(layer) and alg.mixes else None)
+    probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum, packed,
+                           grams)
     pens = penalties(cfg, run.graph, layer, [p.stats for p in probs], run.rounds)
-    metrics = (layer_metrics(cfg, run.graph, probs, run.rounds, G_sum)
+    metrics = (layer_metrics(cfg, run.graph, probs, run.rounds, G_sum, grams)
                if cfg.metric_at(layer) else None)
+    del grams
     target = B_sum = None
     if need_target:
         B_sum = np.sum(np.stack([p.B for p in probs]), axis=0)

@@ -75,8 +75,8 @@ class Layer:
 
 def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, eps: float,
                    Ys: list[np.ndarray], Os: list[np.ndarray] | None,
-                   G_sum: np.ndarray | None, packed: np.ndarray | None = None
-                   ) -> list[Layer]:
+                   G_sum: np.ndarray | None, packed: np.ndarray | None = None,
+                   grams: np.ndarray | None = None) -> list[Layer]:
     """Each node's features and statistics of ``layer`` (its own previous ``O``).
 
     ``Ys`` are the features of ``layer - 1`` (the shards at layer 0), ``Os``
@@ -84,7 +84,9 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
     ``sum_m G_m`` (for the exact solution) so that no node keeps a ``d x d``
     matrix it does not need. ``packed``, if given (M rows), receives each node's
     statistics packed by :class:`~dssfn_mpi.gramstats.StatsLayout` (the one-shot modes'
-    message) as they are formed, and no ``G`` is kept.
+    message) as they are formed, and no ``G`` is kept. ``grams``, if given (M rows),
+    receives each node's ``G`` upper triangle (a mixed metric's exchange), and ``G`` is kept
+    only where the node's local inverse needs it.
     """
     metric, alg = cfg.metric_at(layer), cfg.algorithm
     auto = (cfg.penalty_at(layer) is None and not alg.direct
@@ -103,11 +105,13 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
             G_sum += G
         if packed is not None:
             StatsLayout(G.shape[0], B.shape[0]).pack(G, B, out=packed[m])
+        if grams is not None:
+            StatsLayout(G.shape[0], 0).pack(G, B[:0], out=grams[m])
         c3 = time.thread_time()
-        # The dense local inverses use G, and the per-node metrics each node's G (a metric
-        # from the network mean is formed from G_sum).
+        # The dense local inverses use G, and the per-neighbour metrics each node's G (a
+        # metric from the network mean is formed from G_sum, a mixed one from grams).
         keep = packed is None and (needs_gram(Y, int(metric))
-                                   or (metric and not alg.collective))
+                                   or (metric and alg.per_neighbour))
         out.append(Layer(Y=Y, G=G if keep else None, B=B, stats=stats, features_cpu=c1 - c0,
                          penalty_cpu=c2 - c1, gram_trace=float(np.trace(G)),
                          pack_cpu=c3 - c2))
@@ -148,18 +152,22 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
 
 
 def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0,
-                  G_sum: np.ndarray | None = None) -> list:
+                  G_sum: np.ndarray | None = None, grams: np.ndarray | None = None) -> list:
     """Each node's Gram metric of a layer solved in it, as its algorithm forms it from
     what its driver gathers (:func:`exchange`): one per neighbour (a list) for the
     per-neighbour drivers, else one.
 
     Each node's CPU seconds for it are added to its penalty phase (the live engines
     form the metric where the penalty is). For the layers where
-    ``cfg.metric_at(layer)``; the nodes' ``G`` must be kept, but under an allreduce, where
-    ``G_sum`` (``sum_m G_m``) gives the network mean and every node the same metric: one
-    object, formed once and charged to every node.
+    ``cfg.metric_at(layer)``; the per-neighbour drivers' need the nodes' ``G``. Under an
+    allreduce ``G_sum`` (``sum_m G_m``) gives the network mean and every node the same
+    metric: one object, formed once and charged to every node. Under mixing ``grams``
+    (each node's packed ``G``) is mixed :data:`~.mixing.BLOCK` nodes at a time and each
+    node keeps its metric's eigendecomposition alone (:meth:`~dssfn_mpi.metric.Metric.compact`).
     """
     alg = cfg.algorithm
+    if alg.mixes:
+        return _mixed_metrics(alg, mixer(graph, rounds), probs, grams)
     if alg.collective:
         layout = StatsLayout(G_sum.shape[0], 0)
         c0 = time.thread_time()
@@ -187,6 +195,18 @@ def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0,
         c0 = time.thread_time()
         out[m] = alg.relayed_metric(Ss[m], relayed[m])
         p.penalty_cpu += time.thread_time() - c0
+    return out
+
+
+def _mixed_metrics(alg, mix, probs: list[Layer], grams: np.ndarray) -> list:
+    """Each node's metric from its mixed ``G`` (:func:`layer_metrics` under mixing)."""
+    layout = StatsLayout(probs[0].Y.shape[0], 0)
+    out = []
+    for lo, means in mix.blocks(grams):
+        for p, x in zip(probs[lo:], means):
+            c0 = time.thread_time()
+            out.append(alg.metric(None, layout.unpack(x)[0]).compact())
+            p.penalty_cpu += time.thread_time() - c0
     return out
 
 
