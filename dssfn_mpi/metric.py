@@ -98,10 +98,11 @@ class Metric:
         return X @ self.S
 
     def solve(self, X: np.ndarray) -> np.ndarray:
-        """``X S^-1``: by the formed :meth:`inverse`, else through ``V``."""
-        if self._inverse is None:
+        """``X S^-1``: by :meth:`inverse` (formed on the first call), or through ``V`` once
+        :meth:`compact` dropped ``S`` (no second ``d x d`` matrix)."""
+        if self._inverse is None and self.S is None:
             return ((X @ self.V) / self.s) @ self.V.T
-        return X @ self._inverse
+        return X @ self.inverse()
 
     def ball_step(self, C: np.ndarray, gamma: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
         """The edge form's ``Lam = argmin <C, L> + gamma ||L||_S^2`` s.t. ``||L||_F^2 <= eps``.

@@ -223,6 +223,10 @@ class Algorithm:
         """The node's Gram metric from its ``G_m`` and what its driver gathered."""
         raise NotImplementedError(f"{self.name} has no metric form")
 
+    #: Its :meth:`metric` is one per neighbour, each formed from the two ends' ``G`` alone,
+    #: the same at both ends (the simulator forms each edge's once).
+    metric_per_edge = False
+
     #: Its metric takes a second neighbour exchange: each node's :meth:`metric` (a matrix)
     #: goes to its neighbours, and :meth:`relayed_metric` forms the node's metric from them.
     relays_metric = False

@@ -38,6 +38,7 @@ class EdgeADMM(Algorithm):
     driver = ONE_SIDED
     penalty_option = "gamma"
     metric_form = True
+    metric_per_edge = True
     min_ranks = 2
     summary = "asynchronous pairwise edge consensus ADMM, one-sided puts (the paper's method)"
 

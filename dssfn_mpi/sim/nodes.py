@@ -179,7 +179,11 @@ def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0,
     # As the engines send them: the packed upper triangle, unpacked (both ends of an async
     # edge then build their metric from the same numbers).
     layout = StatsLayout(probs[0].G.shape[0], 0)
-    Gs = [layout.unpack(layout.pack(p.G, p.G[:0]))[0] for p in probs]
+    for p in probs:
+        p.G = layout.unpack(layout.pack(p.G, p.G[:0]))[0]
+    if alg.metric_per_edge:
+        return _edge_metrics(alg, graph, probs)
+    Gs = [p.G for p in probs]
     gathered = exchange(alg, graph, Gs, rounds)
     out = []
     for m, p in enumerate(probs):
@@ -195,6 +199,28 @@ def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0,
         c0 = time.thread_time()
         out[m] = alg.relayed_metric(Ss[m], relayed[m])
         p.penalty_cpu += time.thread_time() - c0
+    return out
+
+
+def _edge_metrics(alg, graph, probs: list[Layer]) -> list[list]:
+    """Each node's metrics, one per neighbour, each edge's formed once and held by both ends
+    as its eigendecomposition alone (:meth:`~dssfn_mpi.metric.Metric.compact`); each end is
+    charged the CPU of forming it."""
+    built: dict[tuple[int, int], tuple] = {}
+    out = []
+    for m, p in enumerate(probs):
+        mets = []
+        for n in graph.neighbors(m):
+            key = (min(m, n), max(m, n))
+            if key in built:
+                metric, cpu = built.pop(key)
+            else:
+                c0 = time.thread_time()
+                metric = alg.metric(p.G, [probs[n].G])[0].compact()
+                built[key] = metric, cpu = metric, time.thread_time() - c0
+            mets.append(metric)
+            p.penalty_cpu += cpu
+        out.append(mets)
     return out
 
 
