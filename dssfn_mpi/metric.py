@@ -92,17 +92,17 @@ class Metric:
         return self.S if self.S is not None else (self.V * self.s) @ self.V.T
 
     def times(self, X: np.ndarray) -> np.ndarray:
-        """``X S``."""
+        """``X S`` (``X``: one matrix, or a stack of them)."""
         if self.S is None:
             return ((X @ self.V) * self.s) @ self.V.T
-        return X @ self.S
+        return _rows_times(X, self.S)
 
     def solve(self, X: np.ndarray) -> np.ndarray:
         """``X S^-1``: by :meth:`inverse` (formed on the first call), or through ``V`` once
         :meth:`compact` dropped ``S`` (no second ``d x d`` matrix)."""
         if self._inverse is None and self.S is None:
             return ((X @ self.V) / self.s) @ self.V.T
-        return X @ self.inverse()
+        return _rows_times(X, self.inverse())
 
     def ball_step(self, C: np.ndarray, gamma: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
         """The edge form's ``Lam = argmin <C, L> + gamma ||L||_S^2`` s.t. ``||L||_F^2 <= eps``.
@@ -127,6 +127,13 @@ class Metric:
         w = np.einsum("qi,qi->i", WV, WV)
         nu = secular_root(w * self.s**2, self.s, eps)
         return (WV * (self.s / (self.s + nu))) @ self.V.T
+
+
+def _rows_times(X: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """``X @ A`` with a stack ``X`` (..., Q, d) taken as one matrix of rows (one product)."""
+    if X.ndim <= 2:
+        return X @ A
+    return (X.reshape(-1, X.shape[-1]) @ A).reshape(X.shape[:-1] + A.shape[1:])
 
 
 class DenseInverse:

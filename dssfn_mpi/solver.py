@@ -537,7 +537,7 @@ class StackedInverse:
             for i, m in enumerate(members):  # each node's inverse reads its slice
                 for n, stack in zip(names, stacks):
                     setattr(invs[m], n, stack[i])
-            shared = first.metric.inverse() if kind[0] == "metric" else None
+            shared = first.metric if kind[0] == "metric" else None
             self._groups.append((idx, kind[0], c, stacks, shared))
 
     @staticmethod
@@ -555,7 +555,7 @@ class StackedInverse:
                 out[idx] = (Xg - (Xg @ Y) @ A) / c
             elif kind == "metric":
                 Y, R = stacks
-                XA = Xg @ shared
+                XA = shared.solve(Xg)
                 XA /= c
                 out[idx] = XA - (XA @ Y) @ R
             else:
