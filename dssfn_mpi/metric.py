@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from .solver import secular_root
+from .solver import RhsCache, secular_root
 
 __all__ = ["Metric", "DenseInverse", "MetricWoodbury", "gram_metric", "RIDGE"]
 
@@ -188,6 +188,17 @@ class MetricWoodbury:
         # R = (I / 2 + Y^T A^-1 Y)^-1 Y^T A^-1 = (rho I / 2 + Y^T S^-1 Y)^-1 Y^T S^-1
         self._R = scipy.linalg.cho_solve(scipy.linalg.cho_factor(K, check_finite=False),
                                          F.T, check_finite=False)
+        self._rhs = RhsCache()
+
+    #: :meth:`apply_shifted` applies (consensus ADMM's local step without a product by S).
+    shifts = True
+
+    def apply_shifted(self, B2: np.ndarray, D: np.ndarray) -> np.ndarray:
+        """``(B2 + rho D S) H^-1``, consensus ADMM's local step, with no product by ``S``:
+        ``X A^-1 = B2 S^-1 / rho + D``, ``B2 S^-1`` formed once for the ``B2`` a layer's
+        iterations reuse. ``O(Q d J)`` per call."""
+        XA = self._rhs.get(B2, lambda b: self.metric.solve(b) / self.c) + D
+        return XA - (XA @ self._Y) @ self._R
 
     def apply(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Return ``X @ H^-1`` for ``X`` of shape (..., Q, d), into ``out`` if given."""

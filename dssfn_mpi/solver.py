@@ -503,6 +503,24 @@ def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1
     return float(AUTO_METRIC_EDGE / np.sqrt(max(degree * connectivity, 1e-12)))
 
 
+class RhsCache:
+    """``f(B2)`` of the one right-hand side ``B2`` a layer's iterations reuse: formed again
+    only for another array (its data, shape or strides; the array is kept meanwhile, so its
+    memory cannot be reused by another)."""
+
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._ref: np.ndarray | None = None
+        self._value: np.ndarray | None = None
+
+    def get(self, B2: np.ndarray, f: Any) -> np.ndarray:
+        """``f(B2)``, formed on the first call for this ``B2``."""
+        key = (B2.__array_interface__["data"][0], B2.shape, B2.strides)
+        if key != self._key:
+            self._key, self._ref, self._value = key, B2, f(B2)
+        return self._value
+
+
 class StackedInverse:
     """Every node's local inverse applied at once to stacked right-hand sides.
 
@@ -526,6 +544,7 @@ class StackedInverse:
             shapes.setdefault((kind, getattr(inv, names[0]).shape), []).append(m)
         self.nodes = len(invs)
         self._groups = []
+        self._rhs = RhsCache()
         for (kind, _), members in shapes.items():
             idx = np.asarray(members)
             if idx[-1] - idx[0] + 1 == idx.size:
@@ -539,6 +558,27 @@ class StackedInverse:
                     setattr(invs[m], n, stack[i])
             shared = first.metric if kind[0] == "metric" else None
             self._groups.append((idx, kind[0], c, stacks, shared))
+
+    @property
+    def shifts(self) -> bool:
+        """Whether :meth:`apply_shifted` applies (every node's inverse Woodbury's in a metric)."""
+        return all(kind == "metric" for _, kind, *_ in self._groups)
+
+    def apply_shifted(self, B2: np.ndarray, D: np.ndarray) -> np.ndarray:
+        """Every node's :meth:`~dssfn_mpi.metric.MetricWoodbury.apply_shifted` at once:
+        ``(B2[m] + c_m D[m] S) H_m^-1`` (``B2``, ``D`` of shape (M, Q, d))."""
+        BS = self._rhs.get(B2, self._scaled_solve)
+        out = np.empty(D.shape)
+        for idx, _, _, (Y, R), _ in self._groups:
+            XA = BS[idx] + D[idx]
+            out[idx] = XA - (XA @ Y) @ R
+        return out
+
+    def _scaled_solve(self, B2: np.ndarray) -> np.ndarray:
+        out = np.empty(B2.shape)
+        for idx, _, c, _, metric in self._groups:
+            out[idx] = metric.solve(B2[idx]) / c
+        return out
 
     @staticmethod
     def stackable(inv: Any) -> bool:

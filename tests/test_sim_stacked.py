@@ -112,10 +112,21 @@ def test_metric_woodbury_equals_the_dense_inverse():
     for m, (Y, inv) in enumerate(zip(Ys, invs)):
         ref = DenseInverse(2.0 * Y @ Y.T + (2.0 + m) * metric.S).apply(X[m])
         assert np.abs(inv.apply(X[m]) - ref).max() <= 1e-12 * np.abs(ref).max()
+    # consensus ADMM's step (B2 + rho D S) H^-1 without a product by S
+    B2, D = rng.standard_normal((2, len(Ys), Q, d))
+    step = [inv.apply(b + (2.0 + m) * metric.times(x))
+            for m, (inv, b, x) in enumerate(zip(invs, B2, D))]
+    for m, inv in enumerate(invs):
+        for _ in range(2):  # B2 S^-1 formed on the first call, then kept
+            got = inv.apply_shifted(B2[m], D[m])
+            assert np.abs(got - step[m]).max() <= 1e-12 * np.abs(step[m]).max()
     ref = [inv.apply(x) for inv, x in zip(invs, X)]
-    out = StackedInverse(invs).apply(X)
+    stacked = StackedInverse(invs)
+    out = stacked.apply(X)
+    shifted = stacked.apply_shifted(B2, D)
     for m in range(len(Ys)):
         assert np.abs(out[m] - ref[m]).max() <= 1e-14 * np.abs(ref[m]).max()
+        assert np.abs(shifted[m] - step[m]).max() <= 1e-12 * np.abs(step[m]).max()
 
 
 @pytest.mark.parametrize("mode", ["sync", "sync-graph", "async"])
