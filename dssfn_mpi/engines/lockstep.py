@@ -121,13 +121,14 @@ class _Rounds:
         self.comm_seconds, self.comm_cpu, self.done, self.ended = 0.0, 0.0, 0, False
         self.slept0 = engine.waits.slept
 
-    def pass_on(self, p: int) -> None:
-        """Exchange phase ``p``'s messages (one before the round's last)."""
+    def pass_on(self, p: int) -> float:
+        """Exchange phase ``p``'s messages with the neighbours; returns when it began."""
         tc, cc = time.perf_counter(), time.thread_time()
         request = self.engine.dcomm.Ineighbor_alltoall(self.sends[p], self.recvs[p])
         await_request(self.engine.ctx, request, "neighbour exchange")
         self.comm_seconds += time.perf_counter() - tc
         self.comm_cpu += time.thread_time() - cc
+        return tc
 
     def exchange(self, k: int, O: np.ndarray, flag: bool, started: float,
                  cpu0: float) -> bool:
@@ -138,16 +139,12 @@ class _Rounds:
             self.tested.append(O.copy())
             send[:, size] = float(flag)
             send[:, size + 1 :] = self.known[:-1]
-        tc, cc = time.perf_counter(), time.thread_time()
-        request = self.engine.dcomm.Ineighbor_alltoall(send, self.recvs[-1])
-        await_request(self.engine.ctx, request, "neighbour exchange")
-        self.comm_seconds += time.perf_counter() - tc
+        tc = self.pass_on(len(self.sends) - 1)
         if A:
             np.minimum(send[0, size:], self.recvs[-1][:, size:].min(axis=0), out=self.known)
         self.done = k + 1
         if self.trace is not None:  # the exchanges' CPU left out (MPI spins while it waits)
-            cpu = cpu0 + self.comm_cpu + time.thread_time() - cc
-            self.trace.record_activation(k, O, started, cpu, comm=tc)
+            self.trace.record_activation(k, O, started, cpu0 + self.comm_cpu, comm=tc)
         self.comm_cpu = 0.0
         self.ended = bool(A) and self.known[-1] == 1.0
         return self.ended
