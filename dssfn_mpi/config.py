@@ -214,8 +214,8 @@ class TrainConfig:
         "default auto (per layer, from the nodes' own constrained solutions)", "auto",
         parse=_per_layer("gamma"))
     eta: float | None = option(
-        "method", "step size in (0, 2) of async, lockstep, hood and hood-lockstep (default: "
-        "the mode's, 1; hood 0.6)")
+        "method", "step size in (0, 2) of async, lockstep, hood, hood-lockstep and hood-jacobi "
+        "(default: the mode's, 1; hood 0.6)")
     relax: float = option(
         "method", "consensus ADMM (sync, sync-graph) over-relaxation alpha in (0, 2) "
         "(default {default:g}: plain ADMM)", 1.0, metavar="ALPHA")

@@ -357,9 +357,10 @@ def _solve_graph(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
 
 def _solve_lockstep(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
                     cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Compute, then one neighbour exchange, every round (sync-graph's rule, one round)."""
-    return graph_times(begin, cpu, tr.hops, 1,
-                       model.network.message_seconds(tr.message_bytes[i]))
+    """Compute, then the round's neighbour exchanges (sync-graph's rule; one exchange, or
+    the algorithm's :meth:`~dssfn_mpi.algorithms.Algorithm.round_exchanges`)."""
+    return graph_times(begin, cpu, tr.hops,
+                       *lookup(tr.mode).round_exchanges(model.network, tr.message_bytes[i]))
 
 
 def _solve_oneshot(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,

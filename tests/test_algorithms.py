@@ -23,7 +23,7 @@ def test_mode_names_are_tested_almost_nowhere_outside_the_algorithms():
 
 def test_the_registry_resolves_modes_and_updates():
     assert names() == ("async", "sync", "sync-graph", "lockstep", "oneshot", "oneshot-graph",
-                       "central", "hood", "hood-lockstep")
+                       "central", "hood", "hood-lockstep", "hood-jacobi")
     assert lookup("async").update == "edge" and lookup("async", "paper").update == "paper"
     assert lookup("sync", "paper") is lookup("sync")  # one update only: it answers to any
     assert lookup("sync-graph").mixes and lookup("oneshot").collective

@@ -26,7 +26,8 @@ def test_the_sweep_is_every_variant_graph_and_relaxation_and_parses():
     seen = {(s.meta["bench_mode"], s.meta["bench_graph"], s.meta["bench_value"],
              s.meta["bench_relax"]) for s in specs}
     at6 = {(v, g, 6, a) for v in p.modes for g in ("ring", "d8", "complete") for a in (1.0, 1.6)}
-    at8 = {(v, g, 8, a) for v in ("sync", "lockstep", "async") for g in ("ring", "d8")
+    at8 = {(v, g, 8, a) for v in ("sync", "lockstep", "async", "hood-jacobi")
+           for g in ("ring", "d8")
            for a in (1.0, 1.6)}
     assert seen == at6 | at8
     parser = build_parser()
@@ -104,16 +105,19 @@ def test_the_figure_draws_a_bar_per_factor():
 
 def test_with_neighbourhood_consensus_the_graph_and_formulation_split():
     s = _summary()
-    s["records"] += [_rec("hood-lockstep", "d8", 20, 1.0, [9, 12, 18]),
+    s["records"] += [_rec("hood-jacobi", "d8", 20, 1.0, [9, 11, 14]),
+                     _rec("hood-lockstep", "d8", 20, 1.0, [9, 12, 18]),
                      _rec("hood", "d8", 20, 1.0, [9, 15, 21])]
     lines = decompose_markdown(s).splitlines()
-    assert lines[0].endswith("| async | hood-lockstep | hood | graph | graph + formulation | "
-                             "formulation | asynchrony (edge) | asynchrony (hood) |")
-    # graph 30/20, formulation 51/30, asynchrony 74/51 and 36/30
-    assert lines[2].endswith("| 30 (1) | 36 (1) | 1.50x | 2.55x | 1.70x | 1.45x | 1.20x |")
+    assert lines[0].endswith("| async | hood-jacobi | hood-lockstep | hood | graph | "
+                             "graph + formulation | formulation | asynchrony (edge) | "
+                             "stale z (hood) | asynchrony (hood) |")
+    # graph 25/20, formulation 51/25, asynchrony 74/51, stale z 30/25, asynchrony 36/30
+    assert lines[2].endswith("| 25 (1) | 30 (1) | 36 (1) | 1.25x | 2.55x | 2.04x | 1.45x | "
+                             "1.20x | 1.20x |")
     fig = decompose_figure(s)  # graph x formulation drawn as its two parts
     bars = sorted(round(b.get_height(), 2) for b in fig.axes[0].patches)
-    assert bars == [1.2, 1.45, 1.5, 1.7]
+    assert bars == [1.2, 1.2, 1.25, 1.45, 2.04]
 
 
 def test_a_simulated_only_noise_table_has_no_empty_projected_columns():

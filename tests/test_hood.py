@@ -3,9 +3,9 @@ complete graph.
 
 Every node must reach the exact centralized ``O*`` (the run log's ``rel_distance``) at every
 layer, bound active or not, asynchronous (a 3x slow node, exponential jitter) under a small
-and a large ``--max-lead``. Run synchronously (every centre's ``z_j`` fresh), its iterates on
-the complete graph are global consensus ADMM's (``--mode sync``) with ``rho = M rho_hood``
-and ``--relax`` = ``--eta``: the same operator.
+and a large ``--max-lead``. Run synchronously (``--mode hood-jacobi``'s steps, every centre's
+``z_j`` fresh), its iterates on the complete graph are global consensus ADMM's (``--mode
+sync``) with ``rho = M rho_hood`` and ``--relax`` = ``--eta``: the same operator.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.cli import main
 from dssfn_mpi.modelio import load_model
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.solver import project_frobenius
 from dssfn_mpi.stoprule import reason_code
 from dssfn_mpi.topology import make_topology
 
@@ -92,19 +91,21 @@ def _problem(M, d, J, Q, seed):
     return Ys, [2.0 * T @ Y.T for T, Y in zip(Ts, Ys)]
 
 
-def _jacobi_round(steps, graph, project):
-    """One synchronous round: every centre's z_j fresh from its members' current v_ij
-    (``project(j, mean)`` its projection)."""
-    M = len(steps)
-    nbrs = [list(graph.neighbors(m)) for m in range(M)]
-    size = steps[0].v_own.size
-    v_to = {(m, n): steps[m].Z[k].reshape(-1)[:size].copy()
-            for m in range(M) for k, n in enumerate(nbrs[m])}
-    z = [project(j, (steps[j].v_own + sum(v_to[m, j] for m in nbrs[j])) / M)
-         for j in range(M)]
-    tables = [np.array([np.concatenate([v_to[n, m], z[n]]) for n in nbrs[m]])
-              for m in range(M)]
-    return [s.step_rows(t, np.arange(len(t))).copy() for s, t in zip(steps, tables)]
+def _jacobi_round(steps, graph):
+    """One round of ``hood-jacobi``'s steps (:class:`JacobiHoodStep`): every member's
+    ``x_i`` against the centres' current ``z_j``, then every centre's ``z_j`` fresh from its
+    members' new ``v_ij``; returns the ``x_i``."""
+    nbrs = [list(graph.neighbors(m)) for m in range(len(steps))]
+
+    def tables(outbox):  # node m's row k: neighbour n's message for m
+        return [np.array([getattr(steps[n], outbox)[nbrs[n].index(m)].reshape(-1)
+                          for n in nb]) for m, nb in enumerate(nbrs)]
+
+    rows = [np.arange(len(nb)) for nb in nbrs]
+    xs = [s.step_rows(t, r).copy() for s, t, r in zip(steps, tables("Zc"), rows)]
+    for s, t, r in zip(steps, tables("Z"), rows):
+        s.centre_rows(t, r)
+    return xs
 
 
 @pytest.mark.parametrize("relax", [1.0, 1.6])
@@ -115,7 +116,7 @@ def test_synchronous_hood_on_the_complete_graph_is_global_consensus_admm(relax, 
     graph = make_topology("complete", M)
     Ys, B2s = _problem(M, d, J, Q, 1)
     Gs = [Y @ Y.T for Y in Ys]
-    hood = lookup("hood")
+    hood = lookup("hood-jacobi")
     sync = copy.copy(lookup("sync"))
     sync.relax = relax
     # The metric: each centre's S_j (the mean of G over H_j), relayed to its members; on the
@@ -129,11 +130,6 @@ def test_synchronous_hood_on_the_complete_graph_is_global_consensus_admm(relax, 
              for Y, G, B2, mt in zip(Ys, Gs, B2s, metrics)]
     invs = [sync.inverse(Y, G, M * r, S) for Y, G in zip(Ys, Gs)]
 
-    def project(j, mean):
-        if not gram:
-            return project_frobenius(mean, eps)
-        return metrics[j][0].project(mean.reshape(Q, d), eps).reshape(-1)
-
     Zbar, U = np.zeros((Q, d)), [np.zeros((Q, d)) for _ in range(M)]
     worst = 0.0
     for _ in range(25):
@@ -143,7 +139,7 @@ def test_synchronous_hood_on_the_complete_graph_is_global_consensus_admm(relax, 
             sync.share(O, u, Zbar, sh)
         mean = sum(shares) / M
         Zbar = [sync.dual(mean, eps, O, u, Zbar, S) for O, u in zip(Os, U)][0]
-        xs = _jacobi_round(steps, graph, project)
+        xs = _jacobi_round(steps, graph)
         worst = max(worst, max(np.linalg.norm(x - O) / np.linalg.norm(O)
                                for x, O in zip(xs, Os)))
     assert worst <= 1e-9

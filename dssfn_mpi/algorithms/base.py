@@ -26,7 +26,7 @@ Driver kinds (:attr:`Algorithm.driver`) and how each exchanges (:attr:`Algorithm
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -180,15 +180,37 @@ class Algorithm:
         (:meth:`message_floats` float64 values)."""
         return self.message_floats(n_classes, d) * _F8
 
+    #: Neighbour exchanges in a lockstep round (:meth:`phases`), each carrying an equal
+    #: share of :meth:`message_floats`.
+    exchanges = 1
+
+    def phases(self, step: Any) -> list[tuple[Callable[[np.ndarray, np.ndarray], Any],
+                                             np.ndarray]]:
+        """A lockstep round's phases, one per neighbour exchange (:attr:`exchanges`).
+
+        Each is a method ``(table, rows)`` of the step, reading the messages received in
+        the exchange before it (the first phase: the previous round's last exchange), and
+        the outbox it fills (one row per neighbour), sent in its own exchange. The first
+        phase's method returns the round's iterate. One phase by default: the activation
+        (``step_rows``, ``Z``).
+        """
+        return [(step.step_rows, step.Z)]
+
+    def round_exchanges(self, network: Any, message_bytes: float) -> tuple[int, float]:
+        """``(exchanges, seconds of each)`` of a lockstep round whose messages to a neighbour
+        total ``message_bytes`` (``network`` a :class:`~dssfn_mpi.network.Network`): the one
+        rule of the simulated and the replayed lockstep round."""
+        return self.exchanges, network.message_seconds(message_bytes / self.exchanges)
+
     def sent(self, activations: int, degree: int, rounds: int,
              message_bytes: int) -> tuple[int, int]:
         """``(puts, bytes_sent)`` of a node over a layer: payload bytes, headers and
         stopping votes aside (the run log's ``bytes_sent``, the same live and simulated).
 
-        One-sided: one put per neighbour per activation; lockstep: one message to every
-        neighbour per round, sent (no puts); allreduce: one vector per iteration (the
-        collective's own traffic is its library's); mixing: one vector to every neighbour
-        per round.
+        One-sided: one put per neighbour per activation; lockstep: the round's messages to
+        every neighbour (:attr:`exchanges` of them, ``message_bytes`` in all), sent (no
+        puts); allreduce: one vector per iteration (the collective's own traffic is its
+        library's); mixing: one vector to every neighbour per round.
         """
         if self.per_neighbour:
             sent = activations * degree

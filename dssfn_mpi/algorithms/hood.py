@@ -106,15 +106,25 @@ class HoodStep:
     def step_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """One activation given each neighbour j's message ``[v_ji, z_j]`` as the row
         ``table[rows[k], :2 Q d]`` (zeros for one that has not written); returns :attr:`O`."""
-        size, rho = self._size, self._rho
-        if len(rows) != rho.size - 1:
-            raise ValueError(f"{len(rows)} neighbour values for {rho.size - 1} neighbours")
+        size = self._size
+        if len(rows) != self._rho.size - 1:
+            raise ValueError(f"{len(rows)} neighbour values for {self._rho.size - 1} "
+                             "neighbours")
         msgs = table[np.asarray(rows, dtype=np.intp), : 2 * size]
-        v_in, z_in = msgs[:, :size], msgs[:, size:]
-        # As centre: z_i from the members' latest v_ki and its own v_ii (rho_ki = rho_ik).
-        mean = (rho[0] * self.v_own + rho[1:] @ v_in) / self._total
-        self.z[...] = self._centre(mean)
-        # As member: x_i against t_ij = 2 z_j - v_ij of every neighbourhood it belongs to.
+        self.centre(msgs[:, :size])
+        self.member(msgs[:, size:])
+        self._zout[...] = self.z
+        return self.O
+
+    def centre(self, v_in: np.ndarray) -> None:
+        """As centre: :attr:`z` from the members' ``v_ki`` (one row per neighbour k) and its
+        own ``v_ii`` (``rho_ki = rho_ik``)."""
+        rho = self._rho
+        self.z[...] = self._centre((rho[0] * self.v_own + rho[1:] @ v_in) / self._total)
+
+    def member(self, z_in: np.ndarray) -> None:
+        """As member: :attr:`O` against ``t_ij = 2 z_j - v_ij`` of every neighbourhood it
+        belongs to (``z_in`` one row per neighbour j, its own :attr:`z`), then its ``v_ij``."""
         rhs = self._rhs.reshape(-1)
         np.add(self._b2, self._coupling(2.0 * self.z - self.v_own, 2.0 * z_in - self._v),
                out=rhs)
@@ -122,8 +132,6 @@ class HoodStep:
         o = self.O.reshape(-1)
         self.v_own += self._eta * (o - self.z)
         self._v += self._eta * (o - z_in)
-        self._zout[...] = self.z
-        return self.O
 
     def _centre(self, mean: np.ndarray) -> np.ndarray:
         """``z_i`` from the weighted mean of its members' ``v_ki`` (flat)."""

@@ -12,6 +12,7 @@ from .consensus import ConsensusADMM
 from .direct import Central, OneShot
 from .edge import EdgeADMM, PaperUpdate
 from .hood import NeighbourhoodADMM
+from .hoodjacobi import JacobiNeighbourhoodADMM
 
 __all__ = ["ALGORITHMS", "UPDATES", "lookup", "names", "register"]
 
@@ -30,6 +31,7 @@ ALGORITHMS: list[Algorithm] = [
     NeighbourhoodADMM(),
     NeighbourhoodADMM("hood-lockstep", LOCKSTEP, "neighbourhood consensus ADMM in lockstep "
                       "rounds, neighbour exchange: hood without the asynchrony", step_size=1.0),
+    JacobiNeighbourhoodADMM(),
 ]
 
 #: The ``--update`` values.

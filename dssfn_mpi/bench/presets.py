@@ -109,7 +109,7 @@ ONESHOT_MODES = ("oneshot", "oneshot-graph")
 ALL_ENGINES = ("async", "sync", "sync-graph", *ONESHOT_MODES)
 # The simulated node counts of the time-to-eps form: the live ones and past them.
 #: The decomposition's variants (:data:`dssfn_mpi.bench.decompose.VARIANTS`).
-_DECOMPOSE = ("sync", "sync-graph", "lockstep", "async")
+_DECOMPOSE = ("sync", "sync-graph", "lockstep", "async", "hood-jacobi")
 _SIM_NODES = (2, 4, 8, 12, 16, 20, 32, 64, 128, 256)
 
 PRESETS: dict[str, dict[str, Preset]] = {

@@ -5,13 +5,15 @@ Every rank runs the same rounds. Round k: the algorithm's activation
 (``step.step_rows``, the one-sided driver's own step) reads exactly what each neighbour
 sent after its round k-1 (zeros in round 0), then one ``MPI_Ineighbor_alltoall`` on a
 distributed-graph communicator sends neighbour n this rank's message for n (``step.Z[i]``,
-as the one-sided driver puts it) and receives n's message for this rank. No barrier and
-no global collective inside a layer: only the neighbour exchange, awaited under the run's
-wait policy (:mod:`dssfn_mpi.mailbox.waiting`).
+as the one-sided driver puts it) and receives n's message for this rank. An algorithm whose
+round has several phases (:meth:`~dssfn_mpi.algorithms.Algorithm.phases`, ``hood-jacobi``)
+runs each on what the exchange before it received, and ends each with its own exchange.
+No barrier and no global collective inside a layer: only the neighbour exchanges, awaited
+under the run's wait policy (:mod:`dssfn_mpi.mailbox.waiting`).
 
 Under ``--stop eps`` / ``local`` each rank's own test
 (:class:`~dssfn_mpi.stoprule.NodeCheck`, the one-sided driver's ``async_done``) rides in
-the round's messages, as sync-graph's votes ride in its mixing: ``A = diameter`` flags
+the round's (last) exchange, as sync-graph's votes ride in its mixing: ``A = diameter`` flags
 per message, each replaced round by round by its minimum over the neighbours, so after
 round k every rank knows whether every rank passed its test of round ``k - A + 1``. All
 ranks then end the layer in the same round, each with its iterate of that round: ``A -
@@ -62,23 +64,31 @@ class LockstepEngine(NeighbourEngine):
         inv, t1, t2 = self.factor(prob, gamma, trace)
         B2 = 2.0 * prob.B
         payload = alg.message_bytes(*prob.B.shape)
-        size = payload // 8  # the algorithm's message: float64 values
-        # Row i: the message for (send) or from (recv) neighbour i, its values then the votes.
-        send, recv = np.zeros((dm, size + self.slots)), np.zeros((dm, size + self.slots))
-        step = alg.step(B2, gamma, cfg.eta, prob.eps, inv, prob.metric, store=(send, 0))
-        own = np.shares_memory(step.Z, send)  # else copied into send every round
-        zsize = np.reshape(step.Z, (dm, -1)).shape[1]
+        # One exchange's message: float64 values (the round's payload in equal shares).
+        size = payload // 8 // alg.exchanges
+        # Row i of an exchange's buffers: the message for (send) or from (recv) neighbour i;
+        # the round's last exchange carries the votes after the values.
+        width = [size] * (alg.exchanges - 1) + [size + self.slots]
+        sends = [np.zeros((dm, w)) for w in width]
+        step = alg.step(B2, gamma, cfg.eta, prob.eps, inv, prob.metric, store=(sends[0], 0))
+        phases = alg.phases(step)
+        last = len(phases) - 1
         check = (None if self.slots == 0 else
                  alg.node_check(self.rule, prob.target_O, B2, gamma, cfg.eta, prob.metric))
-        rounds = _Rounds(self, send, recv, size, trace)
+        rounds = _Rounds(self, sends, size, trace)
         for k in range(cfg.iters):
             started, cpu0 = time.perf_counter(), time.thread_time()
-            O = step.step_rows(recv, rounds.rows)
-            flag = False if check is None else check.async_done(O, step.rhs_buffer)
-            # A slow node computes slowly, then sends (as in the other drivers).
-            self.throttle.after(started)
-            if not own:
-                send[:, :zsize] = np.reshape(step.Z, (dm, -1))
+            for p, (phase, outbox) in enumerate(phases):
+                begun = started if p == 0 else time.perf_counter()
+                O = phase(rounds.recvs[p - 1], rounds.rows)
+                if p == last:
+                    flag = check is not None and check.async_done(O, step.rhs_buffer)
+                # A slow node computes slowly, then sends (as in the other drivers).
+                self.throttle.after(begun)
+                if not np.shares_memory(outbox, sends[p]):
+                    sends[p][:, :size] = np.reshape(outbox, (dm, -1))
+                if p < last:
+                    rounds.pass_on(p)
             if rounds.exchange(k, O, flag, started, cpu0):
                 break
         O = rounds.result(O)
@@ -97,38 +107,45 @@ class LockstepEngine(NeighbourEngine):
 
 
 class _Rounds:
-    """One layer's exchanges and votes: what a round sends after its activation, and
-    whether the layer is over."""
+    """One layer's exchanges and votes: what a round sends after each phase, and whether
+    the layer is over."""
 
-    def __init__(self, engine: LockstepEngine, send: np.ndarray, recv: np.ndarray,
-                 size: int, trace: LayerTrace | None) -> None:
-        self.engine, self.send, self.recv, self.size, self.trace = engine, send, recv, size, trace
-        self.rows = np.arange(send.shape[0], dtype=np.intp)
+    def __init__(self, engine: LockstepEngine, sends: list[np.ndarray], size: int,
+                 trace: LayerTrace | None) -> None:
+        self.engine, self.sends, self.size, self.trace = engine, sends, size, trace
+        self.recvs = [np.zeros_like(send) for send in sends]
+        self.rows = np.arange(sends[0].shape[0], dtype=np.intp)
         A = engine.slots
         self.known = np.zeros(A)  # after round k: slot a, every flag of round k - a within
         self.tested: deque[np.ndarray] = deque(maxlen=A)  # a + 1 hops (all: a = A - 1)
-        self.comm_seconds, self.done, self.ended = 0.0, 0, False
+        self.comm_seconds, self.comm_cpu, self.done, self.ended = 0.0, 0.0, 0, False
         self.slept0 = engine.waits.slept
+
+    def pass_on(self, p: int) -> float:
+        """Exchange phase ``p``'s messages with the neighbours; returns when it began."""
+        tc, cc = time.perf_counter(), time.thread_time()
+        request = self.engine.dcomm.Ineighbor_alltoall(self.sends[p], self.recvs[p])
+        await_request(self.engine.ctx, request, "neighbour exchange")
+        self.comm_seconds += time.perf_counter() - tc
+        self.comm_cpu += time.thread_time() - cc
+        return tc
 
     def exchange(self, k: int, O: np.ndarray, flag: bool, started: float,
                  cpu0: float) -> bool:
-        """Send round ``k``'s messages (its iterate ``O``, own test ``flag``) and receive the
-        neighbours'; True when every rank passed its test ``A - 1`` rounds ago."""
-        send, size, A = self.send, self.size, self.engine.slots
+        """Send round ``k``'s last messages (its iterate ``O``, own test ``flag``) and receive
+        the neighbours'; True when every rank passed its test ``A - 1`` rounds ago."""
+        send, size, A = self.sends[-1], self.size, self.engine.slots
         if A:
             self.tested.append(O.copy())
             send[:, size] = float(flag)
             send[:, size + 1 :] = self.known[:-1]
-        tc, cc = time.perf_counter(), time.thread_time()
-        request = self.engine.dcomm.Ineighbor_alltoall(send, self.recv)
-        await_request(self.engine.ctx, request, "neighbour exchange")
-        self.comm_seconds += time.perf_counter() - tc
+        tc = self.pass_on(len(self.sends) - 1)
         if A:
-            np.minimum(send[0, size:], self.recv[:, size:].min(axis=0), out=self.known)
+            np.minimum(send[0, size:], self.recvs[-1][:, size:].min(axis=0), out=self.known)
         self.done = k + 1
-        if self.trace is not None:  # the exchange's CPU left out (MPI spins while it waits)
-            self.trace.record_activation(k, O, started, cpu0 + time.thread_time() - cc,
-                                         comm=tc)
+        if self.trace is not None:  # the exchanges' CPU left out (MPI spins while it waits)
+            self.trace.record_activation(k, O, started, cpu0 + self.comm_cpu, comm=tc)
+        self.comm_cpu = 0.0
         self.ended = bool(A) and self.known[-1] == 1.0
         return self.ended
 

@@ -79,8 +79,8 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
     "numba": (_STR, "", "numba version ('' if not installed: the async update ran in numpy)"),
     "compiled_kernels": (_STR, "", "'on (numba X)' if numba's compiled kernels were there, "
                          "else 'off (why)': the async update and seqlock ran in numpy/Python; "
-                         "'n/a' for a mode that runs none (all but async, lockstep, hood "
-                         "and hood-lockstep)"),
+                         "'n/a' for a mode that runs none (all but async, lockstep, hood, "
+                         "hood-lockstep and hood-jacobi)"),
     # What training measured about MPI at start-up (dssfn_mpi.mpifacts.mpi_facts).
     "mpi_vendor": (_STR, "", "MPI vendor and version, as mpi4py reports it"),
     "mpi_standard": (_STR, "", "MPI standard version the library implements"),

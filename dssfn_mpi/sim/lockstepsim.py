@@ -6,8 +6,11 @@ k-1 (zeros in round 0), then exchanges its new messages with its neighbours, as
 :mod:`dssfn_mpi.engines.lockstep` does. Times follow the rules of
 :mod:`dssfn_mpi.timeline` (docs/REPLAY.md): round k on node m starts when m and every
 neighbour of m have finished round k-1's compute, plus one message time
-(:func:`~dssfn_mpi.timeline.exchange_end`, one round); ``--speed``, ``--jitter`` and
-``--slow`` set each compute.
+(:func:`~dssfn_mpi.timeline.exchange_end`, one round). An algorithm whose round has two
+phases (``hood-jacobi``: :meth:`~dssfn_mpi.algorithms.Algorithm.phases`) runs both on every
+node, the second on the messages of the first's exchange, and its round costs two message
+times (:meth:`~dssfn_mpi.algorithms.Algorithm.round_exchanges`), the round's compute counted
+before them; ``--speed``, ``--jitter`` and ``--slow`` set each compute.
 
 Under ``--stop eps:E`` / ``local:TOL`` the layer ends after round k when every node passed
 its own test of round ``k - A + 1`` (``A`` = :func:`~dssfn_mpi.engines.lockstep.vote_slots`,
@@ -54,27 +57,29 @@ def solve_lockstep(run: Any, layer: int, steps: list[Any], checks: list[NodeChec
     (list of NodeRun, bool)
         Each node's run and whether every node was done.
     """
-    nbrs, M, speed = run.neighbors, len(steps), run.opts.speed
-    message = run.opts.network.message_seconds(message_bytes)
+    nbrs, M, speed, alg = run.neighbors, len(steps), run.opts.speed, run.cfg.algorithm
+    exchanges, message = alg.round_exchanges(run.opts.network, message_bytes)
     A = vote_slots(run.rule, run.graph)
-    exchange = _Exchange(steps, nbrs)
+    exchange = _Exchange([alg.phases(s) for s in steps], nbrs)
     runs = [NodeRun(O=np.zeros(steps[m].O.shape), end=float(begin[m])) for m in range(M)]
     flags: deque[np.ndarray] = deque(maxlen=A)
     tested: deque[list[np.ndarray]] = deque(maxlen=A)
     t, ended = np.asarray(begin, dtype=float).copy(), False
     for k in range(run.cfg.iters):
-        measured, flag, Os = np.empty(M), np.zeros(M, dtype=bool), []
-        for m in range(M):
-            c0 = time.thread_time()
-            O = exchange.step(m)
-            if checks[m] is not None:
-                flag[m] = checks[m].async_done(O, steps[m].rhs_buffer)
-            measured[m] = time.thread_time() - c0
-            Os.append(O.copy())
-        exchange.send()
+        measured, flag, Os = np.zeros(M), np.zeros(M, dtype=bool), []
+        for p in range(exchanges):
+            for m in range(M):
+                c0 = time.thread_time()
+                O = exchange.step(m, p)
+                if p == exchanges - 1:
+                    if checks[m] is not None:
+                        flag[m] = checks[m].async_done(O, steps[m].rhs_buffer)
+                    Os.append(O.copy())
+                measured[m] += time.thread_time() - c0
+            exchange.send(p)
         cost = speed.activations(layer, k, measured)
         ready = t + cost
-        end = exchange_end(ready, run.hops, 1, message)
+        end = exchange_end(ready, run.hops, exchanges, message)
         for m, node in enumerate(runs):
             node.starts.append(float(t[m]))
             node.ends.append(float(end[m]))
@@ -97,24 +102,26 @@ def solve_lockstep(run: Any, layer: int, steps: list[Any], checks: list[NodeChec
 
 
 class _Exchange:
-    """Every node's received messages (rows of a table, as the live driver receives them)
-    and the round's exchange."""
+    """Every node's received messages of each phase's exchange (rows of a table, as the
+    live driver receives them) and the exchanges."""
 
-    def __init__(self, steps: list[Any], nbrs: list[tuple[int, ...]]) -> None:
-        self.steps, self.nbrs = steps, nbrs
+    def __init__(self, phases: list[list[tuple[Any, np.ndarray]]],
+                 nbrs: list[tuple[int, ...]]) -> None:
+        self.phases, self.nbrs = phases, nbrs
         slot = [{n: i for i, n in enumerate(nb)} for nb in nbrs]
-        # Row of node n's message for m in n's Z, for each node m and neighbour index i.
+        # Row of node n's message for m in n's outbox, for each node m and neighbour index i.
         self.rows = [[slot[n][m] for n in nb] for m, nb in enumerate(nbrs)]
-        size = steps[0].Z[0].size
-        self.tables = [np.zeros((len(nb), size)) for nb in nbrs]
+        self.tables = [[np.zeros((len(nb), out[0].size))
+                        for nb in nbrs] for _, out in phases[0]]
         self.index = [np.arange(len(nb), dtype=np.intp) for nb in nbrs]
 
-    def step(self, m: int) -> np.ndarray:
-        """Node ``m``'s activation on the messages of the previous round."""
-        return self.steps[m].step_rows(self.tables[m], self.index[m])
+    def step(self, m: int, p: int) -> Any:
+        """Node ``m``'s phase ``p`` on the messages of the exchange before it (phase 0: the
+        previous round's last)."""
+        return self.phases[m][p][0](self.tables[p - 1][m], self.index[m])
 
-    def send(self) -> None:
-        """Every node's messages, from every node's new ``Z``, once all have stepped."""
+    def send(self, p: int) -> None:
+        """Phase ``p``'s messages of every node, once all have run it."""
         for m, nb in enumerate(self.nbrs):
             for i, (n, r) in enumerate(zip(nb, self.rows[m])):
-                self.tables[m][i] = np.reshape(self.steps[n].Z[r], -1)
+                self.tables[p][m][i] = np.reshape(self.phases[n][p][1][r], -1)

@@ -1,0 +1,132 @@
+"""``--mode hood-jacobi``: neighbourhood consensus in its exact synchronous form (members send
+``v_ij``, centres return fresh ``z_j``: two neighbour exchanges a round), live and simulated.
+
+On the complete graph every neighbourhood is the whole graph, so its iterates (each node's
+``z_i``) are global consensus ADMM's (``--mode sync``, its ``Zbar``) with ``rho = M
+rho_hood`` and ``--relax`` = ``--eta``, at every layer, in the Gram metric at layer 0. On a
+ring and at d = 4 every node reaches the exact centralized ``O*`` (the run log's
+``rel_distance``) at every layer, bound inactive at layer 0 and active beyond; the live
+run is the simulated one, round for round.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mpitools import run_cli
+
+from dssfn_mpi.algorithms import lookup
+from dssfn_mpi.cli import main
+from dssfn_mpi.modelio import load_model
+from dssfn_mpi.network import parse_network
+from dssfn_mpi.replay import project
+from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.stoprule import reason_code
+
+# Label-skewed shards; the bound is inactive at layer 0 and active beyond; layer 0 in the
+# Gram metric.
+SETTINGS = ["--dataset", "synthetic", "--layers", "2", "--hidden", "40",
+            "--partition", "dirichlet:0.5", "--metric", "gram", "--quiet"]
+EXACT = [*SETTINGS, "--iters", "3000", "--stop", "eps:5e-7"]
+# Four nodes on the complete graph, 30 rounds; hood's rho_ij = 0.5 is sync's rho = 4 x 0.5.
+COMPLETE = [*SETTINGS, "--topology", "complete", "--iters", "30"]
+
+
+def _worst(a_path, b_path) -> float:
+    """The largest relative difference of two saved models' matrices, node by node."""
+    a, b = load_model(a_path), load_model(b_path)
+    return max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
+               for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb))
+
+
+def _simulate(tmp_path, name: str, nodes: int, *argv: str):
+    out, model = tmp_path / f"{name}.h5", tmp_path / f"{name}-model.h5"
+    assert main(["simulate", "--nodes", str(nodes), *argv, "--out", str(out),
+                 "--save-model", str(model), "--overwrite"]) == 0
+    return read_runlog(out), model
+
+
+def _sync(tmp_path, relax: str):
+    return _simulate(tmp_path, f"sync{relax}", 4, "--mode", "sync", *COMPLETE, "--rho", "2",
+                     "--relax", relax)
+
+
+def test_two_exchanges_a_round_of_one_block_each():
+    alg = lookup("hood-jacobi")
+    assert alg.exchanges == 2 and not alg.one_sided and alg.per_neighbour
+    # The round's messages to a neighbour: v_ij, then z_i (one Q x d block each).
+    assert alg.message_floats(3, 10) == 60 and alg.sent(5, 2, 0, 480) == (0, 4800)
+    net = parse_network("eth10")
+    assert alg.round_exchanges(net, 480) == (2, net.message_seconds(240))
+    assert lookup("hood-lockstep").round_exchanges(net, 480) == (1, net.message_seconds(480))
+
+
+@pytest.mark.parametrize("relax", ["1", "1.6"])
+def test_simulated_hood_jacobi_on_the_complete_graph_is_global_consensus_admm(tmp_path,
+                                                                              relax):
+    jac, jac_model = _simulate(tmp_path, "jacobi", 4, "--mode", "hood-jacobi", *COMPLETE,
+                               "--rho", "0.5", "--eta", relax)
+    sync, sync_model = _sync(tmp_path, relax)
+    assert _worst(jac_model, sync_model) <= 1e-9
+    lam = jac.layers["lambda_star"]
+    assert (lam[0] == 0).all() and (lam[1:] > 0).all()
+    assert (jac.layers["metric_bytes"][0] > 0).all()
+    assert jac.layers["rel_distance"][1:].min() > 1e-4  # not converged: every iterate counts
+    # Two exchanges of one Q x d block per neighbour per round.
+    Q, width = int(jac.attrs["n_classes"]), np.array([20, 40, 40])  # synthetic: 20 inputs
+    assert (jac.layers["bytes_sent"] == 30 * 3 * 2 * Q * width[:, None] * 8).all()
+
+
+def _check_exact(log, nodes: int) -> None:
+    rel, lam = log.layers["rel_distance"], log.layers["lambda_star"]
+    assert rel.shape == (3, nodes) and rel.max() <= 1e-6, rel
+    assert (lam[0] == 0).all() and (lam[1:] > 0).all()  # bound inactive, then active
+    assert (log.layers["metric_bytes"][0] > 0).all()  # layer 0 in the Gram metric
+    assert (log.layers["stop_reason"] == reason_code("eps")).all()
+    acts = log.layers["activations"]
+    assert (acts == acts[:, :1]).all() and (acts < 3000).all()  # all ranks end together
+
+
+@pytest.mark.parametrize("nodes,degree", [(5, 2), (8, 4)], ids=["ring", "d4"])
+def test_simulated_hood_jacobi_reaches_the_exact_solution(tmp_path, nodes, degree):
+    log, _ = _simulate(tmp_path, "exact", nodes, "--mode", "hood-jacobi", *EXACT,
+                       "--degree", str(degree))
+    _check_exact(log, nodes)
+
+
+@pytest.mark.mpirun
+@pytest.mark.timeout(300)
+def test_live_hood_jacobi_on_the_complete_graph_is_simulated_global_consensus(tmp_path):
+    live_model = tmp_path / "live-model.h5"
+    res = run_cli(4, "train", "--mode", "hood-jacobi", *COMPLETE, "--rho", "0.5", "--eta",
+                  "1.6", "--out", str(tmp_path / "l.h5"), "--save-model", str(live_model),
+                  timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    _, sync_model = _sync(tmp_path, "1.6")
+    assert _worst(live_model, sync_model) <= 1e-9
+
+
+@pytest.mark.mpirun
+@pytest.mark.timeout(300)
+def test_live_hood_jacobi_reaches_the_exact_solution_as_simulated(tmp_path):
+    live, live_model = tmp_path / "live.h5", tmp_path / "live-model.h5"
+    res = run_cli(5, "train", "--mode", "hood-jacobi", *EXACT, "--degree", "2",
+                  "--out", str(live), "--save-model", str(live_model), timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    log = read_runlog(live)
+    sim, sim_model = _simulate(tmp_path, "sim", 5, "--mode", "hood-jacobi", *EXACT,
+                               "--degree", "2")
+    for run in (log, sim):
+        _check_exact(run, 5)
+    # The same rounds, the same votes: the same layer ends and iterates.
+    assert (log.layers["activations"] == sim.layers["activations"]).all()
+    assert (log.layers["bytes_sent"] == sim.layers["bytes_sent"]).all()
+    assert _worst(live_model, sim_model) <= 1e-10
+    # Timed by the run's own trace, the simulation is the replay's projection: two message
+    # times a round in both (one rule).
+    out = tmp_path / "timed.h5"
+    assert main(["simulate", "--schedule", str(live), "--speed", f"trace:{live}",
+                 "--out", str(out), "--quiet"]) == 0
+    proj = project(log, parse_network("shm"))
+    assert read_runlog(out).attrs["sim_total_seconds"] == pytest.approx(proj.total_seconds,
+                                                                        rel=1e-9)
