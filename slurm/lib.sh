@@ -29,7 +29,7 @@ EXTRA_ARGS=${EXTRA_ARGS:-}
 NTASKS=${SLURM_NTASKS:-20}   # = M, the number of graph nodes
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1  # one BLAS thread per rank
 # Timing placement (the templates ask sbatch for it): the job alone on its nodes, one task
-# per core. Exported for the run log (dssfn_mpi.doctor.mpi_facts records it).
+# per core. Exported for the run log (dssfn_mpi.mpifacts.mpi_facts records it).
 export DSSFN_PLACEMENT="sbatch --exclusive --hint=nomultithread;\
  srun --mpi=$DSSFN_SRUN_MPI --cpus-per-task=1"
 # --cpus-per-task is not inherited by srun from sbatch (Slurm >= 22.05): repeated here.
