@@ -235,6 +235,12 @@ def _decomposition(s: dict[str, dict]) -> dict[str, str]:
             "dec_M": _rng([M for M, _g, _f in split], ".0f"),
             "dec_gf": _rng([f["graph + formulation"] for *_r, f in split], ".1f", "x"),
             "dec_async": _rng([f["asynchrony (edge)"] for *_r, f in split], ".1f", "x"),
+            "dec_graph": _rng([f["graph"] for *_r, f in split if "graph" in f], ".1f", "x"),
+            "dec_form": _rng([f["formulation"] for *_r, f in split if "formulation" in f],
+                             ".1f", "x"),
+            "dec_stale": _rng([f["stale z (hood)"] for *_r, f in split
+                               if "stale z (hood)" in f], ".1f", "x"),
+            "dec_stale_M": _rng([M for M, _g, f in split if "stale z (hood)" in f], ".0f"),
             "best_alpha": alpha, "noise_best": _rng(ratio.values()),
             "noise_big": _rng(_ratios(big, f"sync@{alpha}", f"async@{alpha}").values()),
             "M_big": f"{s['noise_best_m128']['info']['nodes']}"}
@@ -314,8 +320,13 @@ _README = (
     "iterations ({act_async} against {act_sync} on the paper's graph), and on a ring that "
     "count grows with M (simulated: {ring_growth}). Of that count, the edge formulation on "
     "the graph (async's update in synchronous lockstep against consensus ADMM) costs "
-    "{dec_gf} and asynchrony (async against that lockstep) {dec_async} ({dec_where}, "
-    "M = {dec_M}, simulated, each engine at its best relaxation); relaxed by {best_alpha}, "
+    "{dec_gf}: the graph alone (neighbourhood consensus in its exact synchronous form, "
+    "`hood-jacobi`, against consensus ADMM) {dec_graph}, the edge formulation a further "
+    "{dec_form}; asynchrony (async against that lockstep) costs {dec_async}, and the "
+    "asynchronous neighbourhood form's one-round-stale neighbourhood variable {dec_stale} "
+    "at M = {dec_stale_M} "
+    "({dec_where}, M = {dec_M}, simulated, each engine at its best relaxation); relaxed by "
+    "{best_alpha}, "
     "sync / async is {noise_best} on the paper's graph and {noise_big} at M = {M_big}, "
     "d = 8 without noise, under jitter or with one straggler. Async does beat the paper's "
     "synchronous "
