@@ -57,22 +57,24 @@ def aims_at_target(cfg: Any) -> bool:
     return not cfg.algorithm.direct and cfg.stop_rule.needs_target
 
 
-def metric_bytes(width: int, metric: bool) -> int:
-    """The message of the Gram metric's exchange at the start of a ``width``-wide layer
-    solved in it (``metric``), else 0: the layer's ``metric_bytes``, and what the shared
-    timeline (:mod:`dssfn_mpi.timeline`) costs."""
-    return StatsLayout(width, 0).nbytes if metric else 0
+def metric_bytes(alg: Any, width: int, metric: bool) -> int:
+    """The bytes a node sends each neighbour in the Gram metric's exchanges at the start of a
+    ``width``-wide layer solved in it (``metric``), else 0: one packed ``width x width``
+    matrix per exchange, :attr:`~dssfn_mpi.algorithms.Algorithm.metric_exchanges` of them
+    (``alg``). The layer's ``metric_bytes``, and what the shared timeline
+    (:mod:`dssfn_mpi.timeline`) costs."""
+    return alg.metric_exchanges * StatsLayout(width, 0).nbytes if metric else 0
 
 
-def penalty_fields(penalty: float | np.ndarray, width: int, metric: bool) -> dict[str, Any]:
+def penalty_fields(penalty: float | np.ndarray, metric_bytes: int) -> dict[str, Any]:
     """The log row's ``gamma`` (the mean of a node's penalties: one per neighbour in
-    async) and ``metric_bytes`` (:func:`metric_bytes`)."""
-    return {"gamma": float(np.mean(penalty)), "metric_bytes": metric_bytes(width, metric)}
+    async) and ``metric_bytes`` (:func:`metric_bytes`'s)."""
+    return {"gamma": float(np.mean(penalty)), "metric_bytes": int(metric_bytes)}
 
 
 def layer_row(stats: Any, features_seconds: float, setup_seconds: float, total_seconds: float,
-              cpu_seconds: float, penalty: float | np.ndarray, width: int,
-              metric: bool) -> dict[str, Any]:
+              cpu_seconds: float, penalty: float | np.ndarray,
+              metric_bytes: int) -> dict[str, Any]:
     """One node's log row of a layer, but for its observation (accuracy, cost): the one
     place train and simulate build it.
 
@@ -87,7 +89,7 @@ def layer_row(stats: Any, features_seconds: float, setup_seconds: float, total_s
         "features_seconds": features_seconds,
         "total_seconds": total_seconds,
         "cpu_seconds": cpu_seconds,
-        **penalty_fields(penalty, width, metric),
+        **penalty_fields(penalty, metric_bytes),
     }
 
 

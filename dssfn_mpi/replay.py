@@ -196,7 +196,7 @@ class Trace:
     neighbors: np.ndarray  # (M, D), padded with -1
     hops: np.ndarray  # (M, M) graph distance
     message_bytes: np.ndarray  # (L',)
-    metric_bytes: np.ndarray  # (L',) the layer-start metric exchange's message (0: none)
+    metric_bytes: np.ndarray  # (L',) the layer-start metric exchanges' bytes (0: none)
     max_lead: int | None
     puts_apart: bool  # async: cpu leaves out the puts (comm_start recorded); older logs: no
     mix_rounds: int
@@ -294,7 +294,8 @@ def _traced_layers(cpu: np.ndarray, source: str) -> list[int]:
 
 
 def _metric_bytes(run: RunLog, layers: list[int]) -> np.ndarray:
-    """Per traced layer, the metric exchange's message bytes (logs without the field: 0)."""
+    """Per traced layer, the metric exchanges' bytes to a neighbour (logs without the
+    field: 0)."""
     column = run.layers.get("metric_bytes")
     if column is None:
         return np.zeros(len(layers), dtype=np.int64)

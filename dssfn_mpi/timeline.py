@@ -333,8 +333,10 @@ class TimingModel:
         two_before
             When each node ended layer l-2 (None for the first two layers).
         metric_bytes
-            On a layer solved in the Gram metric, the bytes of each message of the
-            exchange that forms it (its penalty then needs none); 0 otherwise.
+            On a layer solved in the Gram metric, the bytes each node sends a neighbour
+            in the exchanges that form it (its penalty then needs none; the algorithm's
+            :attr:`~dssfn_mpi.algorithms.Algorithm.metric_exchanges` of them, in a row,
+            of equal messages); 0 otherwise.
 
         Returns
         -------
@@ -342,14 +344,16 @@ class TimingModel:
             Shape (M,).
         """
         ready = t0 + phases[:, 0] + phases[:, 1]
-        exchanged = metric_bytes if metric_bytes > 0 else (
-            PENALTY_BYTES if self.auto_penalty else 0)
         alg = self.algorithm
+        exchanges, exchanged = 1, PENALTY_BYTES if self.auto_penalty else 0
+        if metric_bytes > 0:
+            exchanges = alg.metric_exchanges
+            exchanged = metric_bytes / exchanges
         if exchanged:
             if alg.collective:
-                ready = collective_end(ready, self.allreduce_seconds(exchanged))
+                ready = collective_end(ready, exchanges * self.allreduce_seconds(exchanged))
             else:
-                rounds = 1 if alg.per_neighbour else self.mix_rounds
+                rounds = exchanges * (1 if alg.per_neighbour else self.mix_rounds)
                 ready = exchange_end(ready, self.hops, rounds,
                                      self.network.message_seconds(exchanged))
         if alg.one_sided and two_before is not None:  # parity slots

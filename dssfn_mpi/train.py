@@ -33,7 +33,7 @@ from .engines.base import Engine, LayerProblem
 from .engines.drivers import make_engine
 from .equivalence import exact_target
 from .errors import InjectedFailure
-from .layerstep import aims_at_target, layer_inputs, layer_row
+from .layerstep import aims_at_target, layer_inputs, layer_row, metric_bytes
 from .observers import LayerStep, Observer, default_observers
 from .runstate import RunState, prepare_run, root_call
 from .solver import penalty_stats
@@ -135,7 +135,7 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
         O, solved = engine.solve(problem, trace)
         t2, cpu = time.perf_counter(), time.process_time() - c0 - untimed_cpu
         row = layer_row(solved, t1 - t0, t_penalty, t2 - t0 - untimed, cpu, penalty,
-                        G.shape[0], metric is not None)
+                        metric_bytes(cfg.algorithm, G.shape[0], metric is not None))
         state.Os.append(O)
         step = LayerStep(problem=problem, O=O, O_prev=O_prev, row=row, solved_at=t2,
                          trace=trace)

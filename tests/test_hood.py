@@ -167,3 +167,19 @@ def test_message_is_two_blocks():
     hood = lookup("hood")
     assert hood.message_floats(3, 10) == 60 and hood.message_bytes(3, 10) == 480
     assert hood.sent(5, 2, 0, 480) == (10, 4800)
+
+
+def test_simulated_metric_relay_sends_twice_the_edge_forms_bytes(tmp_path):
+    # The Grams go to each centre and its metric comes back: two exchanges of a packed
+    # 20 x 20 matrix (synthetic: 20 inputs) where the edge form (async) takes one.
+    sent = {}
+    for mode in ("async", "hood", "hood-lockstep", "hood-jacobi"):
+        out = tmp_path / f"{mode}.h5"
+        assert main(["simulate", "--mode", mode, *PROBLEM, "--layers", "0", "--nodes", "4",
+                     "--speed", "const:1e-3", "--iters", "5", "--metric", "gram", "--no-eval",
+                     "--out", str(out)]) == 0
+        sent[mode] = read_runlog(out).layers["metric_bytes"]
+    assert sent["async"].shape == (1, 4) and (sent["async"] == 8 * 20 * 21 // 2).all()
+    for mode in ("hood", "hood-lockstep", "hood-jacobi"):
+        assert lookup(mode).metric_exchanges == 2
+        assert (sent[mode] == 2 * sent["async"]).all(), mode

@@ -81,7 +81,9 @@ def _check_exact(log, nodes: int) -> None:
     rel, lam = log.layers["rel_distance"], log.layers["lambda_star"]
     assert rel.shape == (3, nodes) and rel.max() <= 1e-6, rel
     assert (lam[0] == 0).all() and (lam[1:] > 0).all()  # bound inactive, then active
-    assert (log.layers["metric_bytes"][0] > 0).all()  # layer 0 in the Gram metric
+    # Layer 0 in the Gram metric: two exchanges of a packed 20 x 20 matrix (synthetic: 20
+    # inputs), the Grams to each centre and its metric back.
+    assert (log.layers["metric_bytes"] == [[2 * 8 * 20 * 21 // 2], [0], [0]]).all()
     assert (log.layers["stop_reason"] == reason_code("eps")).all()
     acts = log.layers["activations"]
     assert (acts == acts[:, :1]).all() and (acts < 3000).all()  # all ranks end together

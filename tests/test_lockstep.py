@@ -97,7 +97,9 @@ def _check_exact(log) -> None:
     rel, lam = log.layers["rel_distance"], log.layers["lambda_star"]
     assert rel.shape == (3, 4) and rel.max() <= 1e-6, rel
     assert (lam[0] == 0).all() and (lam[1:] > 0).all()  # bound inactive, then active
-    assert (log.layers["metric_bytes"][0] > 0).all()  # layer 0 in the Gram metric
+    # Layer 0 in the Gram metric: one exchange of a packed 20 x 20 matrix (synthetic: 20
+    # inputs).
+    assert (log.layers["metric_bytes"] == [[8 * 20 * 21 // 2], [0], [0]]).all()
     assert (log.layers["stop_reason"] == reason_code("eps")).all()
     acts = log.layers["activations"]
     assert (acts == acts[:, :1]).all() and (acts < 3000).all()  # all ranks end together

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy.sparse.csgraph import shortest_path
 
+from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.network import Network, allreduce_seconds
 from dssfn_mpi.timeline import (
     PENALTY_BYTES,
@@ -252,3 +253,17 @@ def test_layer_begin_metric_exchange_replaces_the_penalty_exchange():
         first = 3.5 + NET.message_seconds(big)
         asyn = _model("async", PATH3, auto=auto).layer_begin(T0, PHASES, None, big)
         assert asyn.tolist() == pytest.approx([first + 0.25, first + 0.25, first + 0.5])
+
+
+def test_layer_begin_hood_metric_is_two_exchanges_in_a_row():
+    # hood and hood-jacobi relay the metric (Grams to each centre, its metric back): their
+    # layer 0 starts two message times after the neighbours' ready, each of half the bytes.
+    big = 8 * 2080
+    for mode in ("hood", "hood-jacobi"):
+        assert lookup(mode).metric_exchanges == 2 and lookup("async").metric_exchanges == 1
+        begin = _model(mode, PATH3).layer_begin(T0, PHASES, None, 2 * big)
+        first = 3.5 + 2 * NET.message_seconds(big)
+        assert begin.tolist() == pytest.approx([first + 0.25, first + 0.25, first + 0.5])
+        # Two exchanges need every neighbour's neighbours ready: node 0 waits on node 2.
+        late = _model(mode, PATH3).layer_begin(np.array([0.0, 0.0, 10.0]), PHASES, None, big)
+        assert late[0] == pytest.approx(12.0 + 2 * NET.message_seconds(big / 2) + 0.25)

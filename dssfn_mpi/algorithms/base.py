@@ -253,6 +253,14 @@ class Algorithm:
     #: goes to its neighbours, and :meth:`relayed_metric` forms the node's metric from them.
     relays_metric = False
 
+    @property
+    def metric_exchanges(self) -> int:
+        """Neighbour exchanges (or collectives) of a packed ``d x d`` matrix that form the
+        metric at a layer's start: 2 where it :attr:`relays_metric` (the Grams to the
+        centres, their metrics back), else 1. The run log's ``metric_bytes`` and the
+        timeline's layer start count them."""
+        return 2 if self.relays_metric else 1
+
     def relayed_metric(self, own: np.ndarray, gathered: Any) -> Any:
         """The node's metric from its own :meth:`metric` and its neighbours' (when
         :attr:`relays_metric`)."""

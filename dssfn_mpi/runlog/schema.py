@@ -100,9 +100,11 @@ LAYER_SCHEMA: tuple[LayerField, ...] = (
        "factorising the local inverse used by the solver, plus computing the auto penalty "
        "and, on a layer solved in the Gram metric, exchanging and factorising the metric"),
     _f("metric_bytes", _I8, "bytes", LOOP,
-       "--metric gram: bytes of the packed Gram matrix this rank sent in each message of the "
-       "layer-start exchange that forms the metric (the upper triangle, n (n + 1) / 2 "
-       "numbers); 0 on a layer solved with the scalar penalty"),
+       "--metric gram: bytes this rank sent each neighbour (or into each collective) in the "
+       "layer-start exchanges that form the metric: one packed n x n matrix (the upper "
+       "triangle, n (n + 1) / 2 numbers) per exchange, two in the neighbourhood modes hood, "
+       "hood-lockstep and hood-jacobi (the Grams to each centre, its metric back); 0 on a "
+       "layer solved with the scalar penalty"),
     _f("solve_seconds", _F8, "s", ENGINE,
        "the decentralized solver iterations (compute and communication)"),
     _f("wait_seconds", _F8, "s", ENGINE, "time blocked waiting for neighbours or collectives"),

@@ -260,7 +260,7 @@ class _Layer:
     message_bytes: int
     runs: list[NodeRun]
     all_done: bool
-    metric: bool = False  # solved in the Gram metric (else with the scalar penalty)
+    metric_bytes: int = 0  # sent to each neighbour to form the Gram metric (0: scalar penalty)
 
 
 def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarray] | None,
@@ -293,7 +293,7 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     measured = np.column_stack([[p.features_cpu for p in probs],
                                 [p.penalty_cpu for p in probs], factor_cpu])
     phases = opts.speed.phases(layer, measured)
-    exchange = metric_bytes(d, metrics is not None)
+    exchange = metric_bytes(alg, d, metrics is not None)
     begin = run.timing.layer_begin(t_prev, phases,
                                    layer_end[-2] if len(layer_end) >= 2 else None, exchange)
     message_bytes = alg.message_bytes(run.shards.n_classes, d)
@@ -304,7 +304,7 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
                                  message_bytes)
     return _Layer(probs=probs, pens=pens, G_sum=G_sum, B_sum=B_sum, target=target,
                   phases=phases, begin=begin, message_bytes=message_bytes, runs=runs,
-                  all_done=all_done, metric=metrics is not None)
+                  all_done=all_done, metric_bytes=exchange)
 
 
 def _factorise(alg, probs, pens, metrics=None) -> tuple[list, np.ndarray]:
@@ -344,7 +344,7 @@ class _Record:
         for m, (node, p) in enumerate(zip(lay.runs, lay.probs)):
             row = _row(cfg, node, lay.phases[m], lay.begin[m], t_start[m], run.neighbors[m],
                        lay.message_bytes, run.rounds, run.rule.reason(lay.all_done),
-                       lay.pens[m], p.Y.shape[0], lay.metric)
+                       lay.pens[m], lay.metric_bytes)
             resid = shards.T[m] - Os[m] @ p.Y
             row.update(train_cost=float(np.vdot(resid, resid)),
                        train_accuracy=(accuracy(Os[m], p.Y, shards.y[m]) if cfg.evaluate
@@ -406,7 +406,7 @@ def solve_layer(run: SolveContext, layer: int, invs, B2s, pens, metrics, target,
 
 def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: float,
          nbrs: tuple[int, ...], message_bytes: int, rounds: int, reason: int,
-         penalty, width: int, metric: bool) -> dict[str, float]:
+         penalty, metric_bytes: int) -> dict[str, float]:
     """One node's log row of a layer (simulated seconds), but for its observation: the
     simulated solve as a :class:`~dssfn_mpi.engines.base.SolveStats`, in the shared row
     (:func:`~dssfn_mpi.layerstep.layer_row`)."""
@@ -420,7 +420,7 @@ def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: f
         torn_retries=0 if alg.one_sided else -1, fallbacks=0 if alg.one_sided else -1,
         waits_slept=0, stop_reason=-1 if alg.direct else reason)
     return layer_row(stats, float(phases[0]), 0.0, run.end - t0,
-                     float(phases.sum()) + run.compute, penalty, width, metric)
+                     float(phases.sum()) + run.compute, penalty, metric_bytes)
 
 
 def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
