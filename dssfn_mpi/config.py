@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .algorithms.registry import UPDATES, lookup, names
+from .algorithms.registry import ALGORITHMS, UPDATES, lookup, names
 from .errors import UserError, require
 from .mailbox.waiting import POLICIES
 from .model import default_eps, default_width
@@ -240,11 +240,11 @@ class TrainConfig:
         "method", "oneshot-graph: relative accuracy of every node's averaged statistics "
         "(default {default:g}): the rounds r with M rho_W^r <= TOL", 1e-10)
     max_lead: int | None = option(
-        "method", "async: activations a rank may run ahead of its slowest neighbour (bounded "
-        "delay; default {default}; -1 = unbounded)", 4, parse=_max_lead)
+        "method", "async, hood: activations a rank may run ahead of its slowest neighbour "
+        "(bounded delay; default {default}; -1 = unbounded)", 4, parse=_max_lead)
     rma: str = option(
-        "method", "async: how a rank writes Z into its neighbours' windows: store (plain "
-        "stores into a shared-memory window; only when every rank is on one node and the "
+        "method", "async, hood: how a rank writes Z into its neighbours' windows: store "
+        "(plain stores into a shared-memory window; only when every rank is on one node and the "
         "one-sided component makes shared windows), put (MPI_Put into an allocated window, "
         "anywhere) or auto (default: store where possible, else put); the run log records "
         "the path taken", "auto")
@@ -454,6 +454,20 @@ class TrainConfig:
                 "the async edge update's relaxation is --eta")
         if self.topology == "file":
             require(self.edges is not None, "--topology file needs --edges PATH (an edge list)")
+        self._check_driver_options()
+
+    def _check_driver_options(self) -> None:
+        """``--max-lead`` and ``--rma`` set the one-sided driver's bounded delay and write
+        path: a value other than the default is an error where the mode's driver has
+        neither."""
+        if self.algorithm.one_sided:
+            return
+        defaults = {f.name: f.default for f in fields(self)}
+        one_sided = ", ".join(dict.fromkeys(a.name for a in ALGORITHMS if a.one_sided))
+        for key, flag in (("max_lead", "--max-lead"), ("rma", "--rma")):
+            require(getattr(self, key) == defaults[key],
+                    f"{flag} applies to the one-sided modes ({one_sided}), not --mode "
+                    f"{self.mode}, whose driver does not use it")
 
 
 def load_config_file(path: str | os.PathLike) -> dict[str, Any]:

@@ -44,6 +44,11 @@ SMALL = ("--dataset", "synthetic", "--layers", "1", "--hidden", "30", "--iters",
         (("--mode", "oneshot", "--hidden", "300000"), ("--mode oneshot", "300000 x 300000",
                                                        "available", "lower --hidden")),
         (("--mode", "oneshot-graph", "--mix-tol", "2"), ("--mix-tol", "(0, 1)")),
+        # the one-sided driver's options, where the mode's driver has none
+        (("--mode", "lockstep", "--max-lead", "0"),
+         ("--max-lead applies to the one-sided modes (async, hood)", "--mode lockstep")),
+        (("--mode", "hood-jacobi", "--rma", "put"), ("--rma", "--mode hood-jacobi")),
+        (("--mode", "sync", "--max-lead", "-1"), ("--max-lead", "--mode sync")),
         # argparse's own errors: one line too, not the usage block from every rank
         (("--iters", "abc"), ("--iters", "invalid int", "--help")),
         (("--frobnicate",), ("unrecognized arguments: --frobnicate",)),

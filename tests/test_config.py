@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.config import (
     MODES,
     PAPER_TABLE3,
@@ -78,6 +79,22 @@ def test_paper_preset_fills_only_what_was_not_given():
 def test_validation(kwargs, fragment):
     with pytest.raises(UserError, match=fragment):
         TrainConfig(**kwargs).validate(world_size=4)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_one_sided_options_only_where_the_driver_uses_them(mode):
+    alg = lookup(mode)
+    ranks = 1 if alg.max_ranks == 1 else 4
+    TrainConfig(mode=mode, max_lead=4, rma="auto").validate(world_size=ranks)  # the defaults
+    for kwargs in ({"max_lead": 0}, {"max_lead": None}, {"rma": "put"}):
+        cfg = TrainConfig(mode=mode, **kwargs)
+        if alg.one_sided:
+            cfg.validate(world_size=ranks)
+        else:
+            flag = "--max-lead" if "max_lead" in kwargs else "--rma"
+            with pytest.raises(UserError, match=f"^{flag} applies to the one-sided modes "
+                               rf"\(async, hood\), not --mode {mode},"):
+                cfg.validate(world_size=ranks)
 
 
 def test_stop_rule_is_the_parsed_stop_setting():

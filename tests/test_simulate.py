@@ -219,11 +219,15 @@ def test_classes_are_assigned_in_node_order():
     (["--nodes", "4", "--slow", "7:2"], "only 4 nodes"),
     (["--nodes", "4", "--mode", "central"], "simulate runs"),
     (["--schedule", "/nonexistent.h5"], "no such run log"),
+    (["--nodes", "4", "--mode", "lockstep", "--max-lead", "0"],
+     "--max-lead applies to the one-sided modes (async, hood), not --mode lockstep"),
 ])
-def test_user_errors_are_one_line(capsys, args, message):
-    assert main(["simulate", *args]) == 2
+def test_user_errors_are_one_line(capsys, tmp_path, args, message):
+    out = tmp_path / "run.h5"
+    assert main(["simulate", *args, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("dssfn-mpi: error:") and message in err[0]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_one_node_is_refused_in_one_line(capsys):
