@@ -328,6 +328,15 @@ def test_rma_dry_run_measures_each_write_path(capsys):
     (["penalty", "--to-eps", "1e-2", "--table", "ring:4,moebius:4"], "moebius"),
     (["penalty", "--to-eps", "1e-2", "--table", "ring:4", "--dataset", "digits,imagenet"],
      "imagenet"),
+    # --engine: sync or async with the serial updates; with --to-eps any mode with a penalty
+    (["penalty", "--engine", "hood"], "--engine 'hood': expected sync or async (with --to-eps"),
+    (["penalty", "--to-eps", "1e-2", "--engine", "oneshot"],
+     "any mode with a penalty: async, sync, sync-graph, lockstep, hood, hood-lockstep, "
+     "hood-jacobi;"),
+    (["penalty", "--to-eps", "1e-2", "--engine", "all"], "--engine all, need --table"),
+    # accepted, then the table's graph is refused before anything runs
+    (["penalty", "--to-eps", "1e-2", "--engine", "hood,hood-jacobi,lockstep,hood-lockstep",
+      "--table", "bogus"], "--table graph 'bogus'"),
 ])
 def test_user_errors_are_one_line(tmp_path, argv, fragment):
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
@@ -479,6 +488,16 @@ def test_auto_gamma_is_within_1_5x_of_the_best_multiplier_where_the_linear_rule_
     Os = edge_arock(Ys, Gs, Bs, eps, linear, budget, make_topology("ring", 4))
     rel = max(np.linalg.norm(o - star.O) for o in Os) / np.linalg.norm(star.O)
     assert rel > 1e-2, (rel, budget)
+
+
+def test_penalty_sweeps_every_mode_whose_algorithm_takes_a_penalty():
+    from dssfn_mpi.algorithms import lookup, names
+    from dssfn_mpi.bench.penalty import SERIAL, penalised_modes
+
+    modes = penalised_modes()
+    assert set(modes) == {m for m in names() if lookup(m).penalty_option}
+    assert {"hood", "hood-jacobi", "lockstep", "hood-lockstep", *SERIAL} <= set(modes)
+    assert not {"oneshot", "oneshot-graph", "central"} & set(modes)
 
 
 def test_penalty_table_rows_and_sync_graph_mixing_like_the_allreduce():

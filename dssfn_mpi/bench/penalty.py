@@ -26,14 +26,16 @@ the ``auto`` penalty, the best multiplier and every multiplier's max relative
 distance to O*.
 
 With ``--to-eps TOL`` (:func:`to_eps`) each layer is instead solved by the
-simulator's engines (:mod:`dssfn_mpi.sim`: async with its reads of one-message-old
-neighbour values and bounded delay 4, sync with its allreduce, sync-graph with its
-mixing rounds, every node at one speed) on ``--topology``, each until every node is
-within TOL of O* (``--stop eps:TOL``) or at ``--iters``, and a line gives the mean
-activations per node of every multiplier of the ``auto`` penalties (per edge for
-async, as the engines combine them). ``--table GRAPHS`` (:func:`table`) runs that for
-every engine, graph and dataset given, layers 1 - L, and prints one markdown row per
-layer: the ``auto`` count, the best multiplier's and their ratio::
+simulator's engines (:mod:`dssfn_mpi.sim`), for any mode whose algorithm takes a penalty
+(:func:`penalised_modes`: async with its reads of one-message-old neighbour values and
+bounded delay 4, sync with its allreduce, sync-graph with its mixing rounds, lockstep,
+hood, hood-lockstep, hood-jacobi; every node at one speed) on ``--topology``, each until
+every node is within TOL of O* (``--stop eps:TOL``) or at ``--iters``, and a line gives the
+mean activations per node of every multiplier of the ``auto`` penalties (per edge or per
+membership where the algorithm has several, as the engines combine them). ``--table
+GRAPHS`` (:func:`table`) runs that for every engine, graph and dataset given (``--engine
+all``: every mode with a penalty), layers 1 - L, and prints one markdown row per layer: the
+``auto`` count, the best multiplier's and their ratio::
 
     dssfn-mpi bench penalty --to-eps 1e-2 --table all --engine all \\
         --dataset digits,satimage,vowel,letter --layers 5 --iters 3000
@@ -54,7 +56,11 @@ from ..partition import partition
 from ..solver import LocalInverse, exact_solve, penalty_stats
 from ..topology import Graph, make_topology
 
-__all__ = ["consensus_admm", "edge_arock", "main", "run", "sweep", "table", "to_eps"]
+__all__ = ["SERIAL", "consensus_admm", "edge_arock", "main", "penalised_modes", "run", "sweep",
+           "table", "to_eps"]
+
+#: The modes the fixed-K sweep (no ``--to-eps``) solves with its own serial updates.
+SERIAL = ("sync", "async")
 
 
 def consensus_admm(
@@ -167,15 +173,27 @@ def sweep(
 def _auto(engine: str, graph: Graph, layer: int, stats: list[np.ndarray]) -> list:
     """Each node's ``auto`` penalty as its engine combines ``stats`` (the simulator's rule).
 
-    Async: per node one gamma per neighbour; sync, sync-graph: one rho per node.
+    Per node what its algorithm's penalty is: one gamma per neighbour (async, lockstep),
+    one rho per membership (hood), one rho (sync, sync-graph).
     """
     from ..config import TrainConfig
-    from ..engines.sync_graph import MIX_TOLERANCE
     from ..sim.nodes import penalties
 
     cfg = TrainConfig(mode=engine, metric="identity")  # the scalar penalty at every layer
-    rounds = graph.mixing_rounds(MIX_TOLERANCE) if engine == "sync-graph" else 0
-    return penalties(cfg, graph, layer, stats, rounds)
+    return penalties(cfg, graph, layer, stats, _mix_rounds(cfg, graph))
+
+
+def _mix_rounds(cfg, graph: Graph) -> int:
+    """The mixing rounds of ``cfg``'s algorithm on ``graph`` (0 where it does not mix)."""
+    return cfg.algorithm.mix_rounds(graph, cfg.mix_rounds, cfg.mix_tol)
+
+
+def penalised_modes() -> tuple[str, ...]:
+    """The modes whose algorithm takes a penalty (``--gamma`` or ``--rho``): what
+    ``--to-eps`` sweeps."""
+    from ..algorithms import ALGORITHMS
+
+    return tuple(dict.fromkeys(a.name for a in ALGORITHMS if a.penalty_option))
 
 
 def to_eps(
@@ -192,7 +210,6 @@ def to_eps(
     ``tol`` of O* before ``iters``.
     """
     from ..config import TrainConfig
-    from ..engines.sync_graph import MIX_TOLERANCE
     from ..network import parse_network
     from ..sim.layerloop import SimOptions, SolveContext, solve_layer
     from ..sim.speed import SpeedModel
@@ -203,7 +220,7 @@ def to_eps(
     hops = hop_distances(nbrs)  # when a mixing round's values have arrived (sync-graph)
     cfg = TrainConfig(dataset=dataset, mode=engine, iters=iters, stop=f"eps:{tol}", seed=seed,
                       metric="identity")  # the scalar form, also at layer 0
-    rounds = graph.mixing_rounds(MIX_TOLERANCE) if engine == "sync-graph" else 0
+    rounds, alg = _mix_rounds(cfg, graph), cfg.algorithm
     opts = SimOptions(nodes=nodes, network=parse_network("shm"),
                       speed=SpeedModel.build("const:1e-3", nodes, layers + 1, iters, {}, None,
                                              None, seed))
@@ -216,12 +233,12 @@ def to_eps(
         auto = _auto(engine, graph, layer, stats)
         acts, done = [], []
         for mult in mults:
-            # The simulator's own layer solve: async one gamma per edge, sync one rho.
+            # The simulator's own layer solve, with the algorithm's penalties and messages.
             pens = [mult * p for p in auto]
-            invs = [LocalInverse(Ys[m], float(np.sum(pens[m])), Gs[m]) for m in range(nodes)]
+            invs = [alg.inverse(Ys[m], Gs[m], pens[m]) for m in range(nodes)]
             ctx = SolveContext(cfg, opts, graph, eps, rounds, nbrs, hops)
             runs, ok = solve_layer(ctx, layer, invs, B2s, pens, None, star, np.zeros(nodes),
-                                   Bs[0].nbytes)
+                                   alg.message_bytes(*Bs[0].shape))
             acts.append(float(np.mean([r.activations for r in runs])))
             done.append(bool(ok))
         # The fewest activations among the multipliers that got there (None: none did).
@@ -283,19 +300,19 @@ def table(
     _check_table_input(datasets, graphs)
     print("| engine | graph | dataset | layer | auto | best | best x | auto / best |\n"
           "|---|---|---|---|---|---|---|---|", file=out, flush=True)
-    rows, done_sync = [], {}
+    from ..algorithms import lookup
+
+    rows, measured = [], {}
     for engine in engines:
         for spec in graphs:
             topology, nodes, degree = _graph_spec(spec)
             for dataset in datasets:
-                # Sync's allreduce sees no graph: one run per node count serves them all.
-                key = (dataset, nodes)
-                if engine != "sync" or key not in done_sync:
-                    found = to_eps(dataset, layers, engine, nodes, degree, topology, tol, iters,
-                                   powers, seed, out=_Discard(), first=1)
-                    if engine == "sync":
-                        done_sync[key] = found
-                for r in (found if engine != "sync" else done_sync[key]):
+                # An allreduce sees no graph: one run per node count serves them all.
+                key = (engine, dataset, nodes if lookup(engine).collective else spec)
+                if key not in measured:
+                    measured[key] = to_eps(dataset, layers, engine, nodes, degree, topology,
+                                           tol, iters, powers, seed, out=_Discard(), first=1)
+                for r in measured[key]:
                     acts, done = r["activations"], r["done"]
                     i0 = powers.index(0)
                     ok = [a for a, d in zip(acts, done) if d]
@@ -341,21 +358,20 @@ def run(args: argparse.Namespace) -> int:
         powers = tuple(int(k) for k in args.powers.split(","))
     except ValueError:
         raise UserError(f"--powers {args.powers!r}: expected comma-separated integers") from None
-    engines = ("async", "sync", "sync-graph")
+    penalised = penalised_modes()
     for engine in args.engine.split(","):
-        if engine not in engines + ("all",) or (engine in ("sync-graph", "all")
-                                                 and args.to_eps is None):
-            raise UserError(f"--engine {engine!r}: expected sync or async (with --to-eps also "
-                            "sync-graph; with --table a comma list or all)")
-    if "," in args.engine + args.dataset and args.table is None:
-        raise UserError("comma lists of --engine or --dataset need --table")
+        if engine not in (SERIAL if args.to_eps is None else (*penalised, "all")):
+            raise UserError(f"--engine {engine!r}: expected {' or '.join(SERIAL)} (with "
+                            f"--to-eps any mode with a penalty: {', '.join(penalised)}; with "
+                            "--table a comma list or all)")
+    if ("," in args.engine + args.dataset or args.engine == "all") and args.table is None:
+        raise UserError("comma lists of --engine or --dataset, and --engine all, need --table")
     try:
         if args.table is not None:
             if args.to_eps is None:
                 raise UserError("--table needs --to-eps TOL")
             graphs = (list(TABLE_GRAPHS) if args.table == "all" else args.table.split(","))
-            engines = (["async", "sync", "sync-graph"] if args.engine == "all"
-                       else args.engine.split(","))
+            engines = (list(penalised) if args.engine == "all" else args.engine.split(","))
             table(args.dataset.split(","), engines, graphs, args.layers, args.to_eps,
                   args.iters, powers)
         elif args.to_eps is None:

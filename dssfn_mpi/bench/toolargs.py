@@ -44,7 +44,9 @@ def _penalty_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layers", type=at_least(0), default=10, help="layers 0..L swept")
     parser.add_argument("--engine", default="sync",
                         help="consensus ADMM (sync), the async edge update (async), or with "
-                        "--to-eps also sync-graph; with --table a comma list or all")
+                        "--to-eps any mode that takes a penalty (--gamma or --rho: sync-graph, "
+                        "lockstep, hood, hood-lockstep, hood-jacobi too); with --table a comma "
+                        "list or all (every such mode)")
     parser.add_argument("--nodes", type=at_least(2), default=20, help="nodes M, >= 2")
     parser.add_argument("--degree", type=at_least(1), default=None,
                         help="of the circular graph (default 8; --to-eps: its topology's "
