@@ -28,13 +28,14 @@ PROG = "dssfn-mpi"
 
 #: The thread level every command initialises MPI at, training and doctor alike.
 #: The engines call MPI from the main thread only, while BLAS (and the stop
-#: watcher of :mod:`dssfn_mpi.jobstop`) may run threads that never call MPI:
+#: watcher of :mod:`dssfn_mpi.run.jobstop`) may run threads that never call MPI:
 #: MPI_THREAD_FUNNELED. mpi4py's default, MULTIPLE, makes some MPI libraries
 #: lock around every call for nothing.
 MPI_THREAD_LEVEL = "funneled"
 
 
-#: The exit statuses, in every command's ``--help`` (75 is :data:`dssfn_mpi.jobstop.EXIT_STOPPED`).
+#: The exit statuses, in every command's ``--help``
+#: (75 is :data:`dssfn_mpi.run.jobstop.EXIT_STOPPED`).
 EXIT_STATUS_HELP = """exit status:
   0   done
   1   failure: a run, a check or a job failed (a bug prints its traceback)
@@ -324,8 +325,8 @@ def _train_config(args: argparse.Namespace):
 
 def _resume_config(args: argparse.Namespace):
     """Settings of the run to resume; only --timeout, --quiet and --fail-at may change."""
-    from .checkpoint import load_config
     from .config import TrainConfig, config_from_mapping, parse_fail_at
+    from .run.checkpoint import load_config
 
     saved, _ = load_config(args.resume)
     values = config_from_mapping(saved, f"checkpoint of {args.resume}")
@@ -337,7 +338,7 @@ def _resume_config(args: argparse.Namespace):
 
 def _cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     cfg = _train_config(args)
-    from .jobstop import StopWatcher
+    from .run.jobstop import StopWatcher
 
     command_line = shlex.join([PROG, *argv])
     # Before MPI starts, so that MPI's threads inherit the blocked stop signals.
@@ -347,7 +348,7 @@ def _cmd_train(args: argparse.Namespace, argv: list[str]) -> int:
     watcher.set_rank(MPI.COMM_WORLD.Get_rank())
     from threadpoolctl import threadpool_limits
 
-    from .train import run_training
+    from .run.train import run_training
 
     limit = int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
     with threadpool_limits(limits=limit):
@@ -372,7 +373,7 @@ def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _cmd_evaluate(args: argparse.Namespace, argv: list[str]) -> int:
     from .datasets import load_dataset
-    from .modelio import evaluate_model, load_model
+    from .ssfn.modelio import evaluate_model, load_model
 
     model = load_model(args.model)
     seed = int(model.attrs["seed"]) if args.seed is None else args.seed
@@ -386,23 +387,23 @@ def _cmd_evaluate(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _cmd_report(args: argparse.Namespace, argv: list[str]) -> int:
-    from .report import format_report
+    from .analysis.report import format_report
 
     network = None
     if args.network is not None:
-        from .replay import parse_network
+        from .analysis.replay import parse_network
 
         network = parse_network(args.network)
     if args.json:
         import json
 
-        from .report import report_json
+        from .analysis.report import report_json
 
         print(json.dumps(report_json(args.runlog, network)))
         return 0
     text = format_report(args.runlog)
     if network is not None:  # computed before anything is printed
-        from .replay import report_projection
+        from .analysis.replay import report_projection
 
         text += "\n\n" + report_projection(args.runlog, network)
     print(text)
@@ -412,8 +413,8 @@ def _cmd_report(args: argparse.Namespace, argv: list[str]) -> int:
 def _cmd_replay(args: argparse.Namespace, argv: list[str]) -> int:
     import json
 
+    from .analysis.replay import format_projection, load_run, parse_jitter, parse_network, project
     from .config import parse_slow
-    from .replay import format_projection, load_run, parse_jitter, parse_network, project
 
     network = parse_network(args.network)
     slow = parse_slow(args.slow)
@@ -434,7 +435,7 @@ def _cmd_doctor(args: argparse.Namespace, argv: list[str]) -> int:
     """Print the report; exit 1 (every rank) when puts are not passive here."""
     MPI = _init_mpi()
 
-    from .doctor import doctor_json, doctor_report, mpi_facts, passive_put_ok
+    from .run.doctor import doctor_json, doctor_report, mpi_facts, passive_put_ok
 
     comm = MPI.COMM_WORLD
     facts = mpi_facts(comm, sleep=1.0)

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from .algorithms.registry import ALGORITHMS, UPDATES, lookup, names
+from .algorithms.stoprule import StopRule, parse_stop
 from .errors import UserError, require
 from .mailbox.waiting import POLICIES
-from .model import default_eps, default_width
 from .options import add_arguments, from_args, from_mapping, option, wrong_type
-from .stoprule import StopRule, parse_stop
+from .ssfn.model import default_eps, default_width
 
 __all__ = [
     "MODES",
@@ -61,7 +61,7 @@ def parse_per_layer(text: str | float | list | tuple, name: str) -> tuple[float,
     Value i applies to layer i; the last value repeats for deeper layers, so
     ``"g0,gl"`` is the paper's (layer 0, layers >= 1) pair. ``"auto"`` is kept
     as is: the penalty is then set per layer from the data (see
-    :func:`dssfn_mpi.solver.auto_penalty`).
+    :func:`dssfn_mpi.ssfn.solver.auto_penalty`).
     """
     if isinstance(text, str) and text.strip().lower() == "auto":
         return "auto"
@@ -158,7 +158,7 @@ def _max_lead(value: int, source: str | None) -> int | None:
 
 def _stop(value: Any, source: str | None) -> str:
     """``iters``, ``eps:E`` or ``local:TOL``, kept in its canonical spelling."""
-    from .stoprule import parse_stop
+    from .algorithms.stoprule import parse_stop
 
     if not isinstance(value, str):
         raise wrong_type(source or "--stop", "stop", value, 'expected a string like "eps:1e-2"')
@@ -293,7 +293,7 @@ class TrainConfig:
         """The layer width n and the norm bound eps of a run on ``n_classes`` (Q) classes.
 
         The settings, or where unset the data-dependent defaults of
-        :func:`dssfn_mpi.model.default_width` and :func:`dssfn_mpi.model.default_eps`.
+        :func:`dssfn_mpi.ssfn.model.default_width` and :func:`dssfn_mpi.ssfn.model.default_eps`.
 
         Raises
         ------
@@ -318,7 +318,7 @@ class TrainConfig:
         return values[min(layer, len(values) - 1)]
 
     def metric_at(self, layer: int) -> bool:
-        """Whether ``layer`` is solved in the Gram metric (:mod:`dssfn_mpi.metric`): the
+        """Whether ``layer`` is solved in the Gram metric (:mod:`dssfn_mpi.ssfn.metric`): the
         input layer under ``--metric gram``, by the algorithms that have a metric form."""
         return layer == 0 and self.metric == "gram" and self.algorithm.metric_form
 

@@ -66,7 +66,7 @@ def _fsync(path: Path, directory: bool = False) -> None:
 
 
 #: Held by every :func:`atomic_write` of this process: two threads (the training
-#: loop and a graceful stop, :mod:`dssfn_mpi.jobstop`) never write at once, and
+#: loop and a graceful stop, :mod:`dssfn_mpi.run.jobstop`) never write at once, and
 #: a stop that keeps it until the process exits has the last word.
 WRITE_LOCK = threading.RLock()
 

@@ -29,7 +29,7 @@ EXTRA_ARGS=${EXTRA_ARGS:-}
 NTASKS=${SLURM_NTASKS:-20}   # = M, the number of graph nodes
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1  # one BLAS thread per rank
 # Timing placement (the templates ask sbatch for it): the job alone on its nodes, one task
-# per core. Exported for the run log (dssfn_mpi.mpifacts.mpi_facts records it).
+# per core. Exported for the run log (dssfn_mpi.run.mpifacts.mpi_facts records it).
 export DSSFN_PLACEMENT="sbatch --exclusive --hint=nomultithread;\
  srun --mpi=$DSSFN_SRUN_MPI --cpus-per-task=1"
 # --cpus-per-task is not inherited by srun from sbatch (Slurm >= 22.05): repeated here.
@@ -47,7 +47,7 @@ if (( NNODES > 1 )); then
         unset OMPI_MCA_osc
     fi
 fi
-# Exit status of dssfn-mpi train stopped by the time-limit signal (dssfn_mpi.jobstop).
+# Exit status of dssfn-mpi train stopped by the time-limit signal (dssfn_mpi.run.jobstop).
 EXIT_STOPPED=75
 STATUS=0
 
@@ -135,14 +135,14 @@ lost_nodes() {
 }
 
 # lost_report NODES COMMAND...: the one line on a run that lost NODES (its ranks there, the
-# layers its run log keeps, how to continue), from the run's --out (dssfn_mpi.jobstop).
+# layers its run log keeps, how to continue), from the run's --out (dssfn_mpi.run.jobstop).
 lost_report() {
     local nodes=$1 out="" prev=""
     shift
     for arg in "$@"; do [[ $prev == --out ]] && out=$arg; prev=$arg; done
     if [[ -z $out ]]; then echo "lost node(s) $nodes"; return; fi
     "${DSSFN_PYTHON:-python}" -c 'import sys
-from dssfn_mpi.jobstop import report_lost
+from dssfn_mpi.run.jobstop import report_lost
 print(report_lost(sys.argv[1], sys.argv[2].split()))' "$out" "$nodes" ||
         echo "lost node(s) $nodes; $out could not be marked (above)"
 }

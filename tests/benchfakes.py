@@ -2,7 +2,7 @@
 
 ``traced_run`` builds a :class:`dssfn_mpi.runlog.RunLog` with a made-up
 ``/trace`` (only ``cpu``) and ``/trajectory``. ``FakeReplay`` is a small,
-exactly predictable stand-in for :mod:`dssfn_mpi.replay` with its API
+exactly predictable stand-in for :mod:`dssfn_mpi.analysis.replay` with its API
 (``parse_network``, ``parse_jitter``, ``project``), so the summaries, tables
 and figures can be checked number for number without depending on the
 replay's own rules (tested in tests/test_replay.py):
@@ -23,9 +23,9 @@ import types
 
 import numpy as np
 
+from dssfn_mpi.analysis.network import Network
+from dssfn_mpi.analysis.replay import LayerProjection, Projection  # real types, faked numbers
 from dssfn_mpi.errors import UserError
-from dssfn_mpi.network import Network
-from dssfn_mpi.replay import LayerProjection, Projection  # real types, faked numbers
 from dssfn_mpi.runlog import RunLog
 
 #: Setup time the fake adds before every layer's solve (features, factorisation).
@@ -76,23 +76,23 @@ def project(run: RunLog, network: Network, slow=None, jitter=None, seed: int = 0
 
 
 class FakeReplay:
-    """Installs the stand-in as ``dssfn_mpi.replay`` (use :func:`install`)."""
+    """Installs the stand-in as ``dssfn_mpi.analysis.replay`` (use :func:`install`)."""
 
     calls: list = []
 
 
 def install(monkeypatch) -> types.ModuleType:
     """Make ``from dssfn_mpi import replay`` return the stand-in for one test."""
-    import dssfn_mpi
+    import dssfn_mpi.analysis
     from dssfn_mpi.bench import projection
 
-    mod = types.ModuleType("dssfn_mpi.replay")
+    mod = types.ModuleType("dssfn_mpi.analysis.replay")
     for name in ("Network", "LayerProjection", "Projection", "parse_network", "parse_jitter",
                  "project"):
         setattr(mod, name, globals()[name])
     FakeReplay.calls = []
-    monkeypatch.setitem(sys.modules, "dssfn_mpi.replay", mod)
-    monkeypatch.setattr(dssfn_mpi, "replay", mod, raising=False)
+    monkeypatch.setitem(sys.modules, "dssfn_mpi.analysis.replay", mod)
+    monkeypatch.setattr(dssfn_mpi.analysis, "replay", mod, raising=False)
     monkeypatch.setattr(projection, "_CACHE", {})
     return mod
 

@@ -24,8 +24,8 @@ import sys
 
 import numpy as np
 
+from dssfn_mpi.algorithms.stoprule import reason_code
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.stoprule import reason_code
 
 #: Largest relative distance ||O_m - O*|| / ||O*|| accepted; the runs end within their own
 #: --stop eps:1e-5 (9.3e-6 - 1.0e-5 on the four stacks in CI, 2026-11-25).

@@ -8,10 +8,10 @@ import re
 import numpy as np
 import pytest
 
+from dssfn_mpi.algorithms.stoprule import reason_code
 from dssfn_mpi.bench.accuracy import _after_layer0, main, simulated_points
 from dssfn_mpi.cli import main as cli
 from dssfn_mpi.errors import UserError
-from dssfn_mpi.stoprule import reason_code
 
 pytest.importorskip("matplotlib")
 

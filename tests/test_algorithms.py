@@ -11,7 +11,7 @@ from mode_tests import count
 
 from dssfn_mpi.algorithms import lookup, names, penalty_matrix
 from dssfn_mpi.errors import UserError
-from dssfn_mpi.metric import Metric
+from dssfn_mpi.ssfn.metric import Metric
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dssfn_mpi"
 

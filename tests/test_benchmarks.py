@@ -474,7 +474,7 @@ def test_auto_gamma_is_within_1_5x_of_the_best_multiplier_where_the_linear_rule_
     import io
 
     from dssfn_mpi.bench.penalty import _layers, edge_arock, to_eps
-    from dssfn_mpi.topology import make_topology
+    from dssfn_mpi.graph.topology import make_topology
 
     out = io.StringIO()
     rows = to_eps("digits", 1, "async", nodes=4, degree=None, topology="ring", tol=1e-2,
@@ -534,7 +534,7 @@ from dssfn_mpi.bench.summary import summarize  # noqa: E402
 
 @pytest.fixture
 def fake_replay(monkeypatch):
-    """The stand-in replay as ``dssfn_mpi.replay`` for one test; yields its call list."""
+    """The stand-in replay as ``dssfn_mpi.analysis.replay`` for one test; yields its call list."""
     import benchfakes
 
     install(monkeypatch)
@@ -782,8 +782,8 @@ def test_straggler_sweeps_the_bounded_delay_and_runs_to_accuracy():
 @pytest.mark.timeout(600)
 def test_quick_sweep_projects_with_the_real_replay(sweeps, tmp_path_factory, capsys,
                                                    tmp_path):
-    # Needs the real dssfn_mpi.replay and run logs with traces (both 2026-11-23).
-    pytest.importorskip("dssfn_mpi.replay")
+    # Needs the real dssfn_mpi.analysis.replay and run logs with traces (both 2026-11-23).
+    pytest.importorskip("dssfn_mpi.analysis.replay")
     from dssfn_mpi.runlog import RunLog
 
     if "trace" not in RunLog.__dataclass_fields__:

@@ -7,11 +7,11 @@ import pytest
 from mpitools import run_cli
 from threadpoolctl import threadpool_limits
 
-from dssfn_mpi.central import mu_at, solve_layer, train_central
 from dssfn_mpi.datasets import load_dataset
-from dssfn_mpi.model import one_hot
-from dssfn_mpi.modelio import load_model
-from dssfn_mpi.solver import admm_solve
+from dssfn_mpi.ssfn.central import mu_at, solve_layer, train_central
+from dssfn_mpi.ssfn.model import one_hot
+from dssfn_mpi.ssfn.modelio import load_model
+from dssfn_mpi.ssfn.solver import admm_solve
 
 
 def _authors_iteration(Y, T, alpha, mu, iters=100):

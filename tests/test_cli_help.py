@@ -122,7 +122,7 @@ def test_every_command_has_a_description_and_the_exit_statuses(capsys, command):
 
 
 def test_doctor_says_to_run_it_under_mpirun_n_2_and_exit_75_is_the_stop_status(capsys):
-    from dssfn_mpi.jobstop import EXIT_STOPPED
+    from dssfn_mpi.run.jobstop import EXIT_STOPPED
 
     assert "mpirun -n 2" in _subparser("doctor").description
     assert f"{EXIT_STOPPED}  stopped" in cli.EXIT_STATUS_HELP

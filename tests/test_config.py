@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from dssfn_mpi.algorithms import lookup
+from dssfn_mpi.algorithms.stoprule import StopRule
 from dssfn_mpi.config import (
     MODES,
     PAPER_TABLE3,
@@ -20,7 +21,6 @@ from dssfn_mpi.config import (
     parse_slow,
 )
 from dssfn_mpi.errors import UserError
-from dssfn_mpi.stoprule import StopRule
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""``dssfn-mpi doctor`` as a gate, and :func:`dssfn_mpi.mpifacts.mpi_facts`, under mpirun."""
+"""``dssfn-mpi doctor`` as a gate, and :func:`dssfn_mpi.run.mpifacts.mpi_facts`, under mpirun."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def _python(code: str, n: int | None = None) -> subprocess.CompletedProcess:
 
 def test_doctor_exits_nonzero_when_puts_are_not_passive():
     res = _python("""
-        import dssfn_mpi.doctor as d
+        import dssfn_mpi.run.doctor as d
         measured = d.mpi_facts
         d.mpi_facts = lambda comm, sleep=0.5: {**measured(comm, sleep),
                                                "mpi_passive_put": "not passive"}
@@ -78,7 +78,7 @@ def test_mpi_facts_are_the_same_on_every_rank_and_storable():
         import json
         from dssfn_mpi.cli import _init_mpi
         MPI = _init_mpi()
-        from dssfn_mpi.doctor import mpi_facts
+        from dssfn_mpi.run.doctor import mpi_facts
         facts = mpi_facts(MPI.COMM_WORLD, sleep=0.2)
         print(json.dumps(facts, sort_keys=True), flush=True)
     """, n=3)

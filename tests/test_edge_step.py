@@ -5,7 +5,7 @@ import pytest
 
 from dssfn_mpi.engines import kernels
 from dssfn_mpi.engines.updates import EdgeStep
-from dssfn_mpi.solver import LocalInverse
+from dssfn_mpi.ssfn.solver import LocalInverse
 
 needs_numba = pytest.mark.skipif(not kernels.AVAILABLE,
                                  reason="numba is not installed (the `fast` extra)")

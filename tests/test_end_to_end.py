@@ -5,8 +5,8 @@ with the exact solution of the problem the ranks stacked from *their own*
 features, so a bug in how those features are built (the random blocks' seeds,
 the layer-to-layer map) or in how the training set reaches the ranks (the
 shard scatter) passes it unnoticed. Here the only thing shared with the
-decentralized run is the data and :mod:`dssfn_mpi.model`: the reference is
-:func:`dssfn_mpi.central.train_central` on the whole training set, and every
+decentralized run is the data and :mod:`dssfn_mpi.ssfn.model`: the reference is
+:func:`dssfn_mpi.ssfn.central.train_central` on the whole training set, and every
 node's weights at every layer, read back from ``--save-model``, must match it.
 
 Why that can hold exactly: the uniform shards are disjoint and together are
@@ -28,10 +28,10 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
-from dssfn_mpi.central import train_central
 from dssfn_mpi.datasets import load_dataset
-from dssfn_mpi.modelio import load_model
 from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.ssfn.central import train_central
+from dssfn_mpi.ssfn.modelio import load_model
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
 

@@ -152,8 +152,8 @@ def test_module_exports() -> None:
 
 
 def _write_checkpoint(target: Path, value: float) -> None:
-    from dssfn_mpi.checkpoint import RankCheckpoint
-    from dssfn_mpi.runstate import ROW_FIELDS
+    from dssfn_mpi.run.checkpoint import RankCheckpoint
+    from dssfn_mpi.run.runstate import ROW_FIELDS
 
     ckpt = RankCheckpoint(target, 0)
     stats = {k: [value if k == "total_seconds" else 0] for k in ROW_FIELDS}
@@ -161,7 +161,7 @@ def _write_checkpoint(target: Path, value: float) -> None:
 
 
 def _read_checkpoint(target: Path) -> float:
-    from dssfn_mpi.checkpoint import RankCheckpoint
+    from dssfn_mpi.run.checkpoint import RankCheckpoint
 
     Os, stats, _ = RankCheckpoint(target, 0).load()
     assert stats["total_seconds"] == [Os[0][0, 0]]
@@ -169,13 +169,13 @@ def _read_checkpoint(target: Path) -> float:
 
 
 def _write_model(target: Path, value: float) -> None:
-    from dssfn_mpi.modelio import save_model
+    from dssfn_mpi.ssfn.modelio import save_model
 
     save_model(target, {"n_classes": 2, "value": value}, [[np.full((2, 3), value)]])
 
 
 def _read_model(target: Path) -> float:
-    from dssfn_mpi.modelio import load_model
+    from dssfn_mpi.ssfn.modelio import load_model
 
     return float(load_model(target).attrs["value"])
 
@@ -193,13 +193,13 @@ def _read_runlog(target: Path) -> float:
 
 
 def _write_config(target: Path, value: float) -> None:
-    from dssfn_mpi.checkpoint import save_config
+    from dssfn_mpi.run.checkpoint import save_config
 
     save_config(target, {"value": value}, 1)
 
 
 def _read_config(target: Path) -> float:
-    from dssfn_mpi.checkpoint import load_config
+    from dssfn_mpi.run.checkpoint import load_config
 
     return float(load_config(target)[0]["value"])
 

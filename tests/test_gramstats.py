@@ -7,16 +7,16 @@ import pytest
 
 from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.errors import UserError
-from dssfn_mpi.gramstats import (
+from dssfn_mpi.graph.topology import make_topology
+from dssfn_mpi.sim.nodes import mix
+from dssfn_mpi.ssfn.gramstats import (
     StatsLayout,
     check_memory,
     memory_bytes,
     stats_bytes,
     stats_rounds,
 )
-from dssfn_mpi.sim.nodes import mix
-from dssfn_mpi.solver import exact_solve
-from dssfn_mpi.topology import make_topology
+from dssfn_mpi.ssfn.solver import exact_solve
 
 
 def _node_stats(rng, M: int, d: int, Q: int, signed: bool = False):

@@ -17,11 +17,11 @@ import pytest
 from mpitools import run_cli
 
 from dssfn_mpi.algorithms import lookup
+from dssfn_mpi.algorithms.stoprule import reason_code
 from dssfn_mpi.cli import main
-from dssfn_mpi.modelio import load_model
+from dssfn_mpi.graph.topology import make_topology
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.stoprule import reason_code
-from dssfn_mpi.topology import make_topology
+from dssfn_mpi.ssfn.modelio import load_model
 
 # Label-skewed shards on a ring; the bound is inactive at layer 0 and active beyond.
 PROBLEM = ["--dataset", "synthetic", "--layers", "2", "--hidden", "40", "--degree", "2",

@@ -16,12 +16,12 @@ import pytest
 from mpitools import run_cli
 
 from dssfn_mpi.algorithms import lookup
+from dssfn_mpi.algorithms.stoprule import reason_code
+from dssfn_mpi.analysis.network import parse_network
+from dssfn_mpi.analysis.replay import project
 from dssfn_mpi.cli import main
-from dssfn_mpi.modelio import load_model
-from dssfn_mpi.network import parse_network
-from dssfn_mpi.replay import project
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.stoprule import reason_code
+from dssfn_mpi.ssfn.modelio import load_model
 
 # Label-skewed shards; the bound is inactive at layer 0 and active beyond; layer 0 in the
 # Gram metric.

@@ -1,4 +1,4 @@
-"""A run stopped by the scheduler's signal leaves an incomplete run log (dssfn_mpi.jobstop)."""
+"""A run stopped by the scheduler's signal leaves an incomplete run log (dssfn_mpi.run.jobstop)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import time
 import numpy as np
 import pytest
 
-from dssfn_mpi.checkpoint import RankCheckpoint, save_config
-from dssfn_mpi.jobstop import EXIT_STOPPED, salvage_runlog
 from dssfn_mpi.launch import mpi_env, mpirun_path, train_command
+from dssfn_mpi.run.checkpoint import RankCheckpoint, save_config
+from dssfn_mpi.run.jobstop import EXIT_STOPPED, salvage_runlog
+from dssfn_mpi.run.runstate import ROW_FIELDS as STAT_FIELDS
 from dssfn_mpi.runlog import read_runlog, write_runlog
-from dssfn_mpi.runstate import ROW_FIELDS as STAT_FIELDS
 
 
 def _config(**over) -> dict:

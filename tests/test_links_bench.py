@@ -65,7 +65,7 @@ def test_cpu_stretch_is_wall_over_cpu_of_the_compute_phases():
 
 
 def test_comm_seconds_measured_against_the_model():
-    from dssfn_mpi.network import Network
+    from dssfn_mpi.analysis.network import Network
 
     class Run:
         nodes = 2

@@ -17,15 +17,15 @@ from mpitools import run_cli
 from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.algorithms.base import LOCKSTEP
 from dssfn_mpi.algorithms.edge import EdgeADMM
+from dssfn_mpi.algorithms.stoprule import reason_code
+from dssfn_mpi.analysis.network import parse_network
+from dssfn_mpi.analysis.replay import project
 from dssfn_mpi.cli import main
 from dssfn_mpi.config import TrainConfig
-from dssfn_mpi.modelio import load_model
-from dssfn_mpi.network import parse_network
-from dssfn_mpi.replay import project
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.sim.layerloop import SimOptions, simulate
 from dssfn_mpi.sim.speed import SpeedModel
-from dssfn_mpi.stoprule import reason_code
+from dssfn_mpi.ssfn.modelio import load_model
 
 # Label-skewed shards on a ring (diameter 2 at 4 and 5 nodes: the votes take a round to
 # spread); the bound is inactive at layer 0 and active beyond; layer 0 in the Gram metric.

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from dssfn_mpi.network import parse_network
+from dssfn_mpi.algorithms.stoprule import parse_stop
+from dssfn_mpi.analysis.network import parse_network
+from dssfn_mpi.graph.topology import make_topology
 from dssfn_mpi.sim.asyncsim import solve_async
 from dssfn_mpi.sim.speed import SpeedModel
-from dssfn_mpi.stoprule import parse_stop
-from dssfn_mpi.topology import make_topology
 
 
 class _Counter:

@@ -9,9 +9,9 @@ from dssfn_mpi.engines.updates import (
     consensus_dual,
     consensus_primal,
 )
-from dssfn_mpi.metric import DenseInverse, Metric, gram_metric
-from dssfn_mpi.solver import LocalInverse, exact_solve
-from dssfn_mpi.topology import make_topology
+from dssfn_mpi.graph.topology import make_topology
+from dssfn_mpi.ssfn.metric import DenseInverse, Metric, gram_metric
+from dssfn_mpi.ssfn.solver import LocalInverse, exact_solve
 
 
 def _shards(M=4, d=12, J=120, Q=3, seed=0, skew=True):

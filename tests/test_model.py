@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from dssfn_mpi.central import train_central
 from dssfn_mpi.datasets import load_dataset
-from dssfn_mpi.model import (
+from dssfn_mpi.ssfn.central import train_central
+from dssfn_mpi.ssfn.model import (
     accuracy,
     forward,
     hidden_rows,

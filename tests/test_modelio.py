@@ -6,10 +6,10 @@ import h5py
 import numpy as np
 import pytest
 
-from dssfn_mpi.central import train_central
 from dssfn_mpi.datasets import load_dataset
 from dssfn_mpi.errors import UserError
-from dssfn_mpi.modelio import evaluate_model, load_model, save_model
+from dssfn_mpi.ssfn.central import train_central
+from dssfn_mpi.ssfn.modelio import evaluate_model, load_model, save_model
 
 ATTRS = {"dataset": "digits", "n_features": 3, "n_classes": 2, "hidden": 7, "layers": 100,
          "seed": 0, "nodes": 2, "mode": "async"}

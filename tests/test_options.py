@@ -83,7 +83,7 @@ def test_help_shows_the_declared_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())  # help wraps with the terminal width
     assert "solved (10)" in text and "per layer (200)" in text and "aborting (600)" in text
     assert "default 4; -1 = unbounded" in text
-    from dssfn_mpi.solver import AUTHORS_ADMM_ITERS
+    from dssfn_mpi.ssfn.solver import AUTHORS_ADMM_ITERS
 
     assert f"{AUTHORS_ADMM_ITERS} iterations" in text
 

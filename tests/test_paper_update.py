@@ -44,11 +44,11 @@ import pytest
 from mpitools import run_cli
 
 from dssfn_mpi.datasets import load_dataset
-from dssfn_mpi.model import forward, one_hot
-from dssfn_mpi.modelio import load_model
-from dssfn_mpi.partition import partition
+from dssfn_mpi.datasets.partition import partition
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.solver import exact_solve
+from dssfn_mpi.ssfn.model import forward, one_hot
+from dssfn_mpi.ssfn.modelio import load_model
+from dssfn_mpi.ssfn.solver import exact_solve
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
 

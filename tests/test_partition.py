@@ -1,12 +1,12 @@
-"""Tests for dssfn_mpi.partition: cover, balance, label skew, determinism, errors."""
+"""Tests for dssfn_mpi.datasets.partition: cover, balance, label skew, determinism, errors."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from dssfn_mpi.datasets.partition import parse_scheme, partition
 from dssfn_mpi.errors import UserError
-from dssfn_mpi.partition import parse_scheme, partition
 
 SCHEME_CASES = ["uniform", "stratified", "dirichlet:0.1", "dirichlet:1", "dirichlet:1000"]
 

@@ -19,8 +19,8 @@ import pytest
 from dssfn_mpi.algorithms import ALGORITHMS, lookup
 from dssfn_mpi.cli import main
 from dssfn_mpi.launch import mpi_env, mpirun_path
-from dssfn_mpi.modelio import load_model
 from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.ssfn.modelio import load_model
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
 SETTINGS = ["--dataset", "digits", "--layers", "1", "--hidden", "60", "--iters", "300",

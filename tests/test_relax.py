@@ -19,9 +19,9 @@ from dssfn_mpi.cli import main
 from dssfn_mpi.config import TrainConfig
 from dssfn_mpi.errors import UserError
 from dssfn_mpi.launch import mpirun_path
-from dssfn_mpi.modelio import load_model
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.solver import project_frobenius
+from dssfn_mpi.ssfn.modelio import load_model
+from dssfn_mpi.ssfn.solver import project_frobenius
 
 # Label-skewed shards on a ring; the bound is inactive at layer 0 and active beyond.
 SETTINGS = ["--dataset", "synthetic", "--layers", "2", "--hidden", "40", "--iters", "300",

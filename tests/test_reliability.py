@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
-from dssfn_mpi.checkpoint import checkpoint_dir
+from dssfn_mpi.run.checkpoint import checkpoint_dir
 from dssfn_mpi.runlog import read_runlog
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
@@ -115,7 +115,7 @@ def test_saved_model_scores_the_same_and_refuses_other_shapes(tmp_path):
                   "--save-model", str(model), "--quiet")
     assert res.returncode == 0, res.stderr[-2000:]
     from dssfn_mpi.datasets import load_dataset
-    from dssfn_mpi.modelio import evaluate_model, load_model
+    from dssfn_mpi.ssfn.modelio import evaluate_model, load_model
 
     acc = evaluate_model(load_model(model), load_dataset("synthetic", seed=0))
     # Reloaded weights reproduce what every node measured during training.
@@ -149,7 +149,7 @@ def test_report_lost_marks_the_log_and_names_the_ranks_of_the_lost_host(tmp_path
     # run recorded), the layers kept, the resume command; the log rebuilt from checkpoints.
     import socket
 
-    from dssfn_mpi.jobstop import report_lost
+    from dssfn_mpi.run.jobstop import report_lost
 
     out = tmp_path / "run.h5"
     res = run_cli(3, "train", *SMALL, "--mode", "sync", "--no-check", "--log-every", "0",

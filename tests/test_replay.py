@@ -1,4 +1,4 @@
-"""The dedicated-core replay (dssfn_mpi.replay, dssfn_mpi.network) on hand-built traces.
+"""The dedicated-core replay (dssfn_mpi.analysis: replay, network) on hand-built traces.
 
 Every expected time below is worked out by hand from the rules in
 docs/REPLAY.md; the network is alpha = 0.1 s with bandwidths chosen so that
@@ -15,17 +15,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from dssfn_mpi import replay
-from dssfn_mpi.cli import main
-from dssfn_mpi.errors import UserError
-from dssfn_mpi.network import (
+from dssfn_mpi.analysis import replay
+from dssfn_mpi.analysis.network import (
     NETWORKS,
     Network,
     allreduce_library,
     allreduce_seconds,
     parse_network,
 )
-from dssfn_mpi.replay import jitter_factors, parse_jitter, project, timeline
+from dssfn_mpi.analysis.replay import jitter_factors, parse_jitter, project, timeline
+from dssfn_mpi.cli import main
+from dssfn_mpi.errors import UserError
 from dssfn_mpi.runlog import RunLog, append_run, write_runlog
 
 # RunLog gains trace, trajectory and trace_attrs with the trace format (2026-11-23); until

@@ -1,4 +1,4 @@
-"""Tests for the run-log summary table (dssfn_mpi.report)."""
+"""Tests for the run-log summary table (dssfn_mpi.analysis.report)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dssfn_mpi.analysis.report import format_report
 from dssfn_mpi.errors import UserError
-from dssfn_mpi.report import format_report
 from dssfn_mpi.runlog import append_run, read_runlog, write_runlog
 
 M = 3

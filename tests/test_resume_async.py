@@ -10,7 +10,7 @@ the per-rank checkpoints. Checked here:
   and the log rows of those layers equal the interrupted run's log;
 * the layers after it are built on the restored weights: the async edge
   update reaches the exact layer solution (to ~1e-14 here), so the resumed
-  network must still equal :func:`dssfn_mpi.central.train_central`'s, which
+  network must still equal :func:`dssfn_mpi.ssfn.central.train_central`'s, which
   a wrong feature rebuild or a wrong restored weight would break.
 
 Which layers the ranks have checkpointed when rank 0 dies at the start of
@@ -28,11 +28,11 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
-from dssfn_mpi.central import train_central
-from dssfn_mpi.checkpoint import RankCheckpoint, checkpoint_dir
 from dssfn_mpi.datasets import load_dataset
-from dssfn_mpi.modelio import load_model
+from dssfn_mpi.run.checkpoint import RankCheckpoint, checkpoint_dir
 from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.ssfn.central import train_central
+from dssfn_mpi.ssfn.modelio import load_model
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from dssfn_mpi import runlog
-from dssfn_mpi.checkpoint import RankCheckpoint
 from dssfn_mpi.engines.base import SolveStats
+from dssfn_mpi.run.checkpoint import RankCheckpoint
 from dssfn_mpi.runlog import schema
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "RUNLOG.md"

@@ -11,19 +11,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dssfn_mpi import algorithms, layerstep
+from dssfn_mpi import algorithms
 from dssfn_mpi.algorithms.edge import EdgeADMM
+from dssfn_mpi.analysis.network import parse_network
 from dssfn_mpi.config import TrainConfig
 from dssfn_mpi.engines.updates import mix_round
-from dssfn_mpi.metric import DenseInverse, Metric, MetricWoodbury, gram_metric
-from dssfn_mpi.network import parse_network
+from dssfn_mpi.graph.topology import make_topology
+from dssfn_mpi.run import layerstep
 from dssfn_mpi.sim import nodes, syncsim
 from dssfn_mpi.sim.layerloop import SimOptions, simulate
 from dssfn_mpi.sim.mixing import Mixer
 from dssfn_mpi.sim.nodes import load_shards
 from dssfn_mpi.sim.speed import SpeedModel
-from dssfn_mpi.solver import LocalInverse, StackedInverse
-from dssfn_mpi.topology import make_topology
+from dssfn_mpi.ssfn.metric import DenseInverse, Metric, MetricWoodbury, gram_metric
+from dssfn_mpi.ssfn.solver import LocalInverse, StackedInverse
 
 
 def _simulate(cfg: TrainConfig, M: int):

@@ -18,15 +18,15 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
+from dssfn_mpi.algorithms.stoprule import reason_code
+from dssfn_mpi.analysis.replay import load_run, parse_network, project
 from dssfn_mpi.cli import main
 from dssfn_mpi.engines import kernels
-from dssfn_mpi.gramstats import stats_bytes, stats_rounds
-from dssfn_mpi.modelio import load_model
-from dssfn_mpi.replay import load_run, parse_network, project
+from dssfn_mpi.graph.topology import make_topology
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.sim.speed import SpeedModel, parse_classes
-from dssfn_mpi.stoprule import reason_code
-from dssfn_mpi.topology import make_topology
+from dssfn_mpi.ssfn.gramstats import stats_bytes, stats_rounds
+from dssfn_mpi.ssfn.modelio import load_model
 
 SMALL = ["--dataset", "digits", "--hidden", "100", "--layers", "2", "--iters", "30",
          "--degree", "2"]

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dssfn_mpi.solver import (
+from dssfn_mpi.ssfn.solver import (
     LocalInverse,
     admm_solve,
     exact_solve,
@@ -171,7 +171,7 @@ def test_authors_admm_converges_only_with_enough_iterations():
 
 
 def test_auto_penalty_rules() -> None:
-    from dssfn_mpi.solver import AUTO_EDGE, AUTO_FLOOR, AUTO_SYNC, auto_penalty
+    from dssfn_mpi.ssfn.solver import AUTO_EDGE, AUTO_FLOOR, AUTO_SYNC, auto_penalty
 
     # [lam, s, g]: consensus AUTO_SYNC sqrt(lam s); the edge form AUTO_EDGE
     # sqrt(lam sqrt(g s) / (d lambda_2)).
@@ -187,7 +187,7 @@ def test_auto_penalty_rules() -> None:
 
 
 def test_penalty_stats_are_the_multiplier_and_the_gram_spectrum() -> None:
-    from dssfn_mpi.solver import local_multiplier, penalty_stats
+    from dssfn_mpi.ssfn.solver import local_multiplier, penalty_stats
 
     rng = np.random.default_rng(3)
     for J in (30, 200):  # fewer samples than features (rank J) and more

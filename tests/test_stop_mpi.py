@@ -1,7 +1,7 @@
 """--stop under mpirun: layers end when every rank is done, checked against the exact solution.
 
 The distances asserted here are the run log's check fields, computed after each
-layer by rank 0 from the reduced statistics (:mod:`dssfn_mpi.equivalence`),
+layer by rank 0 from the reduced statistics (:mod:`dssfn_mpi.ssfn.equivalence`),
 independently of the ranks' own tests that ended the layer.
 """
 
@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
+from dssfn_mpi.algorithms.stoprule import reason_code
 from dssfn_mpi.datasets import load_dataset
-from dssfn_mpi.equivalence import relative_distance
-from dssfn_mpi.model import default_eps, forward, one_hot
-from dssfn_mpi.modelio import load_model
-from dssfn_mpi.partition import partition
+from dssfn_mpi.datasets.partition import partition
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.solver import exact_solve
-from dssfn_mpi.stoprule import reason_code
+from dssfn_mpi.ssfn.equivalence import relative_distance
+from dssfn_mpi.ssfn.model import default_eps, forward, one_hot
+from dssfn_mpi.ssfn.modelio import load_model
+from dssfn_mpi.ssfn.solver import exact_solve
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
 

@@ -3,11 +3,7 @@
 import numpy as np
 import pytest
 
-from dssfn_mpi.engines import kernels
-from dssfn_mpi.engines.updates import EdgeStep
-from dssfn_mpi.errors import UserError
-from dssfn_mpi.solver import LocalInverse
-from dssfn_mpi.stoprule import (
+from dssfn_mpi.algorithms.stoprule import (
     MAX_STEPS,
     RATE_WINDOW,
     REASONS,
@@ -17,6 +13,10 @@ from dssfn_mpi.stoprule import (
     reason_code,
     remaining_path,
 )
+from dssfn_mpi.engines import kernels
+from dssfn_mpi.engines.updates import EdgeStep
+from dssfn_mpi.errors import UserError
+from dssfn_mpi.ssfn.solver import LocalInverse
 
 
 @pytest.mark.parametrize("text, kind, tol", [("iters", "iters", None), ("eps:1e-2", "eps", 1e-2),

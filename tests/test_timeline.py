@@ -1,4 +1,4 @@
-"""The timing rules shared by replay and simulate (dssfn_mpi.timeline), serially.
+"""The timing rules shared by replay and simulate (dssfn_mpi.analysis.timeline), serially.
 
 Hand-worked cases on small graphs; a message costs round numbers on the test
 network (alpha = 0.1 s, beta = 100 B/s: 10 bytes cost 0.2 s). Each rule's
@@ -13,8 +13,8 @@ import pytest
 from scipy.sparse.csgraph import shortest_path
 
 from dssfn_mpi.algorithms import lookup
-from dssfn_mpi.network import Network, allreduce_seconds
-from dssfn_mpi.timeline import (
+from dssfn_mpi.analysis.network import Network, allreduce_seconds
+from dssfn_mpi.analysis.timeline import (
     PENALTY_BYTES,
     TimingModel,
     activation_start,
@@ -29,7 +29,7 @@ from dssfn_mpi.timeline import (
     oneshot_end,
     sync_times,
 )
-from dssfn_mpi.topology import make_topology
+from dssfn_mpi.graph.topology import make_topology
 
 NET = Network("test", alpha=0.1, beta=100.0)
 RING6 = [(1, 5), (0, 2), (1, 3), (2, 4), (3, 5), (4, 0)]

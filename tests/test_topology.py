@@ -1,4 +1,4 @@
-"""Tests for dssfn_mpi.topology: graph construction, spectra, mixing and validation."""
+"""Tests for dssfn_mpi.graph.topology: graph construction, spectra, mixing and validation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dssfn_mpi.errors import UserError
-from dssfn_mpi.topology import TOPOLOGIES, Graph, make_topology, read_edge_list
+from dssfn_mpi.graph.topology import TOPOLOGIES, Graph, make_topology, read_edge_list
 
 
 def _is_connected(g: Graph) -> bool:

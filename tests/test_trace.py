@@ -1,4 +1,4 @@
-"""Per-activation traces and trajectories (dssfn_mpi.trace, /trace and /trajectory).
+"""Per-activation traces and trajectories (dssfn_mpi.engines.trace, /trace and /trajectory).
 
 The unit tests check the recorder and the run log's groups; the MPI tests run
 every mode at 3 ranks on a tiny problem and check what the trace must satisfy
@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
-from dssfn_mpi.equivalence import relative_distance
+from dssfn_mpi.engines.trace import PHASES, LayerTrace, TraceTables, snapshot_points, trace_plan
 from dssfn_mpi.runlog import append_run, read_runlog, read_sweep, schema, write_runlog
-from dssfn_mpi.trace import PHASES, LayerTrace, TraceTables, snapshot_points, trace_plan
+from dssfn_mpi.ssfn.equivalence import relative_distance
 
 PROBLEM = {"dataset": "synthetic", "dataset_options": {"n_train": 300, "n_test": 100},
            "layers": 2, "hidden": 30, "seed": 3}

@@ -2,7 +2,7 @@
 
 Every run measures the distance of each rank's O to the exact solution of the
 stacked problem the nodes are solving, computed independently from the
-reduced statistics (:mod:`dssfn_mpi.equivalence`), so these tests compare the
+reduced statistics (:mod:`dssfn_mpi.ssfn.equivalence`), so these tests compare the
 decentralized result with the centralized one, never with itself.
 """
 
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
-from dssfn_mpi.gramstats import memory_bytes, stats_bytes
 from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.ssfn.gramstats import memory_bytes, stats_bytes
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
 

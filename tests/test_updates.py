@@ -9,8 +9,8 @@ from dssfn_mpi.engines.updates import (
     edge_activation,
     paper_activation,
 )
-from dssfn_mpi.solver import LocalInverse, exact_solve
-from dssfn_mpi.topology import make_topology
+from dssfn_mpi.graph.topology import make_topology
+from dssfn_mpi.ssfn.solver import LocalInverse, exact_solve
 
 
 def _shards(M=4, d=10, J=80, Q=3, seed=0):

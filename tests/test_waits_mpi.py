@@ -10,8 +10,8 @@ import pytest
 from mpitools import run_cli
 
 from dssfn_mpi.mailbox.waiting import POLICIES
-from dssfn_mpi.modelio import load_model
 from dssfn_mpi.runlog import read_runlog
+from dssfn_mpi.ssfn.modelio import load_model
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(180)]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 SCRIPT = """
 import sys, time
-from dssfn_mpi import watchdog
+from dssfn_mpi.run import watchdog
 
 class Comm:
     def allgather(self, x): return ["a", "a", "b"]

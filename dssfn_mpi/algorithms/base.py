@@ -3,7 +3,7 @@
 An :class:`Algorithm` holds no MPI and no clock. The live engines
 (:mod:`dssfn_mpi.engines`) are drivers that run any algorithm of their kind over MPI,
 the simulator (:mod:`dssfn_mpi.sim`) runs the same objects on its simulated clock, and
-the replay (:mod:`dssfn_mpi.replay`) and the run log read their message sizes from
+the replay (:mod:`dssfn_mpi.analysis.replay`) and the run log read their message sizes from
 them. Nothing outside this package asks which mode runs: it asks the mode's algorithm
 (:func:`dssfn_mpi.algorithms.registry.lookup`).
 
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ..metric import DenseInverse, MetricWoodbury
-from ..solver import LocalInverse
+from ..ssfn.metric import DenseInverse, MetricWoodbury
+from ..ssfn.solver import LocalInverse
 
 __all__ = ["Algorithm", "CENTRAL", "CONSENSUS", "LOCKSTEP", "ONE_SHOT", "ONE_SIDED",
            "local_inverse", "needs_gram", "penalty_matrix"]
@@ -198,8 +198,9 @@ class Algorithm:
 
     def round_exchanges(self, network: Any, message_bytes: float) -> tuple[int, float]:
         """``(exchanges, seconds of each)`` of a lockstep round whose messages to a neighbour
-        total ``message_bytes`` (``network`` a :class:`~dssfn_mpi.network.Network`): the one
-        rule of the simulated and the replayed lockstep round."""
+        total ``message_bytes`` (``network`` a
+        :class:`~dssfn_mpi.analysis.network.Network`): the one rule of the simulated and the
+        replayed lockstep round."""
         return self.exchanges, network.message_seconds(message_bytes / self.exchanges)
 
     def sent(self, activations: int, degree: int, rounds: int,
@@ -278,8 +279,8 @@ class Algorithm:
 
     def node_check(self, rule: Any, target: np.ndarray | None, B2: np.ndarray,
                    penalty: float | np.ndarray, eta: float, metric: Any = None) -> Any:
-        """The node's own stopping test (:class:`~dssfn_mpi.stoprule.NodeCheck`)."""
-        from ..stoprule import NodeCheck
+        """The node's own stopping test (:class:`~dssfn_mpi.algorithms.stoprule.NodeCheck`)."""
+        from .stoprule import NodeCheck
 
         return NodeCheck(rule, target)
 

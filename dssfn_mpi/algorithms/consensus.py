@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..engines.updates import consensus_dual, consensus_primal
-from ..metric import Metric, gram_metric
-from ..solver import auto_penalty, metric_penalty
+from ..ssfn.metric import Metric, gram_metric
+from ..ssfn.solver import auto_penalty, metric_penalty
 from .base import CONSENSUS, Algorithm
 
 __all__ = ["MIX_TOLERANCE", "ConsensusADMM"]

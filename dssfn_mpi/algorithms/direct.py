@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..gramstats import stats_bytes, stats_rounds
+from ..ssfn.gramstats import stats_bytes, stats_rounds
 from .base import CENTRAL, ONE_SHOT, Algorithm
 
 __all__ = ["Central", "OneShot"]
@@ -24,12 +24,12 @@ class OneShot(Algorithm):
         self.name, self.averaging, self.summary = name, averaging, summary
 
     def message_bytes(self, n_classes: int, d: int) -> int:
-        """The packed statistics (:func:`~dssfn_mpi.gramstats.stats_bytes`)."""
+        """The packed statistics (:func:`~dssfn_mpi.ssfn.gramstats.stats_bytes`)."""
         return stats_bytes(d, n_classes)
 
     def mix_rounds(self, graph: Any, rounds: int | None, tol: float) -> int:
         """Rounds per layer: ``--mix-rounds``, else from ``--mix-tol``
-        (:func:`~dssfn_mpi.gramstats.stats_rounds`)."""
+        (:func:`~dssfn_mpi.ssfn.gramstats.stats_rounds`)."""
         return stats_rounds(graph, tol, rounds) if self.mixes else 0
 
 

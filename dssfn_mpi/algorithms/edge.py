@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from ..engines.updates import EdgeStep, MetricEdgeStep, paper_activation
-from ..metric import Metric, gram_metric
-from ..solver import edge_penalties, metric_penalty
-from ..stoprule import NodeCheck
+from ..ssfn.metric import Metric, gram_metric
+from ..ssfn.solver import edge_penalties, metric_penalty
 from .base import ONE_SIDED, Algorithm, penalty_matrix
+from .stoprule import NodeCheck
 
 __all__ = ["EdgeADMM", "PaperStep", "PaperUpdate"]
 

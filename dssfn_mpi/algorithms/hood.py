@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ..metric import Metric, gram_metric
-from ..solver import auto_penalty, metric_penalty, project_frobenius
+from ..ssfn.metric import Metric, gram_metric
+from ..ssfn.solver import auto_penalty, metric_penalty, project_frobenius
 from .base import ONE_SIDED, Algorithm
 
 __all__ = ["AUTO_HOOD_GRAPH", "HoodStep", "MetricHoodStep", "NeighbourhoodADMM"]
@@ -158,7 +158,7 @@ class MetricHoodStep(HoodStep):
 
     ``metrics``: ``S_i`` first, then ``S_j`` of each neighbour, aligned with ``rho``;
     ``inv`` the inverse of the local matrix above
-    (:class:`~dssfn_mpi.metric.DenseInverse`).
+    (:class:`~dssfn_mpi.ssfn.metric.DenseInverse`).
     """
 
     def __init__(self, B2: np.ndarray, rho: np.ndarray, eta: float, eps: float, inv: Any,
@@ -215,7 +215,7 @@ class NeighbourhoodADMM(Algorithm):
 
     def auto_penalty(self, own: np.ndarray, gathered: Any, graph: Any,
                      node: int) -> np.ndarray:
-        """Consensus ADMM's rule (:func:`~dssfn_mpi.solver.auto_penalty`) shared over the
+        """Consensus ADMM's rule (:func:`~dssfn_mpi.ssfn.solver.auto_penalty`) shared over the
         memberships, times the graph's factor :data:`AUTO_HOOD_GRAPH`: ``rho_ii`` from the
         means of ``[lam, s, g]`` over ``H_i``, divided by ``d_i + 1``; ``rho_ij`` from the
         means over the edge's two ends, divided by their mean ``d + 1`` (the same at both

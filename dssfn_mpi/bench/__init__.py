@@ -8,7 +8,7 @@ from which ``plot`` draws the figures. See BENCHMARKS.md; the repository's
 Modules: ``command`` (the ``bench`` sweeps), ``presets`` (sizes),
 ``specs`` (configurations), ``jobs`` (running them and the sweep file), ``summary``
 (numbers per run), ``projection`` (projected dedicated-core time and time to
-eps, the one door to :mod:`dssfn_mpi.replay`), ``table2`` (the paper
+eps, the one door to :mod:`dssfn_mpi.analysis.replay`), ``table2`` (the paper
 comparison), ``tables`` (Markdown summaries), ``jitter`` (noisy and
 slow-node clusters projected from one configuration), ``collect`` (Slurm
 array results into one sweep), ``rma`` (the mailbox micro-benchmark, an MPI

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithms.stoprule import reason_code
 from ..errors import UserError
 from ..runlog import RunLog, read_runlog, read_sweep
-from ..stoprule import reason_code
 from .records import ACCURACY_FORMAT
 
 __all__ = ["ACCURACY_FORMAT", "accuracy_markdown", "accuracy_summary", "live_points", "main",

@@ -17,7 +17,7 @@ a local inverse of ``n x n`` from ``--samples`` random samples) exactly as
 * ``update``: the update arithmetic without the local inverse
   (:meth:`dssfn_mpi.engines.updates.EdgeStep.rhs_rows` and ``dual_rows``: the
   compiled loops when numba is installed, ``--numpy`` for the numpy path);
-* ``inverse``: :meth:`dssfn_mpi.solver.LocalInverse.apply`, the activation's
+* ``inverse``: :meth:`dssfn_mpi.ssfn.solver.LocalInverse.apply`, the activation's
   ``(Q x n)(n x n)`` product;
 * ``put``: :meth:`ZMailbox.put_all` of the step's ``Z`` (the mailbox's outbox),
   the ``d`` seqlock writes;
@@ -77,7 +77,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model import default_width
+from ..ssfn.model import default_width
 
 __all__ = ["ACTIVATION_SCHEMA_VERSION", "PARTS", "format_table", "main",
            "measure", "run", "write_activation"]
@@ -96,7 +96,7 @@ _LAYER = 0
 
 def _star(size: int, degree: int) -> Any:
     """Graph over ``size`` nodes: node 0 linked to ``1 .. degree``, the rest isolated."""
-    from ..topology import Graph
+    from ..graph.topology import Graph
 
     return Graph(size, tuple((0, k) for k in range(1, degree + 1)), f"star(d={degree})")
 
@@ -286,7 +286,7 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
         Q.
     samples : int
         Samples behind the hub's local inverse (its form follows
-        :class:`dssfn_mpi.solver.LocalInverse`: dense unless ``2 samples < n``).
+        :class:`dssfn_mpi.ssfn.solver.LocalInverse`: dense unless ``2 samples < n``).
     reps : int
         Repetitions per degree.
     width : int, optional
@@ -305,7 +305,7 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
         ``(len(degrees), len(PARTS), reps)``, and ``info``.
     """
     from ..engines import kernels
-    from ..solver import LocalInverse
+    from ..ssfn.solver import LocalInverse
     from .mailbox import BenchMailbox
     from .syncstep import measure_sync
 

@@ -1,7 +1,7 @@
 """The jitter view: noisy and slow-node clusters projected from one configuration's runs.
 
 Replay multiplies each activation's compute by a seeded random factor
-(``--jitter exp:MEAN`` or ``lognormal:SIGMA``, defined in :mod:`dssfn_mpi.replay`)
+(``--jitter exp:MEAN`` or ``lognormal:SIGMA``, defined in :mod:`dssfn_mpi.analysis.replay`)
 or slows chosen ranks, and replays the run with one core per rank. Theory: a
 synchronous iteration waits for the slowest of M ranks, so its time grows
 with the expected maximum of M factors, while async waits only for the

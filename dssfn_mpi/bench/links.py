@@ -125,7 +125,7 @@ def comm_seconds(run: Any, net: Any) -> tuple[float, float]:
     run's library (sync). Neither depends on how much CPU the ranks got while
     they computed, so this is the model's check on a loaded machine.
     """
-    from ..network import allreduce_library, allreduce_seconds
+    from ..analysis.network import allreduce_library, allreduce_seconds
 
     comm = np.asarray(run.trace["end"])[-1] - np.asarray(run.trace["comm_start"])[-1]
     nbytes = float(np.asarray(run.trace["message_bytes"])[-1])
@@ -178,8 +178,8 @@ def link_rows(folder: str | Path) -> list[LinkRow]:
     UserError
         No ``runs.json`` in ``folder``.
     """
-    from ..network import Network
-    from ..replay import project
+    from ..analysis.network import Network
+    from ..analysis.replay import project
     from ..runlog import read_runlog
 
     folder = Path(folder)

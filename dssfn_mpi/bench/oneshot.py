@@ -7,11 +7,11 @@ measures, on this machine and in this process (one BLAS thread), per width n:
   packing the statistics, unpacking the sum and the exact solve
   (:mod:`dssfn_mpi.engines.oneshot`'s arithmetic), median of ``--repeat``;
 - ``factor``: wall seconds of the ADMM engines' once-per-layer factorisation
-  (:class:`~dssfn_mpi.solver.LocalInverse`, dense), which the one-shot step replaces;
+  (:class:`~dssfn_mpi.ssfn.solver.LocalInverse`, dense), which the one-shot step replaces;
 - ``iteration``: wall seconds of one sync ADMM iteration's compute on a node
   (:func:`~dssfn_mpi.engines.updates.consensus_primal` and ``consensus_dual``);
 
-and projects, with the replay's network models (:mod:`dssfn_mpi.network`,
+and projects, with the replay's network models (:mod:`dssfn_mpi.analysis.network`,
 Open MPI's allreduce rule as on this machine) for M nodes:
 
 - ``oneshot_seconds``: ``solve`` plus the allreduce of the packed statistics,
@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..analysis.network import NETWORKS, allreduce_seconds
 from ..engines.updates import consensus_dual, consensus_primal
-from ..gramstats import StatsLayout, stats_bytes
-from ..network import NETWORKS, allreduce_seconds
-from ..solver import LocalInverse, exact_solve
+from ..ssfn.gramstats import StatsLayout, stats_bytes
+from ..ssfn.solver import LocalInverse, exact_solve
 
 __all__ = ["cost_markdown", "measure", "plot", "main"]
 

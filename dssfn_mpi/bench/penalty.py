@@ -2,7 +2,7 @@
 activations it needs to get within a tolerance, per layer and penalty.
 
 A serial study (no MPI), the evidence behind the ``auto`` constants in
-:mod:`dssfn_mpi.solver`::
+:mod:`dssfn_mpi.ssfn.solver`::
 
     dssfn-mpi bench penalty --dataset digits --layers 20 --engine sync
     dssfn-mpi bench penalty --dataset vowel --layers 12 --engine async --degree 8
@@ -15,7 +15,7 @@ each layer problem is solved by
 * ``sync``: consensus ADMM, ``O_m = (2 B_m + rho (Zbar - U_m)) (2 G_m + rho
   I)^-1``, ``Zbar = P_eps(mean(O_m + U_m))``, or
 * ``async``: the edge-form ARock update on the circular graph of degree d
-  (:func:`dssfn_mpi.topology.make_topology`), nodes activated in random order
+  (:func:`dssfn_mpi.graph.topology.make_topology`), nodes activated in random order
   with fresh reads (no staleness: the MPI engine's runs are noisier) and one
   penalty on every edge,
 
@@ -49,12 +49,12 @@ import sys
 import numpy as np
 
 from ..datasets import load_dataset
+from ..datasets.partition import partition
 from ..engines.updates import EdgeStep, consensus_dual, consensus_primal
 from ..errors import UserError
-from ..model import default_eps, default_width, layer_features, one_hot
-from ..partition import partition
-from ..solver import LocalInverse, exact_solve, penalty_stats
-from ..topology import Graph, make_topology
+from ..graph.topology import Graph, make_topology
+from ..ssfn.model import default_eps, default_width, layer_features, one_hot
+from ..ssfn.solver import LocalInverse, exact_solve, penalty_stats
 
 __all__ = ["SERIAL", "consensus_admm", "edge_arock", "main", "penalised_modes", "run", "sweep",
            "table", "to_eps"]
@@ -113,7 +113,7 @@ def _layers(dataset: str, layers: int, nodes: int, seed: int):
     Yields ``(layer, eps, Ys, Gs, Bs, star, cond, stats)``: the shards'
     features, Gram matrices and ``T Y^T``, the exact solution, the condition number
     of the stacked problem and each node's numbers behind the ``auto`` penalty
-    (:func:`dssfn_mpi.solver.penalty_stats`).
+    (:func:`dssfn_mpi.ssfn.solver.penalty_stats`).
     """
     ds = load_dataset(dataset, seed=seed)
     X, y = ds.X_train, ds.y_train
@@ -209,11 +209,11 @@ def to_eps(
     (sync, sync-graph: iterations) the layer took, ``done`` whether every node got within
     ``tol`` of O* before ``iters``.
     """
+    from ..analysis.network import parse_network
+    from ..analysis.timeline import hop_distances
     from ..config import TrainConfig
-    from ..network import parse_network
     from ..sim.layerloop import SimOptions, SolveContext, solve_layer
     from ..sim.speed import SpeedModel
-    from ..timeline import hop_distances
 
     graph = make_topology(topology, nodes, degree)
     nbrs = [graph.neighbors(m) for m in range(nodes)]

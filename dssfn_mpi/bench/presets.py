@@ -239,7 +239,7 @@ def _check_range(key: str, value: Any) -> None:
     if key in _AT_LEAST and value is not None:
         require(value >= _AT_LEAST[key], f"--set {key}={value}: must be >= {_AT_LEAST[key]}")
     if key == "stop":
-        from ..stoprule import parse_stop
+        from ..algorithms.stoprule import parse_stop
 
         parse_stop(value)
 

@@ -1,4 +1,4 @@
-"""The benchmarks' one door to :mod:`dssfn_mpi.replay`: projected dedicated-core times.
+"""The benchmarks' one door to :mod:`dssfn_mpi.analysis.replay`: projected dedicated-core times.
 
 Every table and figure of a sweep that shows a projected time or a time to
 eps gets it from :func:`project_run`, so all of them use the same network,
@@ -58,7 +58,7 @@ def has_trace(run: RunLog) -> bool:
 
 def check_network(name: str) -> Any:
     """Parse ``--network`` (a user error if malformed); returns replay's ``Network``."""
-    from .. import replay
+    from ..analysis import replay
 
     return replay.parse_network(name)
 
@@ -89,7 +89,7 @@ def project_run(run: RunLog, network: str = DEFAULT_NETWORK, *,
 
     Returns
     -------
-    dssfn_mpi.replay.Projection or None
+    dssfn_mpi.analysis.replay.Projection or None
         None for a run without a trace, or whose trace replay refuses (a
         ``UserError`` such as a run log written without a trace).
 
@@ -106,7 +106,7 @@ def project_run(run: RunLog, network: str = DEFAULT_NETWORK, *,
     hit = _CACHE.get(key)
     if hit is not None and hit[0]() is run:
         return hit[1]
-    from .. import replay
+    from ..analysis import replay
 
     net = replay.parse_network(network)
     jit = replay.parse_jitter(jitter) if jitter else None
@@ -124,7 +124,7 @@ def run_time_to_eps(proj: Any) -> float:
 
     Parameters
     ----------
-    proj : dssfn_mpi.replay.Projection or None
+    proj : dssfn_mpi.analysis.replay.Projection or None
 
     Returns
     -------

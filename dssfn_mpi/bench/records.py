@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithms.stoprule import reason_code
 from ..errors import UserError, require
 from ..runlog import RunLog
-from ..stoprule import reason_code
 from .projection import DEFAULT_EPS, DEFAULT_NETWORK, project_run
 from .summary import summarize
 

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model import default_width
+from ..ssfn.model import default_width
 
 __all__ = ["Q_VALUES", "READS", "RMA_SCHEMA_VERSION", "SCENARIOS", "main", "measure",
            "write_rma", "z_shapes"]
@@ -186,7 +186,7 @@ def _contended(comm: Any, mb: Any, Z: np.ndarray, reps: int) -> dict:
 def _size_tables(comm: Any, reps: int, compute_s: float,
                  force_put: bool) -> dict[str, dict[str, np.ndarray]]:
     """put, read and contended tables, one row per size of :func:`z_shapes`."""
-    from ..topology import make_topology
+    from ..graph.topology import make_topology
     from .mailbox import BenchMailbox
 
     graph = make_topology("ring", 2)  # one edge
@@ -207,7 +207,7 @@ def _size_tables(comm: Any, reps: int, compute_s: float,
 
 def _activation_tables(comm: Any, reps: int, force_put: bool) -> dict[str, np.ndarray]:
     """Per-activation mailbox traffic (8 read_all + 8 puts) vs the (Q x n)@(n x n) product."""
-    from ..topology import make_topology
+    from ..graph.topology import make_topology
     from .mailbox import BenchMailbox
 
     graph = make_topology("ring", 2)  # one neighbour each: 8 reads/puts stand for 8 neighbours
@@ -248,7 +248,7 @@ def _activation_tables(comm: Any, reps: int, force_put: bool) -> dict[str, np.nd
 
 def _write_path(comm: Any, force_put: bool) -> str:
     """``store`` or ``put``: how this component and ``force_put`` make the mailbox write."""
-    from ..topology import make_topology
+    from ..graph.topology import make_topology
     from .mailbox import BenchMailbox
 
     with BenchMailbox(comm, make_topology("ring", 2), 1, force_put=force_put) as mb:

@@ -36,13 +36,13 @@ SAMPLES = 60000
 def measure(mode: str, nodes: int, width: int, topology: str = "circular", degree: int = 8,
             stacked: bool = True, iters: int = ITERS, seed: int = 0) -> dict[str, Any]:
     """One layer's simulated solve of ``mode``: its activations, CPU and wall seconds."""
+    from ..analysis.network import parse_network
+    from ..analysis.timeline import hop_distances
     from ..config import TrainConfig
-    from ..network import parse_network
-    from ..runstate import make_graph
+    from ..run.runstate import make_graph
     from ..sim import syncsim
     from ..sim.layerloop import SimOptions, SolveContext, solve_layer
     from ..sim.speed import SpeedModel
-    from ..timeline import hop_distances
 
     cfg = TrainConfig(mode=mode, iters=iters, topology=topology, degree=degree,
                       metric="identity")

@@ -121,7 +121,7 @@ def measure_sync(comm: Any, degrees: tuple[int, ...], q: int, n: int, samples: i
     """
     from mpi4py import MPI
 
-    from ..solver import LocalInverse
+    from ..ssfn.solver import LocalInverse
 
     rank = comm.Get_rank()
     if rank != 0:  # a neighbour's inverse: the same size and form, its own data

@@ -36,11 +36,11 @@ from ..errors import RankError
 from ..mailbox.doneboard import DoneBoard
 from ..mailbox.transport import NeighborTimeout, ZMailbox
 from ..mailbox.waiting import WaitPolicy
-from ..solver import LocalInverse
-from ..staleness import Staleness
-from ..trace import LayerTrace
+from ..ssfn.solver import LocalInverse
 from .base import LayerProblem, RunContext, SolveStats, Throttle
 from .neighbours import NeighbourEngine
+from .staleness import Staleness
+from .trace import LayerTrace
 
 
 class AsyncEngine(NeighbourEngine):

@@ -11,10 +11,10 @@ import numpy as np
 from ..config import TrainConfig
 from ..errors import RankError
 from ..mailbox.waiting import WaitPolicy
-from ..solver import ExactSolution
+from ..ssfn.solver import ExactSolution
 
 if TYPE_CHECKING:
-    from ..trace import LayerTrace
+    from .trace import LayerTrace
 
 __all__ = ["Engine", "LayerProblem", "RunContext", "SolveStats", "Throttle", "await_request"]
 
@@ -60,7 +60,7 @@ class LayerProblem:
     # value per neighbour, in the order of graph.neighbors(rank), the same at both
     # ends of an edge; a scalar means that value on every edge.
     penalty: float | np.ndarray = 1.0
-    # The metric of the penalty (--metric gram, dssfn_mpi/metric.py), from Engine.metric:
+    # The metric of the penalty (--metric gram, dssfn_mpi/ssfn/metric.py), from Engine.metric:
     # one Metric (sync, sync-graph) or one per neighbour (async); None: the identity.
     metric: Any = None
     # The layer's exact solution (O* and its multiplier, the same on every rank), given only
@@ -158,17 +158,17 @@ class Engine:
         """Return this rank's ``O_m`` for the layer and what the solve measured.
 
         With a ``trace``, also record every activation (iteration), the engine's
-        layer-start phases and the snapshots into it (:mod:`dssfn_mpi.trace`).
+        layer-start phases and the snapshots into it (:mod:`dssfn_mpi.engines.trace`).
         """
         raise NotImplementedError
 
     def auto_penalty(self, layer: int, stats: np.ndarray) -> float | np.ndarray:
         """The ``auto`` penalty of ``layer`` from this rank's ``stats``.
 
-        ``stats`` is ``[lam_m, s_m, g_m]`` (:func:`dssfn_mpi.solver.penalty_stats`):
+        ``stats`` is ``[lam_m, s_m, g_m]`` (:func:`dssfn_mpi.ssfn.solver.penalty_stats`):
         the node's own multiplier and the mean nonzero and largest eigenvalues
         of its ``G_m``. Every engine combines them over the ranks it
-        talks to anyway (see :func:`dssfn_mpi.solver.auto_penalty`).
+        talks to anyway (see :func:`dssfn_mpi.ssfn.solver.auto_penalty`).
         """
         raise NotImplementedError
 
@@ -184,7 +184,7 @@ class Engine:
 
     def metric_penalty(self) -> float | np.ndarray:
         """The ``auto`` penalty of a layer solved in the metric
-        (:func:`~dssfn_mpi.solver.metric_penalty`)."""
+        (:func:`~dssfn_mpi.ssfn.solver.metric_penalty`)."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -6,8 +6,8 @@ import time
 
 import numpy as np
 
-from ..central import solve_layer
-from ..solver import AUTHORS_ADMM_ITERS
+from ..ssfn.central import solve_layer
+from ..ssfn.solver import AUTHORS_ADMM_ITERS
 from .base import Engine, LayerProblem, RunContext, SolveStats
 
 __all__ = ["ExactEngine"]
@@ -18,8 +18,8 @@ class ExactEngine(Engine):
 
     ``--central-solver exact`` (default) is the ground truth; ``admm`` is the
     SSFN authors' early-stopped ADMM with ``--mu`` (for reproducing the paper).
-    Both go through :func:`dssfn_mpi.central.solve_layer`, so the run equals
-    :func:`dssfn_mpi.central.train_central` with the same settings.
+    Both go through :func:`dssfn_mpi.ssfn.central.solve_layer`, so the run equals
+    :func:`dssfn_mpi.ssfn.central.train_central` with the same settings.
     """
 
     direct = True

@@ -12,7 +12,7 @@ No barrier and no global collective inside a layer: only the neighbour exchanges
 under the run's wait policy (:mod:`dssfn_mpi.mailbox.waiting`).
 
 Under ``--stop eps`` / ``local`` each rank's own test
-(:class:`~dssfn_mpi.stoprule.NodeCheck`, the one-sided driver's ``async_done``) rides in
+(:class:`~dssfn_mpi.algorithms.stoprule.NodeCheck`, the one-sided driver's ``async_done``) rides in
 the round's (last) exchange, as sync-graph's votes ride in its mixing: ``A = diameter`` flags
 per message, each replaced round by round by its minimum over the neighbours, so after
 round k every rank knows whether every rank passed its test of round ``k - A + 1``. All
@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from ..stoprule import StopRule
-from ..trace import LayerTrace
+from ..algorithms.stoprule import StopRule
 from .base import LayerProblem, RunContext, SolveStats, Throttle, await_request
 from .neighbours import NeighbourEngine
+from .trace import LayerTrace
 
 __all__ = ["LockstepEngine", "vote_slots"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import RankError
-from ..gramstats import StatsLayout
-from ..metric import Metric
+from ..ssfn.gramstats import StatsLayout
+from ..ssfn.metric import Metric
 from .base import Engine, LayerProblem, RunContext
 
 __all__ = ["NeighbourEngine"]

@@ -3,15 +3,15 @@
 The layer problem depends on the data only through ``G = sum_m G_m`` and
 ``B = sum_m B_m`` (docs/ALGORITHMS.md section 2). ``--mode oneshot`` averages
 every rank's packed statistics (``G_m``'s upper triangle and ``B_m``,
-:class:`~dssfn_mpi.gramstats.StatsLayout`) with one ``MPI_Iallreduce`` and
-solves the averaged problem with :func:`dssfn_mpi.solver.exact_solve`, the
+:class:`~dssfn_mpi.ssfn.gramstats.StatsLayout`) with one ``MPI_Iallreduce`` and
+solves the averaged problem with :func:`dssfn_mpi.ssfn.solver.exact_solve`, the
 solver of the equivalence check: every rank holds ``O*``. Averaging instead of
 summing scales ``G`` and ``B`` alike, which leaves the minimiser unchanged.
 
 ``--mode oneshot-graph`` averages them without a collective, by the rounds of
 neighbour mixing of the sync-graph engine
 (:meth:`~dssfn_mpi.engines.sync_graph.SyncGraphEngine.average`), as many as
-:func:`dssfn_mpi.gramstats.stats_rounds` needs for ``--mix-tol`` (or
+:func:`dssfn_mpi.ssfn.gramstats.stats_rounds` needs for ``--mix-tol`` (or
 ``--mix-rounds``). Each rank then solves its own copy exactly: its ``O`` is the
 centralized ``O*`` only in the limit of many rounds.
 
@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from ..gramstats import StatsLayout, stats_rounds
-from ..solver import exact_solve
-from ..trace import LayerTrace
+from ..ssfn.gramstats import StatsLayout, stats_rounds
+from ..ssfn.solver import exact_solve
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle
+from .trace import LayerTrace
 
 __all__ = ["OneshotEngine", "PeakMemory"]
 

@@ -7,7 +7,7 @@ metric (``--metric gram``, the input layer) ``I`` becomes the network's mean
 Gram matrix, taken with one more average before the layer.
 
 Under ``--stop eps`` / ``local`` each rank's own test of iteration k's ``Zbar``
-(:class:`~dssfn_mpi.stoprule.NodeCheck`) rides as one more number in
+(:class:`~dssfn_mpi.algorithms.stoprule.NodeCheck`) rides as one more number in
 the collective of the iterations that follow; once the collective says every
 rank passed, every rank ends the layer in the same iteration and returns the
 ``Zbar`` that was tested (:meth:`SyncAllreduceEngine.vote_delay` iterations old).
@@ -20,10 +20,10 @@ from collections import deque
 
 import numpy as np
 
-from ..gramstats import StatsLayout
-from ..metric import Metric
-from ..trace import LayerTrace
+from ..ssfn.gramstats import StatsLayout
+from ..ssfn.metric import Metric
 from .base import Engine, LayerProblem, RunContext, SolveStats, Throttle, await_request
+from .trace import LayerTrace
 
 
 class SyncAllreduceEngine(Engine):

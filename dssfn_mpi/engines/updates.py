@@ -39,8 +39,8 @@ import numpy as np
 from scipy.linalg.blas import daxpy as _daxpy
 from scipy.linalg.blas import ddot as _ddot
 
-from ..metric import Metric
-from ..solver import LocalInverse, project_frobenius
+from ..ssfn.metric import Metric
+from ..ssfn.solver import LocalInverse, project_frobenius
 
 __all__ = [
     "consensus_dual",
@@ -198,7 +198,7 @@ class EdgeStep:
     def rhs_buffer(self) -> np.ndarray:
         """The last activation's right-hand side ``2 B_m + sum_n (Z_mn + 2 gamma_mn Lam_mn)``
         (with the ``Z_mn`` from before it): what ``--stop local`` reads
-        (:class:`dssfn_mpi.stoprule.NodeCheck`). Overwritten by the next activation."""
+        (:class:`dssfn_mpi.algorithms.stoprule.NodeCheck`). Overwritten by the next activation."""
         return self._rhs
 
     def rhs(self, Zr: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
@@ -314,7 +314,7 @@ def consensus_primal(
     Parameters
     ----------
     inv : LocalInverse or DenseInverse
-        ``(2 G_m + rho S)^-1`` (``S = I``: :class:`~dssfn_mpi.solver.LocalInverse`).
+        ``(2 G_m + rho S)^-1`` (``S = I``: :class:`~dssfn_mpi.ssfn.solver.LocalInverse`).
     B2 : ndarray, shape (Q, d)
         ``2 B_m``.
     rho : float
@@ -323,7 +323,7 @@ def consensus_primal(
         The consensus variable and this node's scaled dual.
 
     metric : Metric, optional
-        ``S`` (:mod:`dssfn_mpi.metric`); the identity when omitted.
+        ``S`` (:mod:`dssfn_mpi.ssfn.metric`); the identity when omitted.
 
     Returns
     -------
@@ -389,7 +389,7 @@ def mix_round(x: np.ndarray, received: np.ndarray, w_self: float, w_nbr: np.ndar
 class MetricEdgeStep(EdgeStep):
     """:class:`EdgeStep` in a metric: every edge's penalty ``gamma_mn ||.||_S_mn^2``.
 
-    The activation of the edge form with ``S_mn`` (:mod:`dssfn_mpi.metric`) in place of
+    The activation of the edge form with ``S_mn`` (:mod:`dssfn_mpi.ssfn.metric`) in place of
     the identity; both ends of an edge must hold the same ``S_mn``::
 
         Lam_mn = argmin <Z_mn + Zr_nm, L> + gamma_mn ||L||_S^2  over ||L||^2 <= eps
@@ -399,8 +399,8 @@ class MetricEdgeStep(EdgeStep):
 
     numpy only (four ``Q x d x d`` products per edge): the metric is used where ``d``
     is small. Parameters as :class:`EdgeStep`, with ``inv`` the inverse of ``H_m``
-    above (:class:`dssfn_mpi.metric.DenseInverse`) and ``metrics`` one
-    :class:`~dssfn_mpi.metric.Metric` per neighbour, in the order of ``gamma``.
+    above (:class:`dssfn_mpi.ssfn.metric.DenseInverse`) and ``metrics`` one
+    :class:`~dssfn_mpi.ssfn.metric.Metric` per neighbour, in the order of ``gamma``.
     """
 
     def __init__(

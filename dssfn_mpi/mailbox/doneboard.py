@@ -2,7 +2,7 @@
 
 A board in one rank's RMA window (rank 0's; the other ranks' windows are
 empty): for every layer, one int64 *flag* word per rank (1: that rank's own
-test passes, :class:`~dssfn_mpi.stoprule.NodeCheck`) and one *ended*
+test passes, :class:`~dssfn_mpi.algorithms.stoprule.NodeCheck`) and one *ended*
 word. A rank writes only its own flag, with a put when the flag changes, and
 after every activation reads the layer's M flags and ended word with one get::
 

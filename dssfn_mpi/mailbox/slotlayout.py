@@ -36,7 +36,7 @@ EMPTY_HEADER = (0, 0, -1, 0, 0, 0, 0)
 
 
 class GraphLike(Protocol):
-    """What the mailbox needs from ``dssfn_mpi.topology.Graph``."""
+    """What the mailbox needs from ``dssfn_mpi.graph.topology.Graph``."""
 
     n_nodes: int
 

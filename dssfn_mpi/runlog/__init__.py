@@ -15,7 +15,7 @@ written is checked and completed first (:mod:`dssfn_mpi.runlog.runprep`); where 
 be written is :mod:`dssfn_mpi.runlog.outpath`, the software versions it records
 :mod:`dssfn_mpi.runlog.versions`.
 
-The summary table printed by ``dssfn-mpi report`` is :mod:`dssfn_mpi.report`.
+The summary table printed by ``dssfn-mpi report`` is :mod:`dssfn_mpi.analysis.report`.
 
 The run log observes and never steers: nothing here talks to MPI.
 """
@@ -267,7 +267,7 @@ class RunLog:
     """The record of one run: what ``train`` and ``simulate`` write, and what reading a
     run log (or one run of a sweep file) gives back.
 
-    Training (:mod:`dssfn_mpi.observers`) and the simulator
+    Training (:mod:`dssfn_mpi.run.observers`) and the simulator
     (:mod:`dssfn_mpi.sim.layerloop`) build one and :meth:`write` it; the writer
     checks and completes it (:func:`write_runlog`) into the form :func:`read_runlog`
     returns.

@@ -81,7 +81,7 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
                          "else 'off (why)': the async update and seqlock ran in numpy/Python; "
                          "'n/a' for a mode that runs none (all but async, lockstep, hood, "
                          "hood-lockstep and hood-jacobi)"),
-    # What training measured about MPI at start-up (dssfn_mpi.mpifacts.mpi_facts).
+    # What training measured about MPI at start-up (dssfn_mpi.run.mpifacts.mpi_facts).
     "mpi_vendor": (_STR, "", "MPI vendor and version, as mpi4py reports it"),
     "mpi_standard": (_STR, "", "MPI standard version the library implements"),
     "mpi_osc": (_STR, "", "one-sided component: Open MPI's OMPI_MCA_osc, or the MPICH device"),

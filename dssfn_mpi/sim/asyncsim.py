@@ -1,7 +1,7 @@
 """The async engine in simulated time: a priority queue of activations.
 
 Per node m and activation k (the rules of :mod:`dssfn_mpi.engines.async_arock`
-and of :mod:`dssfn_mpi.timeline`, docs/REPLAY.md): it starts when the node's
+and of :mod:`dssfn_mpi.analysis.timeline`, docs/REPLAY.md): it starts when the node's
 activation k-1 ended and, under ``--max-lead s``, version k-s of every neighbour has arrived
 (that neighbour's activation k-s-1 ended); it reads the latest ``Z_{n,m}`` that
 has arrived from each neighbour; it runs :class:`~dssfn_mpi.engines.updates.EdgeStep`
@@ -15,7 +15,7 @@ one activation that started before t and has not ended: its outbox is double
 buffered (the delivered ``Z`` and the one in flight with its arrival time).
 
 Under ``--stop eps:E`` / ``local:TOL`` each activation ends with the node's
-:class:`~dssfn_mpi.stoprule.NodeCheck`; the first moment at which every
+:class:`~dssfn_mpi.algorithms.stoprule.NodeCheck`; the first moment at which every
 node's latest check says done, the layer ends for all: the signal arrives one
 small-message latency (alpha) later, and no activation starts after that.
 ``--iters`` K caps the activations (reason ``cap``).
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..algorithms.stoprule import NodeCheck, StopRule
+from ..analysis.network import Network
+from ..analysis.timeline import activation_start
 from ..engines.updates import EdgeStep
-from ..network import Network
-from ..stoprule import NodeCheck, StopRule
-from ..timeline import activation_start
 
 __all__ = ["AsyncResult", "NodeRun", "solve_async"]
 

@@ -71,7 +71,7 @@ def _settings(args: argparse.Namespace):
 
 def run_simulate(args: argparse.Namespace, command_line: str) -> int:
     """Run ``dssfn-mpi simulate``; returns the exit status."""
-    from ..network import allreduce_library, parse_network
+    from ..analysis.network import allreduce_library, parse_network
     from .layerloop import SimOptions, simulate
     from .speed import SpeedModel
 

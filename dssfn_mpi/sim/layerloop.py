@@ -1,9 +1,9 @@
 """The simulated layer loop: set-up, features, penalty, solve, observation, run log.
 
-What every live rank does per layer (:mod:`dssfn_mpi.train`), for all M nodes
-in one process, by the step's shared rules (:mod:`dssfn_mpi.layerstep`):
+What every live rank does per layer (:mod:`dssfn_mpi.run.train`), for all M nodes
+in one process, by the step's shared rules (:mod:`dssfn_mpi.run.layerstep`):
 features, penalty and factorisation, placed in time by the
-layer-start rule of :mod:`dssfn_mpi.timeline` (the replay's, docs/REPLAY.md);
+layer-start rule of :mod:`dssfn_mpi.analysis.timeline` (the replay's, docs/REPLAY.md);
 then the solve (:mod:`.asyncsim`, :mod:`.lockstepsim`, :mod:`.syncsim`, or
 :mod:`.schedule` for a traced run's reads); then the untimed observation (accuracy, cost, the
 equivalence check) and the run's record, a :class:`~dssfn_mpi.runlog.RunLog` as
@@ -25,23 +25,23 @@ import numpy as np
 
 from ..algorithms import lookup, names
 from ..algorithms.base import LOCKSTEP
+from ..analysis.network import Network
+from ..analysis.timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
 from ..config import TrainConfig
 from ..engines.base import SolveStats
-from ..equivalence import check_fields
+from ..engines.staleness import staleness
 from ..errors import UserError, require
-from ..gramstats import StatsLayout
-from ..layerstep import (
+from ..run.layerstep import (
     aims_at_target,
     layer_row,
     metric_bytes,
     progress_line,
 )
-from ..model import accuracy
-from ..network import Network
 from ..runlog import RunLog, schema
-from ..solver import exact_solve
-from ..staleness import staleness
-from ..timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
+from ..ssfn.equivalence import check_fields
+from ..ssfn.gramstats import StatsLayout
+from ..ssfn.model import accuracy
+from ..ssfn.solver import exact_solve
 from .asyncsim import NodeRun, solve_async
 from .lockstepsim import solve_lockstep
 from .nodes import layer_metrics, layer_problems, load_shards, penalties
@@ -72,10 +72,10 @@ class SimOptions:
     speed : SpeedModel
         Compute seconds (:mod:`.speed`).
     network : Network
-        The message model (:func:`dssfn_mpi.network.parse_network`).
+        The message model (:func:`dssfn_mpi.analysis.network.parse_network`).
     allreduce : str
         Whose allreduce algorithm the sync engine's collective costs:
-        ``mpich`` or ``openmpi`` (:func:`dssfn_mpi.network.allreduce_seconds`).
+        ``mpich`` or ``openmpi`` (:func:`dssfn_mpi.analysis.network.allreduce_seconds`).
     schedule : tuple or None
         ``(path, versions)``: a traced async run's ``/trace/versions``
         (L, M, K, D) to re-execute instead of the simulated reads.
@@ -102,7 +102,7 @@ class SolveContext:
 
     @property
     def rule(self) -> Any:
-        """The layers' :class:`~dssfn_mpi.stoprule.StopRule`."""
+        """The layers' :class:`~dssfn_mpi.algorithms.stoprule.StopRule`."""
         return self.cfg.stop_rule
 
 
@@ -175,7 +175,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         if cfg.out is not None:
             result.write(cfg.out)
     if cfg.save_model is not None:
-        from ..modelio import save_run_model
+        from ..ssfn.modelio import save_run_model
 
         shards = run.shards
         save_run_model(cfg, shards.name, shards.X[0].shape[0], shards.n_classes, run.hidden,
@@ -207,8 +207,8 @@ class _Setup:
 def _setup(cfg: TrainConfig, opts: SimOptions, command_line: str) -> _Setup:
     """The graph, the shards, the data-dependent defaults and the run's attributes."""
     from ..engines.kernels import compiled_status
+    from ..run.runstate import make_graph, rank_table, run_attributes
     from ..runlog import check_output_path, software_versions
-    from ..runstate import make_graph, rank_table, run_attributes
 
     M, net = opts.nodes, opts.network
     graph = make_graph(cfg, M)
@@ -409,7 +409,7 @@ def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: f
          penalty, metric_bytes: int) -> dict[str, float]:
     """One node's log row of a layer (simulated seconds), but for its observation: the
     simulated solve as a :class:`~dssfn_mpi.engines.base.SolveStats`, in the shared row
-    (:func:`~dssfn_mpi.layerstep.layer_row`)."""
+    (:func:`~dssfn_mpi.run.layerstep.layer_row`)."""
     dm, alg = len(nbrs), cfg.algorithm
     puts, sent = alg.sent(run.activations, dm, rounds, message_bytes)
     mean, worst = staleness(run.versions, dm) if alg.one_sided else (math.nan, math.nan)

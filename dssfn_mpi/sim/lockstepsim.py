@@ -4,9 +4,9 @@ Per round k every node runs its algorithm's step (``step_rows``, the live driver
 compiled when numba is installed) on exactly the messages its neighbours sent after round
 k-1 (zeros in round 0), then exchanges its new messages with its neighbours, as
 :mod:`dssfn_mpi.engines.lockstep` does. Times follow the rules of
-:mod:`dssfn_mpi.timeline` (docs/REPLAY.md): round k on node m starts when m and every
+:mod:`dssfn_mpi.analysis.timeline` (docs/REPLAY.md): round k on node m starts when m and every
 neighbour of m have finished round k-1's compute, plus one message time
-(:func:`~dssfn_mpi.timeline.exchange_end`, one round). An algorithm whose round has two
+(:func:`~dssfn_mpi.analysis.timeline.exchange_end`, one round). An algorithm whose round has two
 phases (``hood-jacobi``: :meth:`~dssfn_mpi.algorithms.Algorithm.phases`) runs both on every
 node, the second on the messages of the first's exchange, and its round costs two message
 times (:meth:`~dssfn_mpi.algorithms.Algorithm.round_exchanges`), the round's compute counted
@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from ..algorithms.stoprule import NodeCheck
+from ..analysis.timeline import exchange_end
 from ..engines.lockstep import vote_slots
-from ..stoprule import NodeCheck
-from ..timeline import exchange_end
 from .asyncsim import NodeRun
 
 __all__ = ["solve_lockstep"]

@@ -1,7 +1,7 @@
 """Rounds of neighbour mixing for all M simulated nodes at once.
 
 ``rounds`` synchronous rounds of ``x_m <- W_mm x_m + sum_n W_mn x_n`` (Metropolis weights,
-:meth:`dssfn_mpi.topology.Graph.metropolis_weights`; the sync-graph engine's
+:meth:`dssfn_mpi.graph.topology.Graph.metropolis_weights`; the sync-graph engine's
 :func:`~dssfn_mpi.engines.updates.mix_round` on every node) are ``X <- W^rounds X`` on the
 stacked values. Whichever costs fewer operations runs: one sparse product per round
 (``rounds x nnz(W)`` per value), or the product with the dense ``W^rounds`` (``M^2`` per value,

@@ -1,9 +1,9 @@
 """Every simulated node's data, layer statistics and penalty, as each live rank computes them.
 
-The live layer loop (:mod:`dssfn_mpi.train`) runs on every rank: features
+The live layer loop (:mod:`dssfn_mpi.run.train`) runs on every rank: features
 from the rank's own previous solution, ``G_m = Y Y^T``, ``B_m = T Y^T``, the
 ``auto`` penalty from the rank's ``[lam_m, s_m, g_m]`` combined over the ranks its
-engine talks to. Here the same functions (:mod:`dssfn_mpi.layerstep`) run for all
+engine talks to. Here the same functions (:mod:`dssfn_mpi.run.layerstep`) run for all
 M nodes in one process,
 and each node's algorithm combines what its driver gathers (:func:`exchange`):
 the one-sided drivers each neighbour's values; the allreduce the network mean;
@@ -19,10 +19,10 @@ import numpy as np
 
 from ..algorithms import needs_gram
 from ..config import TrainConfig
-from ..gramstats import StatsLayout
-from ..layerstep import layer_inputs
-from ..model import one_hot
-from ..solver import penalty_stats
+from ..run.layerstep import layer_inputs
+from ..ssfn.gramstats import StatsLayout
+from ..ssfn.model import one_hot
+from ..ssfn.solver import penalty_stats
 from .mixing import mixer
 
 __all__ = ["Layer", "Shards", "exchange", "layer_metrics", "layer_problems", "load_shards",
@@ -47,9 +47,9 @@ class Shards:
 
 
 def load_shards(cfg: TrainConfig, nodes: int) -> Shards:
-    """Read the dataset and split it as :func:`dssfn_mpi.runstate.prepare_run` does."""
+    """Read the dataset and split it as :func:`dssfn_mpi.run.runstate.prepare_run` does."""
     from ..datasets import load_dataset
-    from ..partition import partition
+    from ..datasets.partition import partition
 
     ds = load_dataset(cfg.dataset, cfg.data_dir, seed=cfg.seed, **cfg.dataset_options)
     parts = partition(ds.y_train, nodes, cfg.partition, seed=cfg.seed)
@@ -83,7 +83,7 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
     the nodes' solutions of ``layer - 1``. ``G_sum``, if given, accumulates
     ``sum_m G_m`` (for the exact solution) so that no node keeps a ``d x d``
     matrix it does not need. ``packed``, if given (M rows), receives each node's
-    statistics packed by :class:`~dssfn_mpi.gramstats.StatsLayout` (the one-shot modes'
+    statistics packed by :class:`~dssfn_mpi.ssfn.gramstats.StatsLayout` (the one-shot modes'
     message) as they are formed, and no ``G`` is kept. ``grams``, if given (M rows),
     receives each node's ``G`` upper triangle (a mixed metric's exchange), and ``G`` is kept
     only where the node's local inverse needs it.
@@ -163,7 +163,8 @@ def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0,
     allreduce ``G_sum`` (``sum_m G_m``) gives the network mean and every node the same
     metric: one object, formed once and charged to every node. Under mixing ``grams``
     (each node's packed ``G``) is mixed :data:`~.mixing.BLOCK` nodes at a time and each
-    node keeps its metric's eigendecomposition alone (:meth:`~dssfn_mpi.metric.Metric.compact`).
+    node keeps its metric's eigendecomposition alone
+    (:meth:`~dssfn_mpi.ssfn.metric.Metric.compact`).
     """
     alg = cfg.algorithm
     if alg.mixes:
@@ -204,7 +205,7 @@ def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0,
 
 def _edge_metrics(alg, graph, probs: list[Layer]) -> list[list]:
     """Each node's metrics, one per neighbour, each edge's formed once and held by both ends
-    as its eigendecomposition alone (:meth:`~dssfn_mpi.metric.Metric.compact`); each end is
+    as its eigendecomposition alone (:meth:`~dssfn_mpi.ssfn.metric.Metric.compact`); each end is
     charged the CPU of forming it."""
     built: dict[tuple[int, int], tuple] = {}
     out = []

@@ -1,13 +1,13 @@
 """The one-shot modes in simulated time: the statistics' exchange, then every node's exact solve.
 
 Each node packs its ``G_m``, ``B_m`` with the engine's packing
-(:class:`~dssfn_mpi.gramstats.StatsLayout`; the layer's ``factor`` phase). The
+(:class:`~dssfn_mpi.ssfn.gramstats.StatsLayout`; the layer's ``factor`` phase). The
 average is the network mean (``oneshot``: one allreduce) or ``mix_rounds``
 rounds of Metropolis mixing (``oneshot-graph``: :mod:`.mixing`, the
 sync-graph engine's arithmetic, :data:`~.mixing.BLOCK` nodes at a time); then each node
-solves its averaged statistics with :func:`dssfn_mpi.solver.exact_solve`, as live. Times
-follow the replay (:func:`dssfn_mpi.timeline.oneshot_end`): the exchange once every node (the
-allreduce) or its neighbours (each round) are ready, then the node's solve.
+solves its averaged statistics with :func:`dssfn_mpi.ssfn.solver.exact_solve`, as live.
+Times follow the replay (:func:`dssfn_mpi.analysis.timeline.oneshot_end`): the exchange
+once every node (the allreduce) or its neighbours (each round) are ready, then the node's solve.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import time
 
 import numpy as np
 
-from ..gramstats import StatsLayout
-from ..network import Network
-from ..solver import exact_solve
-from ..timeline import oneshot_end
+from ..analysis.network import Network
+from ..analysis.timeline import oneshot_end
+from ..ssfn.gramstats import StatsLayout
+from ..ssfn.solver import exact_solve
 from .asyncsim import NodeRun
 from .mixing import Mixer, mixer
 

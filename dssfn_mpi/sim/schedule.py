@@ -10,7 +10,7 @@ version of every node's outbox, so memory grows with K: this mode is for
 checking the simulator against live runs, not for scale.
 
 The times of such a layer follow the bounded-delay rule alone
-(:func:`dssfn_mpi.timeline.bounded_delay`), which does not depend on what was read.
+(:func:`dssfn_mpi.analysis.timeline.bounded_delay`), which does not depend on what was read.
 """
 
 from __future__ import annotations

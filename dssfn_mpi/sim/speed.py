@@ -16,7 +16,7 @@ It is then multiplied by the node's factors: ``--slow RANK:FACTOR`` (a
 straggler, as in train), ``--speeds FRACTION:FACTOR,...`` (heterogeneous
 classes: the first ``round(FRACTION M)`` nodes run FACTOR times slower, the next
 class follows, and so on; fractions sum to 1) and ``--jitter`` (replay's
-seeded per-activation factors, :func:`dssfn_mpi.replay.jitter_factors`).
+seeded per-activation factors, :func:`dssfn_mpi.analysis.replay.jitter_factors`).
 Layer-start phases get the class factors only: ``--slow`` slows a node's activations, as
 in train (whose straggler sleeps after each activation) and replay, and the jitter is
 per activation.
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analysis.replay import jitter_factors, parse_jitter
 from ..errors import UserError, require
-from ..replay import jitter_factors, parse_jitter
 
 __all__ = ["SpeedModel", "TraceCosts", "parse_classes", "parse_speed"]
 
@@ -117,7 +117,7 @@ class TraceCosts:
         """Read and check a run log's trace (one line for a missing or untraced file)."""
         from pathlib import Path
 
-        from ..replay import read_trace
+        from ..analysis.replay import read_trace
         from ..runlog import read_runlog
 
         require(Path(path).is_file(), f"--speed trace:{path}: no such run log")

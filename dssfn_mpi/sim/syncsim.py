@@ -5,14 +5,14 @@ the average of ``O_m + U_m`` is the network mean (``sync``, one allreduce) or
 ``mix_rounds`` rounds of :func:`~dssfn_mpi.engines.updates.mix_round` with
 Metropolis weights (``sync-graph``); then
 :func:`~dssfn_mpi.engines.updates.consensus_dual`. Times follow the rules of
-:mod:`dssfn_mpi.timeline` (docs/REPLAY.md), one iteration at a time: an
+:mod:`dssfn_mpi.analysis.timeline` (docs/REPLAY.md), one iteration at a time: an
 iteration ends on every node at the slowest node's compute end plus the
-allreduce (:func:`~dssfn_mpi.timeline.collective_end`); in sync-graph, round r
+allreduce (:func:`~dssfn_mpi.analysis.timeline.collective_end`); in sync-graph, round r
 ends on a node one message after the latest round r-1 end among it and its
-neighbours (:func:`~dssfn_mpi.timeline.exchange_end`).
+neighbours (:func:`~dssfn_mpi.analysis.timeline.exchange_end`).
 
 Under ``--stop eps:E`` / ``local:TOL`` each node's flag of iteration k
-(:meth:`~dssfn_mpi.stoprule.NodeCheck.sync_done`) rides in iteration
+(:meth:`~dssfn_mpi.algorithms.stoprule.NodeCheck.sync_done`) rides in iteration
 k+1's collective; when every flag is set the layer ends after that collective
 with ``Zbar_k``. Sync-graph spreads the flags by a minimum over the same
 mixing rounds; the simulation takes the decision as global (exact once the
@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from ..network import allreduce_seconds
-from ..solver import LocalInverse, StackedInverse, project_frobenius
-from ..stoprule import NodeCheck
-from ..timeline import collective_end, exchange_end
+from ..algorithms.stoprule import NodeCheck
+from ..analysis.network import allreduce_seconds
+from ..analysis.timeline import collective_end, exchange_end
+from ..ssfn.solver import LocalInverse, StackedInverse, project_frobenius
 from .asyncsim import NodeRun
 from .mixing import mixer
 from .nodes import mix
@@ -167,7 +167,7 @@ class _Slices:
 
     @staticmethod
     def project(W: np.ndarray, eps: float) -> np.ndarray:
-        """:func:`~dssfn_mpi.solver.project_frobenius` of each node's slice (of one shared
+        """:func:`~dssfn_mpi.ssfn.solver.project_frobenius` of each node's slice (of one shared
         matrix: the network mean)."""
         if W.ndim == 2:
             return project_frobenius(W, eps)

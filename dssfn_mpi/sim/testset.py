@@ -1,6 +1,6 @@
 """Every simulated node's test accuracy, with the test set's features shared where they agree.
 
-Each node's test features of layer l follow its own solutions (:func:`dssfn_mpi.model.
+Each node's test features of layer l follow its own solutions (:func:`dssfn_mpi.ssfn.model.
 next_features`): ``Y_l = relu([O Y; -O Y; colnorm(R_l Y)])`` from ``Y_{l-1}``. Held as
 blocks of rows, ``Y_l`` is ``[relu(P); relu(-P); Rest]`` with ``P = O_{l-1} Y_{l-1}`` (Q rows,
 the node's own) and ``Rest = relu(colnorm(R_l Y_{l-1}))``; products with ``Y`` are sums over
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import hidden_rows, random_matrix
+from ..ssfn.model import hidden_rows, random_matrix
 
 __all__ = ["TestSet"]
 
@@ -119,7 +119,7 @@ def _rest_product(A: np.ndarray, rest: np.ndarray, cache: dict[int, np.ndarray] 
 def _next(O: np.ndarray, Y: _Features, R: np.ndarray, cache: dict[int, np.ndarray]
           ) -> _Features:
     """The next layer's features from ``Y`` and the node's solution ``O``: as
-    :func:`~dssfn_mpi.model.next_features`, by blocks (the random part of a shared block
+    :func:`~dssfn_mpi.ssfn.model.next_features`, by blocks (the random part of a shared block
     computed once)."""
     rest = cache.get(-id(Y.rest))
     if Y.P is not None or rest is None:

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.timeout(60, method="thread")
 
 
 class StandInGraph:
-    """Minimal stand-in for ``dssfn_mpi.topology.Graph`` built from an edge list."""
+    """Minimal stand-in for ``dssfn_mpi.graph.topology.Graph`` built from an edge list."""
 
     def __init__(self, n_nodes: int, edges: list[tuple[int, int]]) -> None:
         self.n_nodes = n_nodes
@@ -745,7 +745,7 @@ def test_misuse_is_rejected_consistently():
 
 @pytest.mark.mpi(min_size=2)
 def test_doctor_report():
-    from dssfn_mpi.doctor import doctor_report
+    from dssfn_mpi.run.doctor import doctor_report
 
     comm = _comm()
     text = doctor_report(comm)

@@ -48,7 +48,7 @@ def test_sync_graph_votes_take_the_minimum_over_the_rounds_hops():
     from dssfn_mpi.config import TrainConfig
     from dssfn_mpi.engines.base import RunContext
     from dssfn_mpi.engines.sync_graph import SyncGraphEngine
-    from dssfn_mpi.topology import make_topology
+    from dssfn_mpi.graph.topology import make_topology
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()

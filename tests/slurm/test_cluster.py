@@ -253,7 +253,7 @@ def _resume(sub: Path, out: Path) -> str:
 
 @pytest.mark.parametrize("how,mode", [("link", "async"), ("kill", "sync")])
 def test_lost_host_during_a_layer(jobs, how, mode):
-    from dssfn_mpi.checkpoint import RankCheckpoint, checkpoint_dir, load_hosts
+    from dssfn_mpi.run.checkpoint import RankCheckpoint, checkpoint_dir, load_hosts
     from dssfn_mpi.runlog import read_runlog
 
     sub = RUNS / "lost-host"

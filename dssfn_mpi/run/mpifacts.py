@@ -2,8 +2,8 @@
 
 :func:`mpi_facts` is the library, the one-sided component, the thread level, the
 window model, the passive-put check and the placement; ``dssfn-mpi doctor``
-(:mod:`dssfn_mpi.doctor`) reports them and training
-(:func:`dssfn_mpi.runstate.prepare_run`) stores them in every run log.
+(:mod:`dssfn_mpi.run.doctor`) reports them and training
+(:func:`dssfn_mpi.run.runstate.prepare_run`) stores them in every run log.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 from mpi4py import MPI
 
-from .errors import UserError
-from .mailbox.rmacheck import passive_verdict
-from .runlog.versions import software_versions
+from ..errors import UserError
+from ..mailbox.rmacheck import passive_verdict
+from ..runlog.versions import software_versions
 
 __all__ = ["RUN_CHECK_SLEEP", "check_pair", "mpi_facts"]
 
@@ -111,7 +111,7 @@ def mpi_facts(comm: MPI.Intracomm, sleep: float = RUN_CHECK_SLEEP) -> dict[str, 
     Costs two window allocations and, with two or more ranks,
     :func:`dssfn_mpi.mailbox.rmacheck.passive_verdict` of 64 KiB with rank 0 out of MPI
     for ``sleep`` seconds: about 0.06 s at the default when the first attempt
-    decides, which training pays once per run (:func:`dssfn_mpi.runstate.prepare_run`);
+    decides, which training pays once per run (:func:`dssfn_mpi.run.runstate.prepare_run`);
     an undecided attempt (a loaded machine) is repeated with longer sleeps, up to
     1 s. When the ranks span hosts the put crosses them (:func:`check_pair`), and Open MPI's
     single-node ``osc/sm`` is refused with a :class:`~dssfn_mpi.errors.UserError`.

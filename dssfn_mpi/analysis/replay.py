@@ -4,12 +4,12 @@ On a machine with fewer cores than ranks, measured wall time is CPU sharing.
 The run log's trace (``/trace``) holds what each activation or iteration
 cost in thread CPU time; from it this module computes what the same run
 would take with one core per rank and messages crossing a network of latency
-alpha and bandwidth beta (:mod:`dssfn_mpi.network`), by the engines' own
+alpha and bandwidth beta (:mod:`dssfn_mpi.analysis.network`), by the engines' own
 rules. docs/REPLAY.md states the rules, what they assume and what they cannot
 capture. Every time here is projected unless its name says ``measured``.
 
 Per rank and layer (layers follow each other on each rank: the untimed
-observers between layers are left out), the rules of :mod:`dssfn_mpi.timeline`,
+observers between layers are left out), the rules of :mod:`dssfn_mpi.analysis.timeline`,
 which the simulator shares: the layer start (features, penalty, the auto
 penalty's exchange, async's parity wait, the factorisation), then async's
 bounded delay, lockstep's neighbour exchange after every round, sync's
@@ -34,11 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from .algorithms import lookup, names
-from .errors import UserError
-from .fmt import number
+from ..algorithms import lookup, names
+from ..engines.trace import (
+    PHASES,  # default order of /trace/phase_* (the attribute ``phases`` rules)
+)
+from ..errors import UserError
+from ..fmt import number
+from ..runlog import PathLike, RunLog, is_sweep, read_runlog, read_sweep
 from .network import Network, allreduce_library, parse_network
-from .runlog import PathLike, RunLog, is_sweep, read_runlog, read_sweep
 from .timeline import (
     TimingModel,
     bounded_delay,
@@ -47,7 +50,6 @@ from .timeline import (
     oneshot_end,
     sync_times,
 )
-from .trace import PHASES  # default order of /trace/phase_* (the attribute ``phases`` rules)
 
 __all__ = [
     "LayerProjection",

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import UserError
+from ..errors import UserError
 
 __all__ = ["KINDS", "MAX_STEPS", "RATE_WINDOW", "REASONS", "NodeCheck", "StopRule", "parse_stop",
            "reason_code", "remaining_path"]

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from .algorithms import lookup
-from .equivalence import relative_distance
+from ..algorithms import lookup
+from ..ssfn.equivalence import relative_distance
 
 __all__ = ["PHASES", "LayerTrace", "TracePlan", "TraceTables", "snapshot_points", "trace_plan"]
 

@@ -3,7 +3,7 @@
 The nodes jointly solve ``min sum_m ||T_m - O Y_m||^2, ||O||_F^2 <= eps``. Its
 exact solution ``O*`` needs only the summed statistics ``G = sum G_m``,
 ``B = sum B_m``, so rank 0 reduces them, solves the stacked problem exactly
-(:func:`dssfn_mpi.solver.exact_solve`) and compares every rank's ``O_m`` with
+(:func:`dssfn_mpi.ssfn.solver.exact_solve`) and compares every rank's ``O_m`` with
 it. This is an untimed observation: it never feeds back into training.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import RankError
-from .mailbox.waiting import WaitPolicy
+from ..errors import RankError
+from ..mailbox.waiting import WaitPolicy
 from .solver import ExactSolution, exact_solve, objective
 
 __all__ = ["check_fields", "exact_target", "measure_equivalence", "relative_distance"]

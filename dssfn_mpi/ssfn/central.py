@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .datasets import Dataset
+from ..datasets import Dataset
 from .model import accuracy, default_eps, layer_features, one_hot
 from .solver import AUTHORS_ADMM_ITERS, admm_solve, exact_solve_data, objective
 
@@ -69,7 +69,7 @@ def solve_layer(
         Layer index (picks the admm's ``mu``).
     solver : {"exact", "admm"}
         ``exact`` is the ground truth; ``admm`` is the SSFN authors'
-        early-stopped ADMM (:func:`dssfn_mpi.solver.admm_solve`).
+        early-stopped ADMM (:func:`dssfn_mpi.ssfn.solver.admm_solve`).
     mu : float or sequence of float
         The authors' ``mu`` per layer, the last value repeating (admm only).
     admm_iters : int

@@ -12,7 +12,7 @@ own: it acts even while the main thread is blocked inside an MPI call. It
 never calls MPI (MPI runs at MPI_THREAD_FUNNELED). On a signal, rank 0 makes
 sure ``--out`` holds an incomplete run log (``complete = False``) of every
 layer all ranks had finished, rebuilt from the per-rank checkpoints
-(:mod:`dssfn_mpi.checkpoint`) when training had not written it per layer,
+(:mod:`dssfn_mpi.run.checkpoint`) when training had not written it per layer,
 prints one line, and every rank exits with :data:`EXIT_STOPPED`. The
 checkpoints stay, so ``dssfn-mpi train --resume RUN.h5`` continues the run.
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .launch import launcher_rank
+from ..launch import launcher_rank
 
 __all__ = ["EXIT_STOPPED", "STOP_SIGNALS", "StopWatcher", "report_lost", "salvage_runlog"]
 
@@ -80,7 +80,7 @@ class StopWatcher:
         name = signal.Signals(signum).name
         rank = self.rank if self.rank is not None else launcher_rank()
         if rank == 0:
-            from .fileio import WRITE_LOCK
+            from ..fileio import WRITE_LOCK
 
             # Kept until os._exit: the training loop writes no run log after this one.
             WRITE_LOCK.acquire()
@@ -119,15 +119,15 @@ def _read_rank(path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]
 
 def _settings(cfg: dict[str, Any]):
     """The run's TrainConfig, rebuilt from its saved settings."""
-    from .config import TrainConfig, config_from_mapping
+    from ..config import TrainConfig, config_from_mapping
 
     return TrainConfig(**config_from_mapping(cfg, "checkpoint"))
 
 
 def _layers_in(path: str) -> int:
     """Rows in an existing run log at ``path``, -1 if none is readable."""
-    from .errors import UserError
-    from .runlog import read_runlog
+    from ..errors import UserError
+    from ..runlog import read_runlog
 
     if not os.path.exists(path):
         return -1
@@ -139,7 +139,7 @@ def _layers_in(path: str) -> int:
 
 def _mark_stopped(out: str, stopped_by: str) -> int:
     """Rewrite the run log at ``out`` as incomplete and stopped by ``stopped_by``."""
-    from .runlog import read_runlog, utc_now, write_runlog
+    from ..runlog import read_runlog, utc_now, write_runlog
 
     run = read_runlog(out)
     attrs = {**run.attrs, "complete": False, "stopped_by": stopped_by, "end_time": utc_now()}
@@ -169,9 +169,9 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
         Layers in the run log at ``out``, or None when the run has no
         checkpoint (it had not finished a layer) and no run log.
     """
+    from ..errors import UserError
+    from ..runlog import utc_now, write_runlog
     from .checkpoint import checkpoint_dir, load_config, load_hosts
-    from .errors import UserError
-    from .runlog import utc_now, write_runlog
     from .runstate import make_graph, run_attributes
 
     folder = checkpoint_dir(out)

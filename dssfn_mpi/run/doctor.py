@@ -2,7 +2,7 @@
 
 Asynchronous results are only meaningful if puts are truly passive and each rank
 runs one BLAS thread; this report shows both, with the versions a bug report
-needs. :func:`~dssfn_mpi.mpifacts.mpi_facts` is the measured part, the one every
+needs. :func:`~dssfn_mpi.run.mpifacts.mpi_facts` is the measured part, the one every
 training run takes at its start too; :func:`passive_put_ok` is the verdict that makes
 ``doctor`` (and the Slurm templates that run it first) stop on a broken set-up.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from .mailbox.rmacheck import UNDECIDED
+from ..mailbox.rmacheck import UNDECIDED
 from .mpifacts import RUN_CHECK_SLEEP, mpi_facts
 
 __all__ = ["RUN_CHECK_SLEEP", "doctor_json", "doctor_report", "mpi_facts", "passive_put_ok"]
@@ -131,7 +131,7 @@ def doctor_report(comm: MPI.Intracomm, facts: dict[str, Any] | None = None) -> s
     ]
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         lines.append(f"{var}: {os.environ.get(var, '(unset)')}")
-    from .engines.kernels import compiled_status  # numba's import and cache: rank 0 only
+    from ..engines.kernels import compiled_status  # numba's import and cache: rank 0 only
 
     lines.append(f"compiled kernels: {compiled_status()}")
     lines.append(_passive_line(facts))

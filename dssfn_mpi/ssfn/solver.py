@@ -240,7 +240,7 @@ def admm_solve(G: np.ndarray, B: np.ndarray, eps: float, mu: float, iters: int) 
     optimum and need not be feasible (BENCHMARKS.md: training cost 1.9 - 3.3x
     below the constrained minimum on letter, mnist and satimage): never use
     it as the equivalence target. This is the only implementation:
-    :func:`dssfn_mpi.central.solve_layer` calls it for the library and for
+    :func:`dssfn_mpi.ssfn.central.solve_layer` calls it for the library and for
     ``--mode central --central-solver admm``.
 
     Parameters
@@ -357,7 +357,7 @@ AUTO_FLOOR = 0.02
 #: Power iterations behind g_m: the top eigenvalue of a Gram matrix of non-negative
 #: features is well separated, so this is within a few per cent (a rough value is enough).
 POWER_ITERS = 30
-# The metric forms (--metric gram, the input layer; dssfn_mpi/metric.py) have penalties in
+# The metric forms (--metric gram, the input layer; dssfn_mpi/ssfn/metric.py) have penalties in
 # units of the metric, S ~ a node's Gram matrix, so no data statistic enters them.
 # Consensus ADMM: rho = AUTO_METRIC_SYNC, the best of rho in 0.1 .. 4 on digits and
 # satimage (M = 20: 23 and 12 iterations to 1e-2 of O*, against 1426 and 138 for the best
@@ -443,7 +443,7 @@ def auto_penalty(
         both at least ``AUTO_FLOOR * s``.
     degree, connectivity : float
         The edge form's graph: its mean degree and the algebraic connectivity
-        of its Laplacian (:attr:`dssfn_mpi.topology.Graph.algebraic_connectivity`).
+        of its Laplacian (:attr:`dssfn_mpi.graph.topology.Graph.algebraic_connectivity`).
 
     Returns
     -------
@@ -468,7 +468,7 @@ def edge_penalties(mine: np.ndarray, theirs: Sequence[np.ndarray] | np.ndarray,
         The node's own :func:`penalty_stats`.
     theirs : array (degree, 3), or one array of 3 per neighbour
         Its neighbours' statistics, in the order of ``graph.neighbors(m)``.
-    graph : dssfn_mpi.topology.Graph
+    graph : dssfn_mpi.graph.topology.Graph
         The run's graph (its mean degree and algebraic connectivity enter the rule).
 
     Returns
@@ -526,7 +526,7 @@ class StackedInverse:
 
     The nodes' factors move into stacks (one per kind and shape: the low-rank
     :class:`LocalInverse` of each sample count, the dense ones, the
-    :class:`~dssfn_mpi.metric.MetricWoodbury` of each sample count in one shared metric),
+    :class:`~dssfn_mpi.ssfn.metric.MetricWoodbury` of each sample count in one shared metric),
     and each node's inverse then reads its slice of them, so memory is not doubled.
     :meth:`apply` runs each node's own arithmetic on its slice, as a batched product over
     the stack.
@@ -565,7 +565,7 @@ class StackedInverse:
         return all(kind == "metric" for _, kind, *_ in self._groups)
 
     def apply_shifted(self, B2: np.ndarray, D: np.ndarray) -> np.ndarray:
-        """Every node's :meth:`~dssfn_mpi.metric.MetricWoodbury.apply_shifted` at once:
+        """Every node's :meth:`~dssfn_mpi.ssfn.metric.MetricWoodbury.apply_shifted` at once:
         ``(B2[m] + c_m D[m] S) H_m^-1`` (``B2``, ``D`` of shape (M, Q, d))."""
         BS = self._rhs.get(B2, self._scaled_solve)
         out = np.empty(D.shape)

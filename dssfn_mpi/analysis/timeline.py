@@ -1,7 +1,7 @@
 """When each activation and iteration happens: the timing rules of replay and simulate.
 
 The cost model of a decentralized layer, written once. ``dssfn-mpi replay``
-(:mod:`dssfn_mpi.replay`) applies it to a traced run's compute, all of a
+(:mod:`dssfn_mpi.analysis.replay`) applies it to a traced run's compute, all of a
 layer at once; ``dssfn-mpi simulate`` (:mod:`dssfn_mpi.sim`) to its speed
 model's, step by step as its nodes run. docs/REPLAY.md states the rules and
 what they assume; every time here is in seconds.
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .algorithms import lookup
+from ..algorithms import lookup
 from .network import Network, allreduce_seconds
 
 __all__ = [
@@ -156,7 +156,7 @@ def oneshot_end(mode: str, ready: np.ndarray, hops: np.ndarray, rounds: int, nby
     """When each node holds the averaged statistics of a one-shot layer.
 
     ``oneshot``: one allreduce of ``nbytes`` once the last node is ready
-    (:func:`collective_end`, :func:`~dssfn_mpi.network.allreduce_seconds`);
+    (:func:`collective_end`, :func:`~dssfn_mpi.analysis.network.allreduce_seconds`);
     ``oneshot-graph``: ``rounds`` neighbour exchanges of them (:func:`exchange_end`).
     """
     if lookup(mode).collective:

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components, shortest_path
 
-from .errors import UserError, require
+from ..errors import UserError, require
 
 TOPOLOGIES = ("circular", "ring", "complete", "random-regular", "file")
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import UserError
-from .fileio import atomic_write
-from .fileio import remove_stale_temporaries as remove_stale_temporaries  # re-export
-from .runlog import schema
+from ..errors import UserError
+from ..fileio import atomic_write
+from ..fileio import remove_stale_temporaries as remove_stale_temporaries  # re-export
+from ..runlog import schema
 
 __all__ = [
     "RankCheckpoint",

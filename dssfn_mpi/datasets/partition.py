@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .errors import UserError, require
+from ..errors import UserError, require
 
 SCHEMES = ("uniform", "stratified", "dirichlet:ALPHA")
 

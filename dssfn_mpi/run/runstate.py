@@ -4,7 +4,7 @@
 the shards, fills the defaults that depend on the data, restores a resumed
 run (its solutions, log rows and features) and collects the run's
 attributes. It returns a :class:`RunState`, which the layer loop
-(:mod:`dssfn_mpi.train`) and the observers (:mod:`dssfn_mpi.observers`)
+(:mod:`dssfn_mpi.run.train`) and the observers (:mod:`dssfn_mpi.run.observers`)
 share.
 """
 
@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .config import TrainConfig
-from .engines.base import RunContext
-from .errors import RankError, UserError, require
-from .gramstats import available_memory, check_memory
-from .mailbox.waiting import WaitPolicy, make_policy
-from .model import layer_features, one_hot
-from .runlog import schema
+from ..config import TrainConfig
+from ..engines.base import RunContext
+from ..errors import RankError, UserError, require
+from ..mailbox.waiting import WaitPolicy, make_policy
+from ..runlog import schema
+from ..ssfn.gramstats import available_memory, check_memory
+from ..ssfn.model import layer_features, one_hot
 
 if TYPE_CHECKING:
-    from .runlog import RunLog
+    from ..runlog import RunLog
 
 __all__ = ["ROW_FIELDS", "RunState", "make_graph", "prepare_run", "rank_table", "root_call",
            "run_attributes"]
@@ -137,9 +137,9 @@ class RunState:
         """Rank 0: the run so far, as its run log records it.
 
         ``groups``: the ``trace``, ``trajectory`` and ``trace_attrs`` of
-        :class:`~dssfn_mpi.runlog.RunLog` (:meth:`dssfn_mpi.observers.Tracing.runlog_groups`).
+        :class:`~dssfn_mpi.runlog.RunLog` (:meth:`dssfn_mpi.run.observers.Tracing.runlog_groups`).
         """
-        from .runlog import RunLog
+        from ..runlog import RunLog
 
         return RunLog(attrs={**self.attrs, "complete": complete,
                              "layers_done": len(self.history)},
@@ -220,14 +220,14 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
 def _check_rma(cfg: TrainConfig, comm: Any) -> None:
     """``--rma store`` where no shared window can be made: a user error before any work."""
     if cfg.algorithm.one_sided and cfg.rma == "store":
-        from .mailbox.rmacheck import NO_STORES, shared_window_possible
+        from ..mailbox.rmacheck import NO_STORES, shared_window_possible
 
         require(shared_window_possible(comm), NO_STORES)
 
 
 def _check_outputs(cfg: TrainConfig, comm: Any, resume: bool) -> None:
     """Fail before any work if an output file cannot be written (rank 0 looks)."""
-    from .runlog.outpath import check_output_path
+    from ..runlog.outpath import check_output_path
 
     if cfg.out is not None and not resume:
         root_call(comm, lambda: check_output_path(cfg.out, cfg.overwrite))
@@ -238,7 +238,7 @@ def _check_outputs(cfg: TrainConfig, comm: Any, resume: bool) -> None:
 def _check_memory(cfg: TrainConfig, comm: Any, graph: Any, width: int, n_classes: int) -> None:
     """One-shot modes: the same UserError on every rank, before the engine is built, when the
     ranks on some host cannot hold the ``width x width`` statistics
-    (:func:`dssfn_mpi.gramstats.check_memory`)."""
+    (:func:`dssfn_mpi.ssfn.gramstats.check_memory`)."""
     if not cfg.algorithm.exchanges_statistics:
         return
     from mpi4py import MPI
@@ -296,8 +296,8 @@ def _git_revision() -> str:
 
 def _load_shards(cfg: TrainConfig, comm: Any) -> tuple[Any, tuple, tuple]:
     """Rank 0 reads the dataset and partitions it; every rank gets its shard and the test set."""
-    from .datasets import load_dataset
-    from .partition import partition
+    from ..datasets import load_dataset
+    from ..datasets.partition import partition
 
     size = comm.Get_size()
 
@@ -322,7 +322,7 @@ def _load_shards(cfg: TrainConfig, comm: Any) -> tuple[Any, tuple, tuple]:
 
 def make_graph(cfg: TrainConfig, size: int):
     """The run's communication graph; a user error unless it has ``size`` nodes."""
-    from .topology import make_topology, read_edge_list
+    from ..graph.topology import make_topology, read_edge_list
 
     if cfg.topology == "file":
         graph = read_edge_list(cfg.edges)  # its own node count, compared below
@@ -343,7 +343,7 @@ def run_attributes(cfg: TrainConfig, graph: Any, dataset: str, n_classes: int, h
     """The run log's root attributes that follow from the settings alone (no MPI).
 
     Training adds what it measures at start-up (:func:`prepare_run`); a run
-    log rebuilt from checkpoints after a stop (:mod:`dssfn_mpi.jobstop`)
+    log rebuilt from checkpoints after a stop (:mod:`dssfn_mpi.run.jobstop`)
     has only these.
 
     Parameters
@@ -392,7 +392,7 @@ def _compiled_kernels(cfg: TrainConfig) -> str:
     mailbox's seqlock, the edge form's loops); "n/a" elsewhere, without importing numba."""
     if not cfg.algorithm.per_neighbour:
         return "n/a"
-    from .engines.kernels import compiled_status
+    from ..engines.kernels import compiled_status
 
     return compiled_status()
 
@@ -402,7 +402,7 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     """The run log's root attributes on rank 0 (``{}`` elsewhere).
 
     Collective: gathers the host names and takes the MPI facts once
-    (:func:`dssfn_mpi.mpifacts.mpi_facts`, its passive-put check included).
+    (:func:`dssfn_mpi.run.mpifacts.mpi_facts`, its passive-put check included).
     """
     from .mpifacts import mpi_facts
 
@@ -411,7 +411,7 @@ def _attrs(cfg: TrainConfig, comm: Any, graph: Any, meta: dict, hidden: int, eps
     facts = mpi_facts(comm)
     if comm.Get_rank() != 0:
         return {}
-    from .runlog.versions import software_versions
+    from ..runlog.versions import software_versions
 
     if cfg.out is not None:  # which ranks a lost host took with it (jobstop.report_lost)
         from .checkpoint import save_hosts

@@ -28,7 +28,7 @@ __all__ = ["EXIT_LOST", "GRACE", "PutWatchdog"]
 EXIT_LOST = 1
 #: Seconds past ``--timeout`` before the watchdog acts: the engine's own timeout goes first.
 GRACE = 5.0
-_ENGINE = str(Path(__file__).parent / "engines" / "async_arock.py")
+_ENGINE = str(Path(__file__).parents[1] / "engines" / "async_arock.py")
 
 
 class PutWatchdog:

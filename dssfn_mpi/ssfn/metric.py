@@ -141,7 +141,7 @@ class DenseInverse:
 
     The metric forms' local matrix ``2 G_m + sum_n gamma_mn S_mn`` (or ``2 G_m + rho S``)
     is not a Gram plus a multiple of the identity, so the low-rank form of
-    :class:`dssfn_mpi.solver.LocalInverse` does not apply; the metric is used where ``d``
+    :class:`dssfn_mpi.ssfn.solver.LocalInverse` does not apply; the metric is used where ``d``
     is small (the input layer).
     """
 

@@ -31,13 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from ..engines.base import LayerProblem
+from ..engines.trace import PHASES, LayerTrace, TraceTables, trace_plan
+from ..ssfn.equivalence import measure_equivalence
+from ..ssfn.solver import objective
 from . import checkpoint
-from .engines.base import LayerProblem
-from .equivalence import measure_equivalence
 from .layerstep import accuracy_fields, progress_line, stop_note, test_features
 from .runstate import ROW_FIELDS, RunState
-from .solver import objective
-from .trace import PHASES, LayerTrace, TraceTables, trace_plan
 
 __all__ = [
     "Checkpointing",
@@ -100,7 +100,7 @@ class Evaluation(Observer):
 
 
 class Equivalence(Observer):
-    """The centralized-equivalence check (:mod:`dssfn_mpi.equivalence`); rows on rank 0."""
+    """The centralized-equivalence check (:mod:`dssfn_mpi.ssfn.equivalence`); rows on rank 0."""
 
     def after_layer(self, step: LayerStep) -> None:
         s, p = self.state, step.problem
@@ -236,7 +236,7 @@ class ModelSaver(Observer):
     """At the end, every node's weights to ``--save-model`` (gathered to rank 0)."""
 
     def finish(self) -> None:
-        from .modelio import save_run_model
+        from ..ssfn.modelio import save_run_model
 
         s = self.state
         s.barrier("gathering the model")

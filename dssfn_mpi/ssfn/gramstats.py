@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import require
+from ..errors import require
 
 __all__ = [
     "SOLVE_OVERHEAD",
@@ -97,7 +97,7 @@ def stats_rounds(graph, tol: float, rounds: int | None = None) -> int:
     Parameters
     ----------
     graph : Graph
-        The communication graph (:meth:`~dssfn_mpi.topology.Graph.mixing_rounds`).
+        The communication graph (:meth:`~dssfn_mpi.graph.topology.Graph.mixing_rounds`).
     tol : float
         Relative accuracy of the averaged statistics, in (0, 1).
     rounds : int, optional

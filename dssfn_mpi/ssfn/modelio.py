@@ -20,9 +20,9 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .datasets import Dataset
-from .errors import UserError, require
-from .fileio import atomic_write
+from ..datasets import Dataset
+from ..errors import UserError, require
+from ..fileio import atomic_write
 from .model import accuracy, forward
 
 __all__ = ["Model", "evaluate_model", "load_model", "save_model", "save_run_model"]

@@ -10,8 +10,8 @@ import math
 
 import numpy as np
 
-from .fmt import MISSING, number, percent, setting
-from .runlog import PathLike, RunLog, is_sweep, read_runlog, read_sweep
+from ..fmt import MISSING, number, percent, setting
+from ..runlog import PathLike, RunLog, is_sweep, read_runlog, read_sweep
 
 __all__ = ["format_report", "report_json"]
 
@@ -218,7 +218,7 @@ def _run_json(run: RunLog, network: object | None, strict: bool = False) -> dict
 
 def _projection_json(run: RunLog, network: object, strict: bool) -> dict:
     """``replay --json``'s object for the run, or (not ``strict``) ``{"error": why not}``."""
-    from .errors import UserError
+    from ..errors import UserError
     from .replay import project
 
     try:
@@ -236,7 +236,7 @@ def report_json(path: PathLike, network: object | None = None) -> dict:
     ----------
     path
         A run log or sweep file.
-    network : dssfn_mpi.network.Network, optional
+    network : dssfn_mpi.analysis.network.Network, optional
         Also give each run's projection onto it (``report --network``).
 
     Returns

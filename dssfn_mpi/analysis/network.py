@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import UserError
+from ..errors import UserError
 
 __all__ = [
     "ALLREDUCE_SHORT_BYTES",

@@ -1,8 +1,8 @@
 """One layer's step, by the rules training and the simulator share.
 
 A layer is: features -> statistics -> penalty -> solve -> observation. Training
-runs the step once per rank, for its own node (:mod:`dssfn_mpi.train`, with
-:mod:`dssfn_mpi.observers`); the simulator runs it for all M nodes in one process
+runs the step once per rank, for its own node (:mod:`dssfn_mpi.run.train`, with
+:mod:`dssfn_mpi.run.observers`); the simulator runs it for all M nodes in one process
 (:mod:`dssfn_mpi.sim.layerloop`, :mod:`dssfn_mpi.sim.nodes`). How each one
 communicates, times and stores differs; what a step computes and what it
 records of itself is defined here, once:
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .gramstats import StatsLayout
-from .model import accuracy, layer_features
+from ..ssfn.gramstats import StatsLayout
+from ..ssfn.model import accuracy, layer_features
 
 __all__ = ["accuracy_fields", "aims_at_target", "layer_inputs", "layer_row", "metric_bytes",
            "progress_line",
@@ -62,7 +62,7 @@ def metric_bytes(alg: Any, width: int, metric: bool) -> int:
     ``width``-wide layer solved in it (``metric``), else 0: one packed ``width x width``
     matrix per exchange, :attr:`~dssfn_mpi.algorithms.Algorithm.metric_exchanges` of them
     (``alg``). The layer's ``metric_bytes``, and what the shared timeline
-    (:mod:`dssfn_mpi.timeline`) costs."""
+    (:mod:`dssfn_mpi.analysis.timeline`) costs."""
     return alg.metric_exchanges * StatsLayout(width, 0).nbytes if metric else 0
 
 
@@ -98,7 +98,7 @@ def progress_line(cfg: Any, layer: int, clock: str, seconds: float, rel: float,
     """The per-layer progress line of train and simulate: the layer's time (``clock``:
     ``max time`` live, ``simulated``), the largest distance to O*, the nodes' test
     accuracies and how the layer ended under ``--stop eps``/``local``."""
-    from .fmt import number
+    from ..fmt import number
 
     acc = [r.get("test_accuracy", math.nan) for r in rows]
     return (f"layer {layer:>3}/{cfg.layers}  {cfg.mode:<10} {clock} {seconds:8.3f} s  "
@@ -109,7 +109,7 @@ def progress_line(cfg: Any, layer: int, clock: str, seconds: float, rel: float,
 
 def stop_note(cfg: Any, rows: list[dict[str, Any]]) -> str:
     """How the layer ended under --stop eps / local (nothing to say for a fixed count)."""
-    from .stoprule import REASONS
+    from ..algorithms.stoprule import REASONS
 
     if cfg.stop_rule.fixed or cfg.algorithm.direct:
         return ""

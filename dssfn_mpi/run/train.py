@@ -3,18 +3,18 @@
 Per layer l (docs/ALGORITHMS.md, Algorithm 1 of the paper):
 
 1. features: ``Y_l = relu([O_{l-1} Y_{l-1}; -O_{l-1} Y_{l-1}; colnorm(R_l Y_{l-1})])`` from
-   this rank's own ``O_{l-1}`` (:func:`dssfn_mpi.layerstep.layer_inputs`), and the
+   this rank's own ``O_{l-1}`` (:func:`dssfn_mpi.run.layerstep.layer_inputs`), and the
    statistics ``G_m, B_m``;
 2. the layer's ADMM penalty, as configured or ``auto`` from the data;
 3. the engine solves the decentralized layer problem;
-4. untimed observation (:mod:`dssfn_mpi.observers`): accuracy, centralized
+4. untimed observation (:mod:`dssfn_mpi.run.observers`): accuracy, centralized
    equivalence, the log rows, checkpoint, progress line and run log.
 
 Steps 1-3 are timed. What a step computes and records is shared with the
-simulator (:mod:`dssfn_mpi.layerstep`); what the run adds up to is rank 0's
-:class:`~dssfn_mpi.runlog.RunLog` (:meth:`dssfn_mpi.runstate.RunState.record`).
+simulator (:mod:`dssfn_mpi.run.layerstep`); what the run adds up to is rank 0's
+:class:`~dssfn_mpi.runlog.RunLog` (:meth:`dssfn_mpi.run.runstate.RunState.record`).
 Set-up (validation, shards, defaults, resume) is
-:func:`dssfn_mpi.runstate.prepare_run`. Logging observes; it never feeds back
+:func:`dssfn_mpi.run.runstate.prepare_run`. Logging observes; it never feeds back
 into training.
 """
 
@@ -28,19 +28,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .config import TrainConfig
-from .engines.base import Engine, LayerProblem
-from .engines.drivers import make_engine
-from .equivalence import exact_target
-from .errors import InjectedFailure
+from ..config import TrainConfig
+from ..engines.base import Engine, LayerProblem
+from ..engines.drivers import make_engine
+from ..engines.trace import trace_plan
+from ..errors import InjectedFailure
+from ..ssfn.equivalence import exact_target
+from ..ssfn.solver import penalty_stats
 from .layerstep import aims_at_target, layer_inputs, layer_row, metric_bytes
 from .observers import LayerStep, Observer, default_observers
 from .runstate import RunState, prepare_run, root_call
-from .solver import penalty_stats
-from .trace import trace_plan
 
 if TYPE_CHECKING:
-    from .runlog import RunLog
+    from ..runlog import RunLog
 
 __all__ = ["root_call", "run_training"]
 
@@ -66,7 +66,7 @@ def run_training(
         Suppress rank 0's per-layer progress lines.
     resume : bool
         Continue after the last layer every rank has checkpointed beside
-        ``cfg.out`` (see :mod:`dssfn_mpi.checkpoint`).
+        ``cfg.out`` (see :mod:`dssfn_mpi.run.checkpoint`).
 
     Returns
     -------
@@ -102,7 +102,7 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
                 origin: float) -> None:
     """Solve layers ``state.first .. L``: features -> penalty -> solve (timed) -> observers.
 
-    Each layer is traced (:mod:`dssfn_mpi.trace`) with times relative to ``origin``.
+    Each layer is traced (:mod:`dssfn_mpi.engines.trace`) with times relative to ``origin``.
     """
     cfg, T, eps = state.cfg, state.T, state.eps
     Y, O = state.Y, (state.Os[-1] if state.Os else None)
@@ -144,7 +144,7 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
 
 
 def _put_watchdog(state: RunState, engine: Engine):
-    """A :class:`~dssfn_mpi.watchdog.PutWatchdog` over the async engine's puts (collective)."""
+    """A :class:`~dssfn_mpi.run.watchdog.PutWatchdog` over the async engine's puts (collective)."""
     mailbox = getattr(engine, "mailbox", None)
     if mailbox is None or state.size < 2:
         return None

@@ -1,0 +1,2 @@
+"""The communication graph of the nodes: its families, its spectral facts, edge lists.
+"""
