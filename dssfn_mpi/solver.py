@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -502,48 +503,111 @@ def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1
     return float(AUTO_METRIC_EDGE / np.sqrt(max(degree * connectivity, 1e-12)))
 
 
-class StackedInverse:
-    """Every node's :class:`LocalInverse` applied at once to stacked right-hand sides.
+class RhsCache:
+    """``f(B2)`` of the one right-hand side ``B2`` a layer's iterations reuse: formed again
+    only for another array (its data, shape or strides; the array is kept meanwhile, so its
+    memory cannot be reused by another)."""
 
-    The nodes' factors move into stacks (one per shape: the low-rank nodes of each sample
-    count, the dense ones), and each node's inverse then reads its slice of them, so memory
-    is not doubled. :meth:`apply` runs each node's own arithmetic on its slice, as a batched
-    product over the stack.
+    def __init__(self) -> None:
+        self._key: tuple | None = None
+        self._ref: np.ndarray | None = None
+        self._value: np.ndarray | None = None
+
+    def get(self, B2: np.ndarray, f: Any) -> np.ndarray:
+        """``f(B2)``, formed on the first call for this ``B2``."""
+        key = (B2.__array_interface__["data"][0], B2.shape, B2.strides)
+        if key != self._key:
+            self._key, self._ref, self._value = key, B2, f(B2)
+        return self._value
+
+
+class StackedInverse:
+    """Every node's local inverse applied at once to stacked right-hand sides.
+
+    The nodes' factors move into stacks (one per kind and shape: the low-rank
+    :class:`LocalInverse` of each sample count, the dense ones, the
+    :class:`~dssfn_mpi.metric.MetricWoodbury` of each sample count in one shared metric),
+    and each node's inverse then reads its slice of them, so memory is not doubled.
+    :meth:`apply` runs each node's own arithmetic on its slice, as a batched product over
+    the stack.
 
     Parameters
     ----------
-    invs : list of LocalInverse
+    invs : list of LocalInverse, DenseInverse or MetricWoodbury
         One per node, in node order.
     """
 
-    def __init__(self, invs: Sequence[LocalInverse]) -> None:
+    def __init__(self, invs: Sequence[Any]) -> None:
         shapes: dict[tuple, list[int]] = {}
         for m, inv in enumerate(invs):
-            key = (inv.low_rank, inv._Y.shape[1] if inv.low_rank else inv._inv.shape[0])
-            shapes.setdefault(key, []).append(m)
+            kind, names = _stack_kind(inv)
+            shapes.setdefault((kind, getattr(inv, names[0]).shape), []).append(m)
         self.nodes = len(invs)
         self._groups = []
-        for (low_rank, _), members in shapes.items():
+        self._rhs = RhsCache()
+        for (kind, _), members in shapes.items():
             idx = np.asarray(members)
             if idx[-1] - idx[0] + 1 == idx.size:
                 idx = slice(int(idx[0]), int(idx[-1]) + 1)
-            c = np.array([invs[m].c for m in members]).reshape(-1, 1, 1)
-            names = ("_Y", "_A") if low_rank else ("_inv",)
+            first = invs[members[0]]
+            c = np.array([invs[m].c for m in members]).reshape(-1, 1, 1) if kind[0] else None
+            names = _stack_kind(first)[1]
             stacks = [np.stack([getattr(invs[m], n) for m in members]) for n in names]
             for i, m in enumerate(members):  # each node's inverse reads its slice
                 for n, stack in zip(names, stacks):
                     setattr(invs[m], n, stack[i])
-            self._groups.append((idx, low_rank, c, stacks))
+            shared = first.metric if kind[0] == "metric" else None
+            self._groups.append((idx, kind[0], c, stacks, shared))
+
+    @property
+    def shifts(self) -> bool:
+        """Whether :meth:`apply_shifted` applies (every node's inverse Woodbury's in a metric)."""
+        return all(kind == "metric" for _, kind, *_ in self._groups)
+
+    def apply_shifted(self, B2: np.ndarray, D: np.ndarray) -> np.ndarray:
+        """Every node's :meth:`~dssfn_mpi.metric.MetricWoodbury.apply_shifted` at once:
+        ``(B2[m] + c_m D[m] S) H_m^-1`` (``B2``, ``D`` of shape (M, Q, d))."""
+        BS = self._rhs.get(B2, self._scaled_solve)
+        out = np.empty(D.shape)
+        for idx, _, _, (Y, R), _ in self._groups:
+            XA = BS[idx] + D[idx]
+            out[idx] = XA - (XA @ Y) @ R
+        return out
+
+    def _scaled_solve(self, B2: np.ndarray) -> np.ndarray:
+        out = np.empty(B2.shape)
+        for idx, _, c, _, metric in self._groups:
+            out[idx] = metric.solve(B2[idx]) / c
+        return out
+
+    @staticmethod
+    def stackable(inv: Any) -> bool:
+        """Whether ``inv`` is of a kind :class:`StackedInverse` stacks."""
+        return hasattr(inv, "_inv") or hasattr(inv, "low_rank") or hasattr(inv, "metric")
 
     def apply(self, X: np.ndarray) -> np.ndarray:
-        """Return ``X[m] @ (2 G_m + c_m I)^{-1}`` for every node m: ``X`` has shape
-        (M, Q, d)."""
+        """Return ``X[m] @ H_m^-1`` for every node m: ``X`` has shape (M, Q, d)."""
         out = np.empty_like(X)
-        for idx, low_rank, c, stacks in self._groups:
+        for idx, kind, c, stacks, shared in self._groups:
             Xg = X[idx]
-            if low_rank:
+            if kind == "low-rank":
                 Y, A = stacks
                 out[idx] = (Xg - (Xg @ Y) @ A) / c
+            elif kind == "metric":
+                Y, R = stacks
+                XA = shared.solve(Xg)
+                XA /= c
+                out[idx] = XA - (XA @ Y) @ R
             else:
                 out[idx] = Xg @ stacks[0]
         return out
+
+
+def _stack_kind(inv: Any) -> tuple[tuple, tuple[str, ...]]:
+    """How a node's inverse stacks: its kind (with the metric it shares) and the names of
+    its per-node arrays."""
+    if hasattr(inv, "metric"):  # MetricWoodbury
+        return ("metric", id(inv.metric)), ("_Y", "_R")
+    if getattr(inv, "low_rank", False):
+        return ("low-rank",), ("_Y", "_A")
+    return ("",), ("_inv",)

@@ -245,15 +245,17 @@ class Graph:
         w = self.metropolis_weights() - 1.0 / m
         return float(np.max(np.abs(np.linalg.eigvalsh(w))))
 
-    def mixing_rounds(self, tol: float = 1e-6, cap: int = 10000) -> int:
+    def mixing_rounds(self, tol: float = 1e-6, cap: int | None = None) -> int:
         """Return how many rounds of ``x <- W x`` shrink the disagreement by ``tol``.
 
         Parameters
         ----------
         tol : float
             Wanted reduction factor of ``||x - mean(x)||``, in (0, 1).
-        cap : int
-            Upper bound on the answer (returned for a disconnected graph).
+        cap : int, optional
+            Upper bound on the answer (returned for a disconnected graph). None: the
+            rounds the spectral gap asks for, however many (a disconnected graph is
+            refused).
 
         Returns
         -------
@@ -262,20 +264,27 @@ class Graph:
             clipped to ``1 .. cap``; 1 when ``rho`` is 0 (complete graph, and the
             single-node graph). W is the Metropolis matrix of
             :meth:`metropolis_weights`.
+
+        Raises
+        ------
+        ValueError
+            A disconnected graph without a cap (no number of rounds reaches ``tol``).
         """
         require(
             0.0 < float(tol) < 1.0,
             f"mixing tolerance must be between 0 and 1 (exclusive), got {tol}",
         )
-        require(int(cap) >= 1, f"mixing round cap must be at least 1, got {cap}")
+        require(cap is None or int(cap) >= 1, f"mixing round cap must be at least 1, got {cap}")
         rho = self.mixing_rate()
         if rho <= 1e-12:
             return 1
         if rho >= 1.0 - 1e-12:
+            if cap is None:
+                raise ValueError(f"graph {self.name} is disconnected: mixing never agrees")
             return int(cap)
         # Subtract a hair so an exact ratio such as 2.0000000001 does not round up to 3.
-        rounds = math.ceil(math.log(tol) / math.log(rho) - 1e-9)
-        return int(min(max(rounds, 1), cap))
+        rounds = max(math.ceil(math.log(tol) / math.log(rho) - 1e-9), 1)
+        return int(rounds if cap is None else min(rounds, cap))
 
     def describe(self) -> dict:
         """Return a JSON-friendly summary of the graph.

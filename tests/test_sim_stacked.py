@@ -11,11 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dssfn_mpi import layerstep
+from dssfn_mpi import algorithms, layerstep
+from dssfn_mpi.algorithms.edge import EdgeADMM
 from dssfn_mpi.config import TrainConfig
 from dssfn_mpi.engines.updates import mix_round
+from dssfn_mpi.metric import DenseInverse, Metric, MetricWoodbury, gram_metric
 from dssfn_mpi.network import parse_network
-from dssfn_mpi.sim import syncsim
+from dssfn_mpi.sim import nodes, syncsim
 from dssfn_mpi.sim.layerloop import SimOptions, simulate
 from dssfn_mpi.sim.mixing import Mixer
 from dssfn_mpi.sim.nodes import load_shards
@@ -66,7 +68,7 @@ def test_stacked_inverse_applies_each_nodes_inverse():
         assert np.array_equal(inv.apply(X[m]), ref[m])  # still its own inverse
 
 
-@pytest.mark.parametrize("rounds", [1, 7, 60])
+@pytest.mark.parametrize("rounds", [1, 7, 60, 2500])
 def test_mixer_equals_rounds_of_mix_round(rounds):
     graph = make_topology("circular", 30, degree=4, seed=0)
     W = graph.metropolis_weights()
@@ -98,3 +100,59 @@ def test_test_accuracies_equal_each_nodes_own_features(mode):
             Yt = layerstep.test_features(cfg, layer, hidden, O_prev, Yt)
             ref = layerstep.accuracy_fields(True, res.Os[m][layer], Yt, shards.yt, Yt, shards.yt)
             assert res.layers["test_accuracy"][layer, m] == ref["test_accuracy"]
+
+
+def test_metric_woodbury_equals_the_dense_inverse():
+    rng = np.random.default_rng(4)
+    d, Q = 50, 3
+    Ys = [rng.standard_normal((d, J)) for J in (7, 7, 12)]
+    metric = Metric(gram_metric(*(Y @ Y.T for Y in Ys)))
+    invs = [MetricWoodbury(Y, 2.0 + m, metric) for m, Y in enumerate(Ys)]
+    X = rng.standard_normal((len(Ys), Q, d))
+    for m, (Y, inv) in enumerate(zip(Ys, invs)):
+        ref = DenseInverse(2.0 * Y @ Y.T + (2.0 + m) * metric.S).apply(X[m])
+        assert np.abs(inv.apply(X[m]) - ref).max() <= 1e-12 * np.abs(ref).max()
+    # consensus ADMM's step (B2 + rho D S) H^-1 without a product by S
+    B2, D = rng.standard_normal((2, len(Ys), Q, d))
+    step = [inv.apply(b + (2.0 + m) * metric.times(x))
+            for m, (inv, b, x) in enumerate(zip(invs, B2, D))]
+    for m, inv in enumerate(invs):
+        for _ in range(2):  # B2 S^-1 formed on the first call, then kept
+            got = inv.apply_shifted(B2[m], D[m])
+            assert np.abs(got - step[m]).max() <= 1e-12 * np.abs(step[m]).max()
+    ref = [inv.apply(x) for inv, x in zip(invs, X)]
+    stacked = StackedInverse(invs)
+    out = stacked.apply(X)
+    shifted = stacked.apply_shifted(B2, D)
+    for m in range(len(Ys)):
+        assert np.abs(out[m] - ref[m]).max() <= 1e-14 * np.abs(ref[m]).max()
+        assert np.abs(shifted[m] - step[m]).max() <= 1e-12 * np.abs(step[m]).max()
+
+
+@pytest.mark.parametrize("mode", ["sync", "sync-graph", "async"])
+def test_metric_layer_equals_the_dense_form(monkeypatch, mode):
+    """The Gram metric layer in Woodbury's local inverses (sync: one shared metric, on
+    stacked arrays; sync-graph: each node's mixed metric as its eigendecomposition), and
+    async's edge metrics formed once per edge as their eigendecompositions, give the dense
+    per-node form's iterates (digits, 30 samples per node < d / 2)."""
+    cfg = TrainConfig(dataset="digits", mode=mode, layers=1, hidden=100,
+                      iters=100 if mode == "async" else 200,
+                      stop="iters" if mode == "async" else "eps:1e-3", topology="circular",
+                      degree=4, metric="gram")
+    ref = None
+    for dense in (True, False):
+        if dense:  # the dense form: every node's own G, (2 G + rho S)^-1, node by node
+            monkeypatch.setattr(syncsim, "STACKED", False)
+            monkeypatch.setattr(algorithms.base, "needs_gram", lambda Y, metrics=0: True)
+            monkeypatch.setattr(nodes, "needs_gram", lambda Y, metrics=0: True)
+            monkeypatch.setattr(Metric, "compact", lambda self: self)
+            monkeypatch.setattr(EdgeADMM, "metric_per_edge", False)
+        else:
+            monkeypatch.undo()
+        got = _simulate(cfg, 40)
+        ref = ref or got
+    assert mode == "async" or 1 < got.layers["activations"][0, 0] < 200  # ended by eps
+    for A, B in zip(ref.Os, got.Os):
+        for a, b in zip(A, B):
+            assert np.abs(a - b).max() <= 1e-10 * np.abs(a).max()
+    assert np.array_equal(ref.layers["activations"], got.layers["activations"])

@@ -249,6 +249,16 @@ def test_mixing_rounds_cap_and_tol() -> None:
         g.mixing_rounds(cap=0)
 
 
+def test_mixing_rounds_are_the_spectral_gaps_beyond_ten_thousand() -> None:
+    g = make_topology("ring", 400)  # rho = 1 - 1.6e-4: about 56,000 rounds to 1e-4
+    r, rho = g.mixing_rounds(tol=1e-4), g.mixing_rate()
+    assert r > 10000
+    assert rho**r <= 1e-4 < rho ** (r - 1)
+    split = Graph(4, ((0, 1), (2, 3)), "two edges")
+    with pytest.raises(ValueError, match="disconnected"):
+        split.mixing_rounds()
+
+
 # -- random-regular ------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("M", "d"), [(2, 1), (6, 2), (10, 3), (12, 4), (9, 4), (16, 5), (30, 2), (8, 7)]

@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from .base import Algorithm, local_inverse, penalty_matrix
+from .base import Algorithm, local_inverse, needs_gram, penalty_matrix
 from .registry import ALGORITHMS, lookup, names, register
 
-__all__ = ["ALGORITHMS", "Algorithm", "local_inverse", "lookup", "names", "penalty_matrix",
-           "register"]
+__all__ = ["ALGORITHMS", "Algorithm", "local_inverse", "lookup", "names", "needs_gram",
+           "penalty_matrix", "register"]

@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ..metric import DenseInverse
+from ..metric import DenseInverse, MetricWoodbury
 from ..solver import LocalInverse
 
 __all__ = ["Algorithm", "CENTRAL", "CONSENSUS", "LOCKSTEP", "ONE_SHOT", "ONE_SIDED",
-           "local_inverse", "penalty_matrix"]
+           "local_inverse", "needs_gram", "penalty_matrix"]
 
 ONE_SIDED, CONSENSUS, ONE_SHOT, CENTRAL = "one-sided", "consensus", "one-shot", "central"
 LOCKSTEP = "lockstep"
@@ -47,16 +47,29 @@ def penalty_matrix(penalty: float | np.ndarray, metrics: Sequence[Any]) -> np.nd
 
     The one home of ``K``: the local matrix is ``2 G_m + K`` and ``--stop local`` reads it.
     """
-    return sum(g * s.S for g, s in zip(np.atleast_1d(penalty), metrics))
+    return sum(g * s.matrix() for g, s in zip(np.atleast_1d(penalty), metrics))
 
 
 def local_inverse(Y: np.ndarray, G: np.ndarray | None, penalty: float | np.ndarray,
-                  metrics: Sequence[Any] | None = None) -> LocalInverse | DenseInverse:
+                  metrics: Sequence[Any] | None = None
+                  ) -> LocalInverse | DenseInverse | MetricWoodbury:
     """The node's ``(2 G_m + K)^-1``: ``K = (sum of the penalties) I`` in the scalar form,
-    :func:`penalty_matrix` in the Gram metric (``metrics``, aligned with ``penalty``)."""
+    :func:`penalty_matrix` in the Gram metric (``metrics``, aligned with ``penalty``).
+
+    ``G`` may be None where the inverse is low-rank (:func:`needs_gram` is False)."""
     if metrics is None:
         return LocalInverse(Y, float(np.sum(penalty)), G)
+    if not needs_gram(Y, len(metrics)):
+        return MetricWoodbury(Y, float(np.sum(penalty)), metrics[0])
     return DenseInverse(2.0 * G + penalty_matrix(penalty, metrics))
+
+
+def needs_gram(Y: np.ndarray, metrics: int = 0) -> bool:
+    """Whether a node's local inverse is formed from its ``d x d`` Gram matrix (dense) rather
+    than from its features ``Y`` (d x J) by Woodbury: ``2 J >= d``, or in more than one metric
+    (the per-neighbour metric forms)."""
+    d, J = Y.shape
+    return 2 * J >= d or metrics > 1
 
 
 class Algorithm:
@@ -209,6 +222,10 @@ class Algorithm:
     def metric(self, own_G: np.ndarray, gathered: Any) -> Any:
         """The node's Gram metric from its ``G_m`` and what its driver gathered."""
         raise NotImplementedError(f"{self.name} has no metric form")
+
+    #: Its :meth:`metric` is one per neighbour, each formed from the two ends' ``G`` alone,
+    #: the same at both ends (the simulator forms each edge's once).
+    metric_per_edge = False
 
     #: Its metric takes a second neighbour exchange: each node's :meth:`metric` (a matrix)
     #: goes to its neighbours, and :meth:`relayed_metric` forms the node's metric from them.

@@ -38,6 +38,7 @@ class EdgeADMM(Algorithm):
     driver = ONE_SIDED
     penalty_option = "gamma"
     metric_form = True
+    metric_per_edge = True
     min_ranks = 2
     summary = "asynchronous pairwise edge consensus ADMM, one-sided puts (the paper's method)"
 
@@ -72,7 +73,8 @@ class EdgeADMM(Algorithm):
 
     def node_check(self, rule: Any, target: np.ndarray | None, B2: np.ndarray,
                    penalty: float | np.ndarray, eta: float, metric: Any = None) -> NodeCheck:
-        K = None if metric is None else penalty_matrix(penalty, metric)
+        # K only for the local rule (a d x d matrix per node)
+        K = None if metric is None or rule.needs_target else penalty_matrix(penalty, metric)
         return NodeCheck(rule, target, B2=B2, gamma=penalty, eta=eta, K=K)
 
 

@@ -8,6 +8,10 @@ M per consensus iteration); with ``--out`` it writes the rows as JSON. Each node
 ``60000 // M`` samples (mnist's training set split M ways) of ``Q = 10`` classes, so the
 local inverses are Woodbury's where ``2 J < n``. The set-up (the local inverses) is not
 counted. ``sync/node`` is sync through the node-by-node reference path.
+
+``python -m dssfn_mpi.bench.simcost --runs RUN.h5 ...`` prints instead what whole simulated
+runs cost, from their run logs: wall, CPU, memory peak and load, and per layer the
+iterations (activations per node, the most of any node) and the distance to ``O*``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["measure", "main"]
+__all__ = ["measure", "main", "runs_table"]
 
 #: Activations (consensus: iterations) per node of every measurement.
 ITERS = 20
@@ -82,7 +86,7 @@ def _cases(quick: bool) -> list[tuple[str, int, int, bool]]:
     for n in widths:
         for M in sizes:
             out += [("async", M, n, True), ("sync", M, n, True)]
-            if M <= 1024:  # W^rounds at M = 4096 (10000 rounds) alone is ~2e12 operations
+            if M <= 1024:  # W^rounds at M = 4096 (1.2e6 rounds) alone is ~3e12 operations
                 out.append(("sync-graph", M, n, True))
             if M <= 256:
                 out.append(("sync", M, n, False))
@@ -105,13 +109,45 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def runs_table(paths: list[str]) -> str:
+    """What simulated runs cost, one row per run log (``dssfn-mpi simulate --out``)."""
+    from ..runlog import read_runlog
+
+    lines = ["| mode | M | graph | layers | iterations per layer | max rel. distance to O* "
+             "per layer | wall | CPU | peak memory | load |", "|---|---|---|---|---|---|---|---|"
+             "---|---|"]
+    for path in paths:
+        run = read_runlog(path)
+        a, lay = run.attrs, run.layers
+        iters = " / ".join(str(int(v)) for v in lay["activations"].max(axis=1))
+        dist = " / ".join(f"{v:.1e}" for v in np.nanmax(lay["rel_distance"], axis=1))
+        total = int(run.config.get("layers", -1)) + 1
+        lines.append(f"| {a['mode']} | {run.nodes:,} | {a['topology']} | "
+                     f"{a['layers_done']} of {total} | {iters} | {dist} | "
+                     f"{a['sim_wall_seconds']:,.0f} s | {a['sim_cpu_seconds']:,.0f} s | "
+                     f"{a['sim_peak_rss_bytes'] / 2**30:.1f} GiB | "
+                     f"{a['sim_load_average']:.0f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the measurements, print the table, write ``--out``."""
     p = argparse.ArgumentParser(prog="python -m dssfn_mpi.bench.simcost",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("--out", help="write the rows to this JSON file")
     p.add_argument("--quick", action="store_true", help="M = 64, 256 and n = 100 only")
+    p.add_argument("--runs", nargs="+", metavar="RUN.h5",
+                   help="tabulate these simulated runs' costs instead")
     args = p.parse_args(argv)
+    if args.runs:
+        from ..errors import UserError
+
+        try:
+            print(runs_table(args.runs))
+        except UserError as e:
+            print(f"simcost: {e}", file=sys.stderr)
+            return 2
+        return 0
     rows = []
     for mode in ("async", "sync", "sync-graph"):  # warm-up: imports and compiled kernels
         measure(mode, 16, 50, iters=2)

@@ -332,6 +332,8 @@ def consensus_primal(
     """
     if metric is None:
         return inv.apply(B2 + rho * (Zbar - U))
+    if getattr(inv, "shifts", False):  # Woodbury in the metric: no product by S
+        return inv.apply_shifted(B2, Zbar - U)
     return inv.apply(B2 + rho * metric.times(Zbar - U))
 
 

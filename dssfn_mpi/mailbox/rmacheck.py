@@ -192,8 +192,9 @@ def passive_verdict(comm: MPI.Intracomm, sleep: float = 0.05, longest: float = 1
     Returns
     -------
     dict
-        The same on every rank: ``verdict``, ``put_seconds`` and ``error`` of
-        the deciding (else the last) attempt, and ``attempts``.
+        The same on every rank: ``verdict``, ``put_seconds``, ``sleep_seconds``
+        (how long the target slept, as it measured) and ``error`` of the deciding
+        (else the last) attempt, and ``attempts``.
     """
     attempt, check = 0, None
     while True:
@@ -212,6 +213,7 @@ def passive_verdict(comm: MPI.Intracomm, sleep: float = 0.05, longest: float = 1
             break
         sleep *= 4
     return {"verdict": verdict, "put_seconds": float(check["put_seconds"]),
+            "sleep_seconds": float(check["sleep_seconds"]),
             "error": check["error"] or "", "attempts": attempt}
 
 

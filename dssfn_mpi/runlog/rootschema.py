@@ -122,6 +122,10 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
                          "itself [s]"),
     "sim_peak_rss_bytes": (_INT, -1, "simulate: peak resident memory of the simulating "
                            "process [bytes]"),
+    "sim_cpu_seconds": (_FLOAT, float("nan"), "simulate: CPU time (user + system) of the "
+                        "simulation itself [s]"),
+    "sim_load_average": (_FLOAT, float("nan"), "simulate: the machine's 1-minute load average "
+                         "at the layers' ends, their mean (what shared the cores)"),
     "complete": (_BOOL, False, "True once every layer is done and the run ended normally"),
     "layers_done": (_INT, 0, "rows in each /layers dataset (set by the writer)"),
 }

@@ -13,6 +13,7 @@ training's (:class:`SimResult`), written as its run log.
 from __future__ import annotations
 
 import math
+import os
 import resource
 import sys
 import time
@@ -168,7 +169,8 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         Ys = [p.Y for p in lay.probs]
         del lay
         if not quiet:
-            _progress(cfg, layer, rec, time.perf_counter() - run.wall0)
+            _progress(cfg, layer, rec, time.perf_counter() - run.wall0,
+                      time.process_time() - run.cpu0)
         result = _result(run, rec, complete=layer == cfg.layers)
         if cfg.out is not None:
             result.write(cfg.out)
@@ -199,6 +201,7 @@ class _Setup:
     ranks: dict[str, np.ndarray]
     tt: list[float]  # each node's ||T_m||^2, for the equivalence check
     wall0: float
+    cpu0: float  # process CPU seconds at the start
 
 
 def _setup(cfg: TrainConfig, opts: SimOptions, command_line: str) -> _Setup:
@@ -213,6 +216,7 @@ def _setup(cfg: TrainConfig, opts: SimOptions, command_line: str) -> _Setup:
         if path is not None:
             check_output_path(path, cfg.overwrite)
     wall0, start_time = time.perf_counter(), datetime.now(timezone.utc).isoformat()
+    cpu0 = time.process_time()
     shards = load_shards(cfg, M)
     Q = shards.n_classes
     hidden, eps = cfg.width_and_bound(Q)
@@ -239,7 +243,7 @@ def _setup(cfg: TrainConfig, opts: SimOptions, command_line: str) -> _Setup:
     return _Setup(cfg=cfg, opts=opts, graph=graph, shards=shards, hidden=hidden, eps=eps,
                   rule=rule, rounds=rounds, neighbors=neighbors, timing=timing, attrs=attrs,
                   ranks=rank_table(graph, shards.sizes),
-                  tt=[float(np.vdot(T, T)) for T in shards.T], wall0=wall0)
+                  tt=[float(np.vdot(T, T)) for T in shards.T], wall0=wall0, cpu0=cpu0)
 
 
 @dataclass
@@ -265,14 +269,19 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
     cfg, opts = run.cfg, run.opts
     d = Ys[0].shape[0] if layer == 0 else run.hidden
     need_target = cfg.check or aims_at_target(cfg)
-    G_sum = np.zeros((d, d)) if need_target else None
     alg = cfg.algorithm
+    G_sum = (np.zeros((d, d)) if need_target or (cfg.metric_at(layer) and alg.collective)
+             else None)
     layout = StatsLayout(d, run.shards.n_classes)
     packed = np.empty((len(Ys), layout.size)) if alg.exchanges_statistics else None
-    probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum, packed)
+    grams = (np.empty((len(Ys), StatsLayout(d, 0).size))
+             if cfg.metric_at(layer) and alg.mixes else None)
+    probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum, packed,
+                           grams)
     pens = penalties(cfg, run.graph, layer, [p.stats for p in probs], run.rounds)
-    metrics = (layer_metrics(cfg, run.graph, probs, run.rounds) if cfg.metric_at(layer)
-               else None)
+    metrics = (layer_metrics(cfg, run.graph, probs, run.rounds, G_sum, grams)
+               if cfg.metric_at(layer) else None)
+    del grams
     target = B_sum = None
     if need_target:
         B_sum = np.sum(np.stack([p.B for p in probs]), axis=0)
@@ -320,6 +329,7 @@ class _Record:
     checks: dict[str, list[np.ndarray]] = field(default_factory=lambda: {
         k: [] for k in ("rel_distance", "objective_gap", "consensus_spread", "lambda_star")})
     layer_end: list[np.ndarray] = field(default_factory=list)
+    loads: list[float] = field(default_factory=list)  # 1-minute load average at layer ends
 
     def add(self, run: _Setup, lay: _Layer, Os: list[np.ndarray], test_acc: list[float],
             t_start: np.ndarray, t_end: np.ndarray) -> None:
@@ -329,6 +339,7 @@ class _Record:
         for m in range(len(Os)):
             self.Os[m].append(Os[m])
         self.layer_end.append(t_end)
+        self.loads.append(os.getloadavg()[0])
         row_layer = []
         for m, (node, p) in enumerate(zip(lay.runs, lay.probs)):
             row = _row(cfg, node, lay.phases[m], lay.begin[m], t_start[m], run.neighbors[m],
@@ -418,7 +429,9 @@ def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
     attrs = {**run.attrs, "complete": complete, "layers_done": len(rec.rows),
              "sim_total_seconds": float(ends[-1].max()),
              "sim_wall_seconds": time.perf_counter() - run.wall0,
-             "sim_peak_rss_bytes": _peak_rss_bytes()}
+             "sim_cpu_seconds": time.process_time() - run.cpu0,
+             "sim_peak_rss_bytes": _peak_rss_bytes(),
+             "sim_load_average": float(np.mean(rec.loads))}
     if complete:
         attrs["end_time"] = datetime.now(timezone.utc).isoformat()
     return SimResult(attrs=attrs, layers=schema.layer_arrays(rec.rows, rec.checks),
@@ -426,15 +439,16 @@ def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
                      source=run.cfg.out or "", trace_attrs=dict(_TRACE_ATTRS), Os=rec.Os)
 
 
-def _progress(cfg: TrainConfig, layer: int, rec: _Record, wall: float) -> None:
-    """The layer's progress line, then the simulation's own wall clock and memory peak."""
+def _progress(cfg: TrainConfig, layer: int, rec: _Record, wall: float, cpu: float) -> None:
+    """The layer's progress line, then the simulation's own wall clock, CPU and memory
+    peak."""
     layer_end = rec.layer_end
     done = float(layer_end[-1].max()) - (float(layer_end[-2].max()) if len(layer_end) > 1
                                          else 0.0)
     rel = rec.checks["rel_distance"][-1].max() if rec.checks["rel_distance"] else math.nan
     print(progress_line(cfg, layer, "simulated", done, rel, rec.rows[-1])
-          + f"  [wall {wall:.1f} s, peak {_peak_rss_bytes() / 2**30:.2f} GiB]", file=sys.stdout,
-          flush=True)
+          + f"  [wall {wall:.1f} s, cpu {cpu:.1f} s, peak {_peak_rss_bytes() / 2**30:.2f} GiB, "
+          f"load {rec.loads[-1]:.1f}]", file=sys.stdout, flush=True)
 
 
 def load_schedule(path: str) -> tuple[TrainConfig, int, np.ndarray]:

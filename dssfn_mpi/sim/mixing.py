@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import scipy.sparse
 
-__all__ = ["Mixer", "mixer"]
+__all__ = ["BLOCK", "Mixer", "mixer"]
 
 _MIXERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+#: Nodes whose mixed values :meth:`Mixer.blocks` forms at a time through ``W^rounds`` (memory).
+BLOCK = 64
 
 
 def mixer(graph: Any, rounds: int) -> Mixer:
@@ -68,6 +72,16 @@ class Mixer:
                     base = base @ base
             self._power = result
         return self._power
+
+    def blocks(self, X: np.ndarray, block: int = BLOCK) -> Iterator[tuple[int, np.ndarray]]:
+        """The rows of :meth:`apply` ``(X)`` (``X``: one row per node), ``block`` nodes at a
+        time through ``W^rounds`` when that is cheaper (memory: one block of mixed rows),
+        else all at once: ``(first node, rows)``."""
+        if self.rounds and self.dense(X.shape[1]):
+            for lo in range(0, self.nodes, block):
+                yield lo, self.power()[lo:lo + block] @ X
+        else:
+            yield 0, self.apply(X)
 
     def apply(self, X: np.ndarray) -> np.ndarray:
         """The values ``X`` (first axis: the M nodes) after the rounds (a new array)."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..algorithms import needs_gram
 from ..config import TrainConfig
 from ..gramstats import StatsLayout
 from ..layerstep import layer_inputs
@@ -74,8 +75,8 @@ class Layer:
 
 def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, eps: float,
                    Ys: list[np.ndarray], Os: list[np.ndarray] | None,
-                   G_sum: np.ndarray | None, packed: np.ndarray | None = None
-                   ) -> list[Layer]:
+                   G_sum: np.ndarray | None, packed: np.ndarray | None = None,
+                   grams: np.ndarray | None = None) -> list[Layer]:
     """Each node's features and statistics of ``layer`` (its own previous ``O``).
 
     ``Ys`` are the features of ``layer - 1`` (the shards at layer 0), ``Os``
@@ -83,7 +84,9 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
     ``sum_m G_m`` (for the exact solution) so that no node keeps a ``d x d``
     matrix it does not need. ``packed``, if given (M rows), receives each node's
     statistics packed by :class:`~dssfn_mpi.gramstats.StatsLayout` (the one-shot modes'
-    message) as they are formed, and no ``G`` is kept.
+    message) as they are formed, and no ``G`` is kept. ``grams``, if given (M rows),
+    receives each node's ``G`` upper triangle (a mixed metric's exchange), and ``G`` is kept
+    only where the node's local inverse needs it.
     """
     metric, alg = cfg.metric_at(layer), cfg.algorithm
     auto = (cfg.penalty_at(layer) is None and not alg.direct
@@ -102,9 +105,13 @@ def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, ep
             G_sum += G
         if packed is not None:
             StatsLayout(G.shape[0], B.shape[0]).pack(G, B, out=packed[m])
+        if grams is not None:
+            StatsLayout(G.shape[0], 0).pack(G, B[:0], out=grams[m])
         c3 = time.thread_time()
-        # LocalInverse's dense path uses G.
-        keep = packed is None and (2 * Y.shape[1] >= Y.shape[0] or metric)
+        # The dense local inverses use G, and the per-neighbour metrics each node's G (a
+        # metric from the network mean is formed from G_sum, a mixed one from grams).
+        keep = packed is None and (needs_gram(Y, int(metric))
+                                   or (metric and alg.per_neighbour))
         out.append(Layer(Y=Y, G=G if keep else None, B=B, stats=stats, features_cpu=c1 - c0,
                          penalty_cpu=c2 - c1, gram_trace=float(np.trace(G)),
                          pack_cpu=c3 - c2))
@@ -144,20 +151,39 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
     return [alg.auto_penalty(stats[m], gathered[m], graph, m) for m in range(M)]
 
 
-def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0) -> list:
+def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0,
+                  G_sum: np.ndarray | None = None, grams: np.ndarray | None = None) -> list:
     """Each node's Gram metric of a layer solved in it, as its algorithm forms it from
     what its driver gathers (:func:`exchange`): one per neighbour (a list) for the
     per-neighbour drivers, else one.
 
     Each node's CPU seconds for it are added to its penalty phase (the live engines
     form the metric where the penalty is). For the layers where
-    ``cfg.metric_at(layer)``; the nodes' ``G`` must be kept.
+    ``cfg.metric_at(layer)``; the per-neighbour drivers' need the nodes' ``G``. Under an
+    allreduce ``G_sum`` (``sum_m G_m``) gives the network mean and every node the same
+    metric: one object, formed once and charged to every node. Under mixing ``grams``
+    (each node's packed ``G``) is mixed :data:`~.mixing.BLOCK` nodes at a time and each
+    node keeps its metric's eigendecomposition alone (:meth:`~dssfn_mpi.metric.Metric.compact`).
     """
     alg = cfg.algorithm
+    if alg.mixes:
+        return _mixed_metrics(alg, mixer(graph, rounds), probs, grams)
+    if alg.collective:
+        layout = StatsLayout(G_sum.shape[0], 0)
+        c0 = time.thread_time()
+        shared = alg.metric(None, layout.unpack(layout.pack(G_sum, G_sum[:0]))[0] / len(probs))
+        cpu = time.thread_time() - c0
+        for p in probs:
+            p.penalty_cpu += cpu
+        return [shared] * len(probs)
     # As the engines send them: the packed upper triangle, unpacked (both ends of an async
     # edge then build their metric from the same numbers).
     layout = StatsLayout(probs[0].G.shape[0], 0)
-    Gs = [layout.unpack(layout.pack(p.G, p.G[:0]))[0] for p in probs]
+    for p in probs:
+        p.G = layout.unpack(layout.pack(p.G, p.G[:0]))[0]
+    if alg.metric_per_edge:
+        return _edge_metrics(alg, graph, probs)
+    Gs = [p.G for p in probs]
     gathered = exchange(alg, graph, Gs, rounds)
     out = []
     for m, p in enumerate(probs):
@@ -173,6 +199,40 @@ def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0) 
         c0 = time.thread_time()
         out[m] = alg.relayed_metric(Ss[m], relayed[m])
         p.penalty_cpu += time.thread_time() - c0
+    return out
+
+
+def _edge_metrics(alg, graph, probs: list[Layer]) -> list[list]:
+    """Each node's metrics, one per neighbour, each edge's formed once and held by both ends
+    as its eigendecomposition alone (:meth:`~dssfn_mpi.metric.Metric.compact`); each end is
+    charged the CPU of forming it."""
+    built: dict[tuple[int, int], tuple] = {}
+    out = []
+    for m, p in enumerate(probs):
+        mets = []
+        for n in graph.neighbors(m):
+            key = (min(m, n), max(m, n))
+            if key in built:
+                metric, cpu = built.pop(key)
+            else:
+                c0 = time.thread_time()
+                metric = alg.metric(p.G, [probs[n].G])[0].compact()
+                built[key] = metric, cpu = metric, time.thread_time() - c0
+            mets.append(metric)
+            p.penalty_cpu += cpu
+        out.append(mets)
+    return out
+
+
+def _mixed_metrics(alg, mix, probs: list[Layer], grams: np.ndarray) -> list:
+    """Each node's metric from its mixed ``G`` (:func:`layer_metrics` under mixing)."""
+    layout = StatsLayout(probs[0].Y.shape[0], 0)
+    out = []
+    for lo, means in mix.blocks(grams):
+        for p, x in zip(probs[lo:], means):
+            c0 = time.thread_time()
+            out.append(alg.metric(None, layout.unpack(x)[0]).compact())
+            p.penalty_cpu += time.thread_time() - c0
     return out
 
 

@@ -4,7 +4,7 @@ Each node packs its ``G_m``, ``B_m`` with the engine's packing
 (:class:`~dssfn_mpi.gramstats.StatsLayout`; the layer's ``factor`` phase). The
 average is the network mean (``oneshot``: one allreduce) or ``mix_rounds``
 rounds of Metropolis mixing (``oneshot-graph``: :mod:`.mixing`, the
-sync-graph engine's arithmetic, for :data:`BLOCK` nodes at a time); then each node
+sync-graph engine's arithmetic, :data:`~.mixing.BLOCK` nodes at a time); then each node
 solves its averaged statistics with :func:`dssfn_mpi.solver.exact_solve`, as live. Times
 follow the replay (:func:`dssfn_mpi.timeline.oneshot_end`): the exchange once every node (the
 allreduce) or its neighbours (each round) are ready, then the node's solve.
@@ -57,28 +57,21 @@ def solve_oneshot(layer: int, alg, graph, layout: StatsLayout, packed: np.ndarra
                     ends=[float(end[m])]) for m in range(M)]
 
 
-#: Nodes whose mixed statistics are formed at a time (through ``W^rounds``), to bound memory.
-BLOCK = 64
-
-
 def _solve_mixed(mix: Mixer, layout: StatsLayout, packed: np.ndarray, eps: float
                  ) -> tuple[list[np.ndarray], np.ndarray, float]:
     """Each node's solve of its mixed statistics: the solutions, each node's solve seconds,
     and the mixing's seconds per node. Through ``W^rounds`` the mixed statistics are formed
-    :data:`BLOCK` nodes at a time."""
+    :data:`~.mixing.BLOCK` nodes at a time."""
     M = len(packed)
     measured, Os, mixing = np.empty(M), [], 0.0
-    dense = mix.dense(packed.shape[1])
-    means = None
-    for lo in range(0, M, BLOCK if dense else M):
+    blocks = mix.blocks(packed)
+    while True:
         c0 = time.thread_time()
-        if dense:
-            means = mix.power()[lo:lo + BLOCK] @ packed
-        elif means is None:
-            means = mix.apply(packed)
+        lo, means = next(blocks, (M, None))
         mixing += time.thread_time() - c0
-        for m in range(lo, min(lo + BLOCK, M) if dense else M):
+        if means is None:
+            return Os, measured, mixing / M
+        for m, x in enumerate(means, lo):
             c0 = time.thread_time()
-            Os.append(exact_solve(*layout.unpack(means[m - lo if dense else m]), eps).O)
+            Os.append(exact_solve(*layout.unpack(x), eps).O)
             measured[m] = time.thread_time() - c0
-    return Os, measured, mixing / M

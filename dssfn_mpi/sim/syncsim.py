@@ -58,9 +58,10 @@ def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndar
         Each node's run (its ``O`` is its ``Zbar``) and whether every node was done.
     """
     M = len(invs)
-    if (STACKED and all(m is None for m in metrics or [None])
-            and all(isinstance(i, LocalInverse) for i in invs)):
-        return _solve_stacked(run, layer, invs, B2s, rhos, checks, begin, message_bytes)
+    shared = _shared_metric(metrics)
+    if STACKED and shared is not False and all(StackedInverse.stackable(i) for i in invs):
+        return _solve_stacked(run, layer, invs, B2s, rhos, checks, begin, message_bytes,
+                              shared)
     alg, graph, eps, rule, rounds = run.cfg.algorithm, run.graph, run.eps, run.rule, run.rounds
     metrics = metrics or [None] * M
     clock = run.opts.speed.cpu_clock()
@@ -101,6 +102,13 @@ def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndar
         if all_done:
             break
     return times.finish(Zbar), all_done
+
+
+def _shared_metric(metrics: list | None) -> Any:
+    """The one metric every node holds (None: the scalar penalty), or False when the nodes'
+    metrics differ (sync-graph's mixed means: node by node)."""
+    first = None if not metrics else metrics[0]
+    return first if all(m is first for m in metrics or []) else False
 
 
 def _shares(alg, Os: list[np.ndarray], U: list[np.ndarray],
@@ -172,17 +180,28 @@ class _Slices:
         return out
 
 
+class _Projected:
+    """A metric whose projection of one matrix (the network mean) is computed once."""
+
+    def __init__(self, metric: Any, W: np.ndarray, eps: float) -> None:
+        self._metric, self._W, self._P = metric, W, metric.project(W, eps)
+
+    def project(self, W: np.ndarray, eps: float) -> np.ndarray:
+        return self._P if W is self._W else self._metric.project(W, eps)
+
+
 #: Values per node chunk of the stacked path (its arrays stay in cache: 64 k doubles).
 CHUNK_VALUES = 1 << 16
 
 
 def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndarray],
                    rhos: list[float], checks: list[NodeCheck | None], begin: np.ndarray,
-                   message_bytes: float) -> tuple[list[NodeRun], bool]:
+                   message_bytes: float, metric: Any = None) -> tuple[list[NodeRun], bool]:
     """:func:`solve_sync` on stacked arrays: the algorithm's ``primal``, ``share`` and
     ``dual`` on chunks of nodes at once (each node's arithmetic; its measured compute the
-    batch's over M)."""
+    batch's over M), in the Gram ``metric`` all nodes share when given."""
     alg, eps, rule, M = run.cfg.algorithm, run.eps, run.rule, len(invs)
+    metric = metric or _Slices
     B2 = np.stack(B2s)
     size = max(1, CHUNK_VALUES // B2[0].size)
     chunks = [slice(lo, min(lo + size, M)) for lo in range(0, M, size)]
@@ -197,7 +216,7 @@ def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.
         c0 = time.thread_time()
         for c, inv, rho in parts:
             Zc = Zbar if Zbar.ndim == 2 else Zbar[c]
-            O[c] = alg.primal(inv, B2[c], rho, Zc, U[c], _Slices)
+            O[c] = alg.primal(inv, B2[c], rho, Zc, U[c], metric)
             alg.share(O[c], U[c], Zc, x[c])
         c1 = time.thread_time()
         if alg.collective:
@@ -208,7 +227,7 @@ def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.
         c2 = time.thread_time()
         all_done = not rule.fixed and k > 0 and bool(flags.all())
         if not all_done:
-            Zbar = _dual(alg, mean, eps, O, U, Zbar, chunks)
+            Zbar = _dual(alg, mean, eps, O, U, Zbar, chunks, metric)
             for m, check in enumerate(checks):
                 if check is not None:
                     flags[m] = check.sync_done(O[m], Zbar if Zbar.ndim == 2 else Zbar[m])
@@ -220,13 +239,15 @@ def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.
 
 
 def _dual(alg, mean: np.ndarray, eps: float, O: np.ndarray, U: np.ndarray, Zbar: np.ndarray,
-          chunks: list[slice]) -> np.ndarray:
+          chunks: list[slice], metric: Any) -> np.ndarray:
     """The algorithm's ``dual`` chunk by chunk: the new ``Zbar``, one (the network mean's
     projection) or one per node."""
     out = None if mean.ndim == 2 else np.empty_like(mean)
+    if out is None:  # the network mean's projection, once for every chunk
+        metric = _Projected(metric, mean, eps)
     for c in chunks:
         new = alg.dual(mean if out is None else mean[c], eps, O[c], U[c],
-                       Zbar if Zbar.ndim == 2 else Zbar[c], _Slices)
+                       Zbar if Zbar.ndim == 2 else Zbar[c], metric)
         if out is None:
             shared = new
         else:

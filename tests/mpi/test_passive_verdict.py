@@ -73,7 +73,11 @@ def test_a_put_that_waits_running_for_its_target_is_not_passive(slow_put):
 
 @pytest.mark.mpi(min_size=2)
 def test_a_late_origin_is_decided_by_a_longer_attempt(slow_put):
-    """An origin too late for the first sleep: the next, longer one decides."""
+    """An origin too late for the first sleep: the next, longer one decides.
+
+    Only a target that overslept its 50 ms (a loaded machine) can see the late put at the
+    first attempt; then the first attempt decides, and rightly."""
     slow_put(0.06, busy=False)  # misses the 50 ms sleep, fits in the 200 ms one
     r = rmacheck.passive_verdict(_comm(), sleep=0.05, longest=1.0)
-    assert r["verdict"] == "passive" and r["attempts"] == 2, r
+    assert r["verdict"] == "passive", r
+    assert r["attempts"] == 2 or (r["attempts"] == 1 and r["sleep_seconds"] > 0.055), r
