@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -97,7 +98,10 @@ def _records():
             _rec("async", 1024, (3000, 2000), status="stopped", rel=(0.2, 0.05)),
             _rec("sync", 16, (9, 11, 22)), _rec("sync", 256, (24, 39, 69)),
             _rec("sync", 16, (9, 11, 20), graph="d8"), _rec("async", 16, (20, 30, 40), graph="d8"),
-            dict(_rec("sync", 1024, ()), status="failed", ok=False, graph="d8")]
+            dict(_rec("sync", 1024, ()), status="failed", ok=False, graph="d8"),
+            # stopped before its first layer: no run log, so no stop rule or layer count
+            dict(_rec("async", 1024, ()), status="stopped", ok=False, graph="d8", stop="iters",
+                 layers=0, rel_per_layer=[], time_at_eps=math.nan)]
 
 
 def test_scale_table_counts_per_node_and_marks_capped_and_stopped_points():
@@ -110,7 +114,7 @@ def test_scale_table_counts_per_node_and_marks_capped_and_stopped_points():
              for r in rows if r.startswith("| ")}
     assert cells["16"] == ["270, 0.500 s", "42, 0.500 s", "90, 0.500 s", "40, 0.500 s"]
     assert cells["256"][0] == "8581 (cap, 3.0e-02), 0.500 s"  # the worst layer's distance
-    assert cells["1024"] == ["stopped, 2/3 layers: >= 5000", "-", "-", "failed"]
+    assert cells["1024"] == ["stopped, 2/3 layers: >= 5000", "-", "stopped, no layer", "failed"]
 
 
 def test_scale_figure_has_a_panel_per_graph_and_marks_each_state():

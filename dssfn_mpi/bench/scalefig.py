@@ -13,7 +13,8 @@ Three kinds of point, each marked:
 * **capped**: a layer ended at the cap K of activations, hollow, labelled with the worst
   layer's distance to O* (the count is the cap's, a lower bound);
 * **stopped**: the job ran into the sweep's job timeout; drawn as ``x`` at what its
-  finished layers took (a lower bound), labelled with the layers it finished.
+  finished layers took (a lower bound), labelled with the layers it finished (not drawn when
+  it finished none).
 """
 
 from __future__ import annotations
@@ -41,9 +42,8 @@ def scale_records(summary: Mapping[str, Any]) -> list[dict]:
     """The summary's decentralized runs to accuracy that finished or stopped at the job
     timeout, simulated ones if any (else the live ones), each with its ``graph``."""
     recs = [r for r in summary["records"] if r["mode"] != "central"
-            and str(r.get("stop", "")).startswith("eps")
-            and (r.get("ok") or r.get("status") == "stopped")
-            and r.get("activations_per_layer")]
+            and (r.get("status") == "stopped" or r.get("ok") and r.get("activations_per_layer")
+                 and str(r.get("stop", "")).startswith("eps"))]
     kind = "simulated" if any(r["kind"] == "simulated" for r in recs) else "live"
     return [{**r, "graph": r.get("graph") or "ring"} for r in recs if r["kind"] == kind]
 
@@ -89,16 +89,22 @@ def _series(ax, got: list[dict], key: Any, st: dict, label: str, annotate: bool)
         return
     for r, x, y, state in zip(got, xs, ys, states):
         if state != "reached" and np.isfinite(y):
-            text = (f"{worst_distance(r):.1e}" if state == "capped"
-                    else f"{len(r['activations_per_layer'])}/{r['layers'] + 1} layers")
+            text = f"{worst_distance(r):.1e}" if state == "capped" else _stopped_text(r)
             ax.annotate(text, (x, y), textcoords="offset points", xytext=(4, 4),
                         fontsize=6, color=color)
 
 
 def per_node(rec: Mapping[str, Any]) -> float:
     """Activations (iterations) per node over the run's layers: each layer's most active
-    node's count, summed."""
-    return float(np.sum(rec["activations_per_layer"]))
+    node's count, summed; NaN for a run stopped before its first layer ended."""
+    acts = rec.get("activations_per_layer") or []
+    return float(np.sum(acts)) if len(acts) else math.nan
+
+
+def _stopped_text(rec: Mapping[str, Any]) -> str:
+    """How far a stopped run got: ``2/3 layers`` (its log's layer count), or ``no layer``."""
+    done = len(rec.get("activations_per_layer") or [])
+    return f"{done}/{rec['layers'] + 1} layers" if done else "no layer"
 
 
 def scale_figure(summary: Mapping[str, Any]) -> Any:
@@ -152,8 +158,8 @@ def _cell(rec: Mapping[str, Any] | None) -> str:
     if state == "capped":
         return f"{count} (cap, {worst_distance(rec):.1e}), {time_text}"
     if state == "stopped":
-        return (f"stopped, {len(rec['activations_per_layer'])}/{rec['layers'] + 1} layers: "
-                f">= {count}")
+        done = _stopped_text(rec)
+        return f"stopped, {done}: >= {count}" if done != "no layer" else "stopped, no layer"
     return f"{count}, {time_text}"
 
 
