@@ -72,12 +72,14 @@ def _graph_title(graph: str) -> str:
 
 
 def _series(ax, got: list[dict], key: Any, st: dict, label: str, annotate: bool) -> None:
-    """One mode's line with its points by state; ``key(rec)`` gives the y value."""
+    """One mode's line through its finished runs, with every point marked by its state;
+    ``key(rec)`` gives the y value."""
     xs = np.array([r["value"] for r in got], dtype=float)
     ys = np.array([key(r) for r in got], dtype=float)
     states = np.array([point_state(r) for r in got])
     color, marker = st.get("color"), st.get("marker", "o")
-    ax.plot(xs, ys, color=color, alpha=0.8, label=label)
+    line = states != "stopped"  # a stopped run's lower bound stands apart from the line
+    ax.plot(xs[line], ys[line], color=color, alpha=0.8, label=label)
     for state, kw in (("reached", dict(marker=marker, color=color)),
                       ("capped", dict(marker=marker, markerfacecolor="none",
                                       markeredgecolor=color, markeredgewidth=1.5)),
