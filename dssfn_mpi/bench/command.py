@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if to_eps and not getattr(args, "no_simulate", False):
         specs += S.simulated_specs(args.name, p, data_dir, datasets)
     if getattr(args, "no_live", False):
-        specs = [s for s in specs if s.nodes is None]
+        specs = [s for s in specs if s.meta.get("bench_kind") == "simulated"]
     require(bool(specs), f"{args.name}: nothing to run (empty --values or --modes?)")
     if not args.dry_run:
         print(f"bench {args.name}, preset {args.preset}: {len(specs)} runs -> {out}", flush=True)

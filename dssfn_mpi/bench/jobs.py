@@ -5,8 +5,9 @@ temporary run log next to the sweep file; :func:`run_specs` then appends it to t
 sweep with :func:`dssfn_mpi.runlog.append_run` (atomic per run), so an
 interrupted sweep keeps every run finished so far. A configuration that
 fails is recorded too (``bench_status = "failed"`` with the error line and
-whatever layers its log holds) and the sweep goes on; the caller turns the
-returned failures into a non-zero exit status.
+whatever layers its log holds; ``stopped`` when it ran into the job timeout, with the
+layers it finished) and the sweep goes on; the caller turns the returned failures into
+a non-zero exit status.
 
 A spec may ask for busy processes beside its job (``bench contention``):
 they are started right before it and killed right after it. SIGTERM and
@@ -37,8 +38,8 @@ from .projection import DEFAULT_NETWORK
 from .specs import RunSpec
 from .summary import summarize
 
-__all__ = ["BUSY_LIFETIME", "JobResult", "job_env", "prepare_output", "run_job", "run_specs",
-           "timing_of"]
+__all__ = ["BUSY_LIFETIME", "JobResult", "job_env", "job_status", "prepare_output", "run_job",
+           "run_specs", "timing_of"]
 
 #: Deadline of a busy process (seconds) when the sweep has no job timeout; it
 #: only matters if the driver hangs (see :mod:`dssfn_mpi.bench.busy`).
@@ -159,10 +160,19 @@ def run_job(cmd: Sequence[str], env: dict[str, str], timeout: float | None) -> J
     return JobResult(proc.returncode, time.monotonic() - t0, out, err)
 
 
-def error_line(res: JobResult, timeout: float | None) -> str:
-    """The one line that best says why a job failed."""
+def job_status(res: JobResult, log: Any) -> str:
+    """``ok`` (finished, its log complete), ``stopped`` (ended at the job timeout: its log
+    keeps the layers it finished) or ``failed``."""
+    if res.returncode == 0 and log is not None and log.complete:
+        return "ok"
+    return "stopped" if res.timed_out else "failed"
+
+
+def error_line(res: JobResult, timeout: float | None, log: Any = None) -> str:
+    """The one line that best says why a job failed or stopped."""
     if res.timed_out:
-        return f"killed after the job timeout of {timeout:g} s"
+        done = 0 if log is None else log.layers_done
+        return f"stopped at the job timeout of {timeout:g} s after {done} finished layers"
     lines = [ln.strip() for ln in (res.stderr or "").splitlines() if ln.strip()]
     ours = [ln for ln in lines if "error:" in ln or "Error" in ln]
     line = (ours or lines or [f"exit status {res.returncode} with no message"])[-1]
@@ -223,8 +233,8 @@ def run_specs(
     dry_run : bool
         Print the commands and run nothing.
     job_timeout : float, optional
-        Seconds before a job is killed and recorded as failed (busy processes
-        of a spec live at most 60 s longer).
+        Seconds before a job is stopped and recorded as ``stopped`` with the
+        layers its log finished (busy processes of a spec live at most 60 s longer).
     common_meta : dict, optional
         Attributes stored with every run (preset name, ...).
     target_iters : int, optional
@@ -238,7 +248,8 @@ def run_specs(
     Returns
     -------
     list of str
-        Group names of the configurations that failed.
+        Group names of the configurations that failed (not those stopped at the
+        job timeout).
     """
     stream = stream or sys.stdout
     env = job_env(launcher)
@@ -302,14 +313,15 @@ class _Job:
                 res = run_job(cmd, self.env, self.timeout)
             log = _read_log(tmp)
             ok = res.returncode == 0 and log is not None and log.complete
+            status = job_status(res, log)
             meta = {
                 **self.common_meta,
                 **spec.meta,
-                "bench_status": "ok" if ok else "failed",
+                "bench_status": status,
                 "bench_returncode": int(res.returncode),
                 "bench_seconds": float(res.seconds),
                 "bench_command": shlex.join(cmd),
-                "bench_error": "" if ok else error_line(res, self.timeout),
+                "bench_error": "" if ok else error_line(res, self.timeout, log),
             }
             try:
                 _record(self.out, spec, log, meta)
@@ -334,6 +346,6 @@ class _Job:
             print(f"ok      job {res.seconds:6.1f} s  train {s.train_seconds:7.2f} s{extra}  "
                   f"test acc {percent(s.acc_mean, suffix=' %')}", file=self.stream, flush=True)
         else:
-            print(f"FAILED  job {res.seconds:6.1f} s  {meta['bench_error']}",
-                  file=self.stream, flush=True)
-        return ok
+            print(f"{meta['bench_status'].upper():<7} job {res.seconds:6.1f} s  "
+                  f"{meta['bench_error']}", file=self.stream, flush=True)
+        return ok or meta["bench_status"] == "stopped"

@@ -21,7 +21,8 @@ the results page's summary (:mod:`dssfn_mpi.bench.answer`, views ``readme`` and
 (``dssfn-mpi plot --all --check``, and the test that keeps the page honest).
 Views: a sweep summary's main table (default) or ``jitter``; a table2 summary's
 ``accuracy`` or ``times`` table alone; a contention summary's ``slowdown`` table; a
-decompose summary's ``times`` or ``relax`` table; the one-shot cost's ``cost`` table
+decompose summary's ``times`` or ``relax`` table; a nodes summary's ``scale`` table
+(:mod:`dssfn_mpi.bench.scalefig`); the one-shot cost's ``cost`` table
 (default); an RMA file's ``write`` (default), ``read`` or
 ``activation`` table (:mod:`dssfn_mpi.bench.rmaviews`); the time-to-eps summary's table,
 or its ``live`` or ``simulated`` rows.
@@ -99,6 +100,10 @@ def _summary_view(path: Path, view: str | None) -> str | None:
         return table2_markdown(summary, view)
     if view == "slowdown" and bench == "contention":
         return slowdown_markdown(summary)
+    if view == "scale" and bench == "nodes":
+        from .scalefig import scale_markdown
+
+        return scale_markdown(summary)
     if view in ("times", "relax") and bench == "decompose":
         from .decompose import decompose_markdown
 

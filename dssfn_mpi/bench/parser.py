@@ -99,7 +99,8 @@ def _jobs(p: argparse.ArgumentParser, bench: str) -> None:
     p.add_argument("--modes", help="comma-separated modes to run (default, by preset: "
                    f"{_by_preset(bench, 'modes')}{also})")
     p.add_argument("--job-timeout", type=positive, metavar="SECONDS",
-                   help="kill a configuration after this long (> 0) and record it as failed")
+                   help="stop a configuration after this long (> 0) and record it as stopped, "
+                   "with the layers it finished")
     p.add_argument("--network", default="shm", metavar="NAME",
                    help="network of the projected dedicated-core times: shm, ib, eth10 or "
                    "alpha=SECONDS,beta=BYTES_PER_S (see dssfn-mpi replay)")
@@ -111,7 +112,8 @@ def _eps_form(p: argparse.ArgumentParser, bench: str) -> None:
     """``--to-eps``: the sweep at equal accuracy, with the one-shot baseline and simulated
     runs."""
     sim = {"degree": "every degree at the same M",
-           "nodes": f"the ring at M = {_by_preset('nodes', 'sim_values')}",
+           "nodes": f"M = {_by_preset('nodes', 'sim_values')} on the ring and each degree "
+                    "of --set degrees=2,8,...",
            "table2": "every dataset at the same M and d"}[bench]
     p.add_argument("--to-eps", type=positive, metavar="EPS",
                    help="time-to-eps form: every layer (the input layer too) runs until every "
@@ -155,9 +157,10 @@ def add_bench_parser(sub: Any, **kw: Any) -> argparse.ArgumentParser:
                            f"(default, by preset: {_by_preset('table2', 'seeds')})")
         if name in ("degree", "nodes", "table2"):
             _eps_form(b, name)
-        if name == "noise":
+        if name in ("noise", "nodes"):
             b.add_argument("--no-live", action="store_true",
-                           help="the simulated runs only (no MPI job)")
+                           help="the simulated runs only (no MPI job)" + (
+                               "; with --to-eps" if name == "nodes" else ""))
         _jobs(b, name)
     _common(_add_sweep(benches, "rma", **kw), data=False)
     c = _add_sweep(benches, "collect", **kw)

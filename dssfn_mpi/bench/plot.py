@@ -328,6 +328,15 @@ def _plot_tte(summary: dict, outdir: Path) -> list[Path]:
     return [md, *_save_figure(figure(summary), outdir, stem)]
 
 
+def _plot_scale(summary: dict, outdir: Path) -> list[Path]:
+    """Fig. 3 at scale (``nodes_scale``): activations per node to eps, per graph."""
+    from .scalefig import scale_figure, scale_markdown
+
+    md = outdir / "nodes_scale.md"
+    md.write_text(scale_markdown(summary) + "\n")
+    return [md, *_save_figure(scale_figure(summary), outdir, "nodes_scale")]
+
+
 def plot_summary(summary: dict, outdir: Path, name: str = "sweep") -> list[Path]:
     """Every figure and table of one benchmark's sweep summary (:mod:`.records`).
 
@@ -362,6 +371,8 @@ def plot_summary(summary: dict, outdir: Path, name: str = "sweep") -> list[Path]
         if bench in ("degree", "nodes"):
             chosen, title = _pick_layer_runs(summary)
             out += _per_layer(chosen, outdir, summary_stem(summary), title)
+        if bench == "nodes":
+            out += _plot_scale(summary, outdir)
         return out
     out: list[Path] = []
     if bench in ("degree", "nodes", "straggler"):

@@ -74,6 +74,9 @@ class Preset:
         noise: the per-activation jitters (``exp:MEAN``), projected and simulated.
     relaxes : tuple of float
         decompose: the relaxations (``--relax``, the edge form's ``--eta``) of every variant.
+    degrees : tuple of int
+        nodes: the circular graph's degrees at every M (2: the ring, d = 1 at M = 2; a
+        degree d > 2 only where M > d).
     """
 
     dataset: str = "digits"
@@ -95,6 +98,7 @@ class Preset:
     sim_values: tuple = ()
     jitters: tuple[str, ...] = ("exp:0.5", "exp:1.0")
     relaxes: tuple = (1.0,)
+    degrees: tuple = (2,)
 
 
 _TABLE2_ALL = ("vowel", "satimage", "letter", "mnist", "norb", "caltech101")

@@ -16,8 +16,8 @@ from ..errors import UserError, require
 from .presets import ONESHOT_MODES, WAIT_POLICIES, Preset
 
 __all__ = ["RunSpec", "contention_specs", "degree_specs", "eps_form", "noise_specs",
-           "nodes_specs", "relax_args", "simulate_args", "simulated_specs", "slow_ranks",
-           "straggler_specs", "table2_specs", "wait_args"]
+           "nodes_graphs", "nodes_specs", "relax_args", "simulate_args", "simulated_specs",
+           "slow_ranks", "straggler_specs", "table2_specs", "wait_args"]
 
 
 @dataclass
@@ -109,21 +109,45 @@ def degree_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     return specs
 
 
+def nodes_graphs(p: Preset, M: int) -> list[tuple[list[str], str, str]]:
+    """The graphs of ``bench nodes`` at M nodes: ``(topology arguments, group suffix,
+    graph label)`` for each degree of ``p.degrees`` (2: the ring, no suffix; a degree
+    d > 2 only where M > d, on the circular graph, suffix ``-dDD``).
+
+    Raises
+    ------
+    UserError
+        M < 2 or a degree < 2.
+    """
+    require(int(M) >= 2, f"nodes: every node count must be >= 2, got {M}")
+    out = []
+    for d in p.degrees:
+        require(int(d) >= 2, f"nodes: every degree must be >= 2 (2: the ring), got {d}")
+        if int(d) == 2:
+            out.append((["--topology", "ring"], "", "ring"))
+        elif int(M) > int(d):
+            out.append((["--topology", "circular", "--degree", str(int(d))], f"-d{int(d):02d}",
+                        f"d{int(d)}"))
+    return out
+
+
 def nodes_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
-    """Paper figure 3: ring (d = 2; d = 1 for M = 2) with M in ``p.values``."""
+    """Paper figure 3: with M in ``p.values``, the ring (d = 2; d = 1 for M = 2) and each
+    other degree of ``p.degrees`` (:func:`nodes_graphs`)."""
     specs = [_central("nodes", p, data_dir, [*_NO_SYNC])] if p.central else []
     for M in p.values:
-        require(int(M) >= 2, f"nodes: every node count must be >= 2, got {M}")
-        for mode in p.modes:
-            args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "ring",
-                    *_NO_SYNC, *_mode_iters(p, mode)]
-            specs.append(RunSpec(
-                group=f"{mode}-M{int(M):02d}",
-                label=f"{mode} M={M} ring",
-                nodes=int(M),
-                train_args=args,
-                meta={"bench": "nodes", "bench_mode": mode, "bench_value": int(M)},
-            ))
+        for graph, suffix, name in nodes_graphs(p, int(M)):
+            for mode in p.modes:
+                args = [*_common(p, p.dataset, data_dir), "--mode", mode, *graph,
+                        *_NO_SYNC, *_mode_iters(p, mode)]
+                specs.append(RunSpec(
+                    group=f"{mode}-M{int(M):02d}{suffix}",
+                    label=f"{mode} M={M} {name}",
+                    nodes=int(M),
+                    train_args=args,
+                    meta={"bench": "nodes", "bench_mode": mode, "bench_value": int(M),
+                          "bench_graph": name},
+                ))
     return specs
 
 
@@ -331,7 +355,8 @@ def simulated_specs(bench: str, p: Preset, data_dir: str | None,
                     datasets: list[str] | None = None) -> list[RunSpec]:
     """The time-to-eps form's simulated runs (one process each, simulated time): degree at
     M = ``p.nodes`` for every degree (``p.sim_values`` or the live ones), nodes on the ring
-    for every M of ``p.sim_values`` (past the live ones), table2 every dataset at M, d."""
+    and each other degree of ``p.degrees`` for every M of ``p.sim_values`` (past the live
+    ones), table2 every dataset at M, d."""
     cases: list[tuple[str, int, list[str], dict]] = []
     if bench == "degree":
         for d in p.sim_values or p.values:
@@ -339,8 +364,9 @@ def simulated_specs(bench: str, p: Preset, data_dir: str | None,
                           {"bench_value": int(d), "tag": f"d{int(d):02d}"}))
     elif bench == "nodes":
         for M in p.sim_values or p.values:
-            cases.append((p.dataset, int(M), ["--topology", "ring"],
-                          {"bench_value": int(M), "tag": f"M{int(M):03d}"}))
+            for graph, suffix, name in nodes_graphs(p, int(M)):
+                cases.append((p.dataset, int(M), graph, {"bench_value": int(M),
+                              "bench_graph": name, "tag": f"M{int(M):03d}{suffix}"}))
     elif bench == "table2":
         for ds in datasets or []:
             cases.append((ds, p.nodes, ["--topology", "circular", "--degree", str(p.degree)],

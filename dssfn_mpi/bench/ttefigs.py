@@ -32,18 +32,27 @@ from .figstyle import plt, style
 from .presets import ALL_ENGINES
 from .tables import FAILED_NOTE
 
-__all__ = ["CAP_NOTE", "mode_order", "noise_figure", "noise_markdown", "sweep_tte_figure",
-           "table2_tte_figure", "table2_tte_markdown", "tte_cell", "tte_markdown",
-           "tte_records"]
+__all__ = ["CAP_NOTE", "STOPPED_NOTE", "mode_order", "noise_figure", "noise_markdown",
+           "sweep_tte_figure", "table2_tte_figure", "table2_tte_markdown", "tte_cell",
+           "tte_markdown", "tte_records"]
 
+#: The note of runs that ended at a sweep's job timeout (``bench --job-timeout``).
+STOPPED_NOTE = ("stopped: the run ended at the sweep's job timeout (the summary's record of it "
+                "keeps the layers it finished), so it has no time to eps.")
 #: The legend entry and note of unreached points.
 CAP_NOTE = "hollow: not within eps at the cap K (time at the cap, a lower bound)"
 
 
 def tte_records(summary: Mapping[str, Any]) -> list[dict]:
-    """The summary's successful decentralized runs to accuracy (``eps_reached`` set)."""
+    """The summary's successful decentralized runs to accuracy (``eps_reached`` set); of a
+    nodes sweep over several graphs the ring's (the others: :mod:`.scalefig`)."""
     return [r for r in summary["records"] if r.get("ok") and r["mode"] != "central"
-            and r.get("eps_reached") is not None]
+            and r.get("eps_reached") is not None and _ring(r)]
+
+
+def _ring(rec: Mapping[str, Any]) -> bool:
+    """Not a nodes run, or a nodes run on the ring."""
+    return rec.get("bench") != "nodes" or rec.get("graph", "ring") == "ring"
 
 
 def mode_order(modes: Iterable[str]) -> list[str]:
@@ -157,8 +166,8 @@ def tte_markdown(summary: Mapping[str, Any]) -> str:
     if not recs:
         return "(no runs to accuracy in this summary)"
     modes = mode_order(r["mode"] for r in recs)
-    failed = {(r["mode"], r["kind"], r["value"]) for r in summary["records"]
-              if r["status"] != "ok"}
+    failed = {(r["mode"], r["kind"], r["value"]): r["status"] for r in summary["records"]
+              if r["status"] != "ok" and _ring(r)}
     by = {(r["mode"], r["kind"], r["value"]): r for r in recs}
     head = "d" if summary["bench"] == "degree" else "M"
     cols = [(m, "live", "time_at_eps", "projected") for m in modes]
@@ -168,13 +177,14 @@ def tte_markdown(summary: Mapping[str, Any]) -> str:
     lines = ["| " + head + " | " + " | ".join(f"{m} {w} [s]" for m, _k, _f, w in cols) + " |",
              "|---" * (1 + len(cols)) + "|"]
     for v in sorted({r["value"] for r in recs}):
-        cells = ["failed" if (m, k, v) in failed and (m, k, v) not in by else
+        cells = [failed[m, k, v] if (m, k, v) in failed and (m, k, v) not in by else
                  tte_cell(by.get((m, k, v)), f, ".3f" if w != "measured" else ".2f")
                  for m, k, f, w in cols]
         lines.append(f"| {v:g} | " + " | ".join(cells) + " |")
     lines += ["", _note(summary)]
-    if failed - set(by):
-        lines += ["", FAILED_NOTE]
+    missing = {failed[k] for k in set(failed) - set(by)}
+    lines += [note for status, note in (("failed", FAILED_NOTE), ("stopped", STOPPED_NOTE))
+              if status in missing for note in ("", note)]
     return "\n".join(lines)
 
 
