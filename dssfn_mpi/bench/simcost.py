@@ -122,11 +122,13 @@ def runs_table(paths: list[str]) -> str:
         iters = " / ".join(str(int(v)) for v in lay["activations"].max(axis=1))
         dist = " / ".join(f"{v:.1e}" for v in np.nanmax(lay["rel_distance"], axis=1))
         total = int(run.config.get("layers", -1)) + 1
+        nan = float("nan")
         lines.append(f"| {a['mode']} | {run.nodes:,} | {a['topology']} | "
                      f"{a['layers_done']} of {total} | {iters} | {dist} | "
-                     f"{a['sim_wall_seconds']:,.0f} s | {a['sim_cpu_seconds']:,.0f} s | "
-                     f"{a['sim_peak_rss_bytes'] / 2**30:.1f} GiB | "
-                     f"{a['sim_load_average']:.0f} |")
+                     f"{a.get('sim_wall_seconds', nan):,.0f} s | "
+                     f"{a.get('sim_cpu_seconds', nan):,.0f} s | "
+                     f"{a.get('sim_peak_rss_bytes', -1) / 2**30:.1f} GiB | "
+                     f"{a.get('sim_load_average', nan):.0f} |")
     return "\n".join(lines)
 
 
