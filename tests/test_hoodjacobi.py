@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from modeltools import simulate_saved, worst_gap
 from mpitools import run_cli
 
 from dssfn_mpi.algorithms import lookup
@@ -21,7 +22,6 @@ from dssfn_mpi.analysis.network import parse_network
 from dssfn_mpi.analysis.replay import project
 from dssfn_mpi.cli import main
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.ssfn.modelio import load_model
 
 # Label-skewed shards; the bound is inactive at layer 0 and active beyond; layer 0 in the
 # Gram metric.
@@ -32,22 +32,10 @@ EXACT = [*SETTINGS, "--iters", "3000", "--stop", "eps:5e-7"]
 COMPLETE = [*SETTINGS, "--topology", "complete", "--iters", "30"]
 
 
-def _worst(a_path, b_path) -> float:
-    """The largest relative difference of two saved models' matrices, node by node."""
-    a, b = load_model(a_path), load_model(b_path)
-    return max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
-               for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb))
-
-
-def _simulate(tmp_path, name: str, nodes: int, *argv: str):
-    out, model = tmp_path / f"{name}.h5", tmp_path / f"{name}-model.h5"
-    assert main(["simulate", "--nodes", str(nodes), *argv, "--out", str(out),
-                 "--save-model", str(model), "--overwrite"]) == 0
-    return read_runlog(out), model
 
 
 def _sync(tmp_path, relax: str):
-    return _simulate(tmp_path, f"sync{relax}", 4, "--mode", "sync", *COMPLETE, "--rho", "2",
+    return simulate_saved(tmp_path, f"sync{relax}", 4, "--mode", "sync", *COMPLETE, "--rho", "2",
                      "--relax", relax)
 
 
@@ -64,10 +52,10 @@ def test_two_exchanges_a_round_of_one_block_each():
 @pytest.mark.parametrize("relax", ["1", "1.6"])
 def test_simulated_hood_jacobi_on_the_complete_graph_is_global_consensus_admm(tmp_path,
                                                                               relax):
-    jac, jac_model = _simulate(tmp_path, "jacobi", 4, "--mode", "hood-jacobi", *COMPLETE,
+    jac, jac_model = simulate_saved(tmp_path, "jacobi", 4, "--mode", "hood-jacobi", *COMPLETE,
                                "--rho", "0.5", "--eta", relax)
     sync, sync_model = _sync(tmp_path, relax)
-    assert _worst(jac_model, sync_model) <= 1e-9
+    assert worst_gap(jac_model, sync_model) <= 1e-9
     lam = jac.layers["lambda_star"]
     assert (lam[0] == 0).all() and (lam[1:] > 0).all()
     assert (jac.layers["metric_bytes"][0] > 0).all()
@@ -91,7 +79,7 @@ def _check_exact(log, nodes: int) -> None:
 
 @pytest.mark.parametrize("nodes,degree", [(5, 2), (8, 4)], ids=["ring", "d4"])
 def test_simulated_hood_jacobi_reaches_the_exact_solution(tmp_path, nodes, degree):
-    log, _ = _simulate(tmp_path, "exact", nodes, "--mode", "hood-jacobi", *EXACT,
+    log, _ = simulate_saved(tmp_path, "exact", nodes, "--mode", "hood-jacobi", *EXACT,
                        "--degree", str(degree))
     _check_exact(log, nodes)
 
@@ -105,7 +93,7 @@ def test_live_hood_jacobi_on_the_complete_graph_is_simulated_global_consensus(tm
                   timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
     _, sync_model = _sync(tmp_path, "1.6")
-    assert _worst(live_model, sync_model) <= 1e-9
+    assert worst_gap(live_model, sync_model) <= 1e-9
 
 
 @pytest.mark.mpirun
@@ -116,14 +104,14 @@ def test_live_hood_jacobi_reaches_the_exact_solution_as_simulated(tmp_path):
                   "--out", str(live), "--save-model", str(live_model), timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
     log = read_runlog(live)
-    sim, sim_model = _simulate(tmp_path, "sim", 5, "--mode", "hood-jacobi", *EXACT,
+    sim, sim_model = simulate_saved(tmp_path, "sim", 5, "--mode", "hood-jacobi", *EXACT,
                                "--degree", "2")
     for run in (log, sim):
         _check_exact(run, 5)
     # The same rounds, the same votes: the same layer ends and iterates.
     assert (log.layers["activations"] == sim.layers["activations"]).all()
     assert (log.layers["bytes_sent"] == sim.layers["bytes_sent"]).all()
-    assert _worst(live_model, sim_model) <= 1e-10
+    assert worst_gap(live_model, sim_model) <= 1e-10
     # Timed by the run's own trace, the simulation is the replay's projection: two message
     # times a round in both (one rule).
     out = tmp_path / "timed.h5"

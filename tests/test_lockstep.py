@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from modeltools import simulate_saved, worst_gap
 from mpitools import run_cli
 
 from dssfn_mpi.algorithms import lookup
@@ -25,7 +26,6 @@ from dssfn_mpi.config import TrainConfig
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.sim.layerloop import SimOptions, simulate
 from dssfn_mpi.sim.speed import SpeedModel
-from dssfn_mpi.ssfn.modelio import load_model
 
 # Label-skewed shards on a ring (diameter 2 at 4 and 5 nodes: the votes take a round to
 # spread); the bound is inactive at layer 0 and active beyond; layer 0 in the Gram metric.
@@ -35,18 +35,6 @@ EXACT = [*SETTINGS, "--iters", "3000", "--stop", "eps:5e-7"]
 SHORT = [*SETTINGS, "--layers", "1", "--iters", "5"]  # far from O*: every iterate counts
 
 
-def _worst(a_path, b_path) -> float:
-    """The largest relative difference of two saved models' matrices, node by node."""
-    a, b = load_model(a_path), load_model(b_path)
-    return max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
-               for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb))
-
-
-def _simulate(tmp_path, name: str, nodes: int, *argv: str):
-    out, model = tmp_path / f"{name}.h5", tmp_path / f"{name}-model.h5"
-    assert main(["simulate", "--nodes", str(nodes), *argv, "--out", str(out),
-                 "--save-model", str(model), "--overwrite"]) == 0
-    return read_runlog(out), model
 
 
 def test_lockstep_is_the_edge_update_on_its_own_driver():
@@ -61,17 +49,17 @@ def test_lockstep_is_the_edge_update_on_its_own_driver():
 @pytest.mark.parametrize("mode,one_sided", [("lockstep", "async"), ("hood-lockstep", "hood")])
 def test_simulated_lockstep_is_async_at_max_lead_0_and_constant_speed(tmp_path, mode, one_sided):
     step = ["--eta", "0.9"]  # the same step for both (hood's own default is smaller)
-    lock, lock_model = _simulate(tmp_path, "lock", 4, "--mode", mode, *SHORT, *step,
+    lock, lock_model = simulate_saved(tmp_path, "lock", 4, "--mode", mode, *SHORT, *step,
                                  "--speed", "const:1e-3")
-    asy, asy_model = _simulate(tmp_path, "async", 4, "--mode", one_sided, *SHORT, *step,
+    asy, asy_model = simulate_saved(tmp_path, "async", 4, "--mode", one_sided, *SHORT, *step,
                                "--max-lead", "0", "--speed", "const:1e-3")
-    assert _worst(lock_model, asy_model) <= 1e-12
+    assert worst_gap(lock_model, asy_model) <= 1e-12
     assert (lock.layers["activations"] == 5).all() and (lock.layers["puts"] == 0).all()
     assert (lock.layers["bytes_sent"] == asy.layers["bytes_sent"]).all()
     # Jitter and a straggler change the times, never the iterates (async's would change).
-    jit, jit_model = _simulate(tmp_path, "jitter", 4, "--mode", mode, *SHORT, *step,
+    jit, jit_model = simulate_saved(tmp_path, "jitter", 4, "--mode", mode, *SHORT, *step,
                                "--speed", "const:1e-3", "--jitter", "exp:1", "--slow", "1:5")
-    assert _worst(lock_model, jit_model) == 0.0
+    assert worst_gap(lock_model, jit_model) == 0.0
     t_const, t_jit = (float(np.max(r.extra["sim_layer_end"])) for r in (lock, jit))
     assert t_jit > 2 * t_const
 
@@ -113,12 +101,12 @@ def test_live_lockstep_reaches_the_exact_solution_as_simulated(tmp_path):
                   "--save-model", str(live_model), timeout=240)
     assert res.returncode == 0, res.stderr[-3000:]
     log = read_runlog(live)
-    sim, sim_model = _simulate(tmp_path, "sim", 4, "--mode", "lockstep", *EXACT)
+    sim, sim_model = simulate_saved(tmp_path, "sim", 4, "--mode", "lockstep", *EXACT)
     for run in (log, sim):
         _check_exact(run)
     # The same rounds, the same votes: the same layer ends and iterates.
     assert (log.layers["activations"] == sim.layers["activations"]).all()
-    assert _worst(live_model, sim_model) <= 1e-10
+    assert worst_gap(live_model, sim_model) <= 1e-10
     # Timed by the run's own trace, the simulation is the replay's projection (one rule).
     out = tmp_path / "timed.h5"
     assert main(["simulate", "--schedule", str(live), "--speed", f"trace:{live}",
@@ -138,14 +126,14 @@ def test_live_lockstep_iterates_are_the_simulated_ones(tmp_path, mode):
     assert res.returncode == 0, res.stderr[-3000:]
     log = read_runlog(tmp_path / "l.h5")
     assert log.layers["rel_distance"].min() > 1e-3  # far from O*
-    _, sim_model = _simulate(tmp_path, "sim", 5, "--mode", mode, *SHORT)
-    assert _worst(live_model, sim_model) <= 1e-10
+    _, sim_model = simulate_saved(tmp_path, "sim", 5, "--mode", mode, *SHORT)
+    assert worst_gap(live_model, sim_model) <= 1e-10
 
 
 def test_simulated_lockstep_local_rule_ends_every_layer_near_the_exact_solution(tmp_path):
     # async's own test of its edge variables (NodeCheck.async_done with the step's rhs),
     # voted as under eps; the distance is the run log's check, which no node read.
-    log, _ = _simulate(tmp_path, "local", 5, "--mode", "lockstep", *SETTINGS,
+    log, _ = simulate_saved(tmp_path, "local", 5, "--mode", "lockstep", *SETTINGS,
                        "--iters", "3000", "--stop", "local:1e-3")
     acts = log.layers["activations"]
     assert (log.layers["stop_reason"] == reason_code("local")).all()

@@ -12,6 +12,7 @@ import json
 
 import numpy as np
 import pytest
+from modeltools import worst_gap
 from mpitools import run_cli
 
 from dssfn_mpi.algorithms import lookup
@@ -20,7 +21,6 @@ from dssfn_mpi.config import TrainConfig
 from dssfn_mpi.errors import UserError
 from dssfn_mpi.launch import mpirun_path
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.ssfn.modelio import load_model
 from dssfn_mpi.ssfn.solver import project_frobenius
 
 # Label-skewed shards on a ring; the bound is inactive at layer 0 and active beyond.
@@ -100,14 +100,8 @@ def test_live_relaxed_sync_reaches_the_exact_solution_as_simulated(tmp_path):
         assert rel.max() <= 1e-6, rel
         assert (log.layers["lambda_star"][0] == 0).all()
         assert (log.layers["lambda_star"][1:] > 0).all()
-    assert _worst(live_model, sim_model) <= 1e-8
+    assert worst_gap(live_model, sim_model) <= 1e-8
 
-
-def _worst(a_path, b_path) -> float:
-    """The largest relative difference of two saved models' matrices, node by node."""
-    a, b = load_model(a_path), load_model(b_path)
-    return max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
-               for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb))
 
 
 @pytest.mark.mpirun
@@ -131,5 +125,5 @@ def test_live_relaxed_iterates_are_the_simulated_ones_before_convergence(tmp_pat
             assert main(["simulate", "--nodes", "4", *argv]) == 0
     log = read_runlog(tmp_path / "live.h5")
     assert log.layers["rel_distance"].min() > 1e-2 and (log.layers["lambda_star"] == 0).all()
-    assert _worst(models["live"], models["sim"]) <= 1e-8
+    assert worst_gap(models["live"], models["sim"]) <= 1e-8
 
