@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from modeltools import simulate_saved, worst_gap
+from modeltools import assert_timed_is_projection, simulate_saved, worst_gap
 from mpitools import run_cli
 
 from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.algorithms.stoprule import reason_code
 from dssfn_mpi.analysis.network import parse_network
-from dssfn_mpi.analysis.replay import project
-from dssfn_mpi.cli import main
 from dssfn_mpi.runlog import read_runlog
 
 # Label-skewed shards; the bound is inactive at layer 0 and active beyond; layer 0 in the
@@ -114,9 +112,4 @@ def test_live_hood_jacobi_reaches_the_exact_solution_as_simulated(tmp_path):
     assert worst_gap(live_model, sim_model) <= 1e-10
     # Timed by the run's own trace, the simulation is the replay's projection: two message
     # times a round in both (one rule).
-    out = tmp_path / "timed.h5"
-    assert main(["simulate", "--schedule", str(live), "--speed", f"trace:{live}",
-                 "--out", str(out), "--quiet"]) == 0
-    proj = project(log, parse_network("shm"))
-    assert read_runlog(out).attrs["sim_total_seconds"] == pytest.approx(proj.total_seconds,
-                                                                        rel=1e-9)
+    assert_timed_is_projection(tmp_path, live, log)

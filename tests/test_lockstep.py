@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from modeltools import simulate_saved, worst_gap
+from modeltools import assert_timed_is_projection, simulate_saved, worst_gap
 from mpitools import run_cli
 
 from dssfn_mpi.algorithms import lookup
@@ -20,8 +20,6 @@ from dssfn_mpi.algorithms.base import LOCKSTEP
 from dssfn_mpi.algorithms.edge import EdgeADMM
 from dssfn_mpi.algorithms.stoprule import reason_code
 from dssfn_mpi.analysis.network import parse_network
-from dssfn_mpi.analysis.replay import project
-from dssfn_mpi.cli import main
 from dssfn_mpi.config import TrainConfig
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.sim.layerloop import SimOptions, simulate
@@ -108,12 +106,7 @@ def test_live_lockstep_reaches_the_exact_solution_as_simulated(tmp_path):
     assert (log.layers["activations"] == sim.layers["activations"]).all()
     assert worst_gap(live_model, sim_model) <= 1e-10
     # Timed by the run's own trace, the simulation is the replay's projection (one rule).
-    out = tmp_path / "timed.h5"
-    assert main(["simulate", "--schedule", str(live), "--speed", f"trace:{live}",
-                 "--out", str(out), "--quiet"]) == 0
-    proj = project(log, parse_network("shm"))
-    assert read_runlog(out).attrs["sim_total_seconds"] == pytest.approx(proj.total_seconds,
-                                                                        rel=1e-9)
+    assert_timed_is_projection(tmp_path, live, log)
 
 
 @pytest.mark.mpirun

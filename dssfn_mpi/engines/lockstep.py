@@ -72,6 +72,8 @@ class LockstepEngine(NeighbourEngine):
         sends = [np.zeros((dm, w)) for w in width]
         step = alg.step(B2, gamma, cfg.eta, prob.eps, inv, prob.metric, store=(sends[0], 0))
         phases = alg.phases(step)
+        # An outbox outside its exchange's buffer is copied into it every round.
+        copied = [not np.shares_memory(outbox, send) for (_, outbox), send in zip(phases, sends)]
         last = len(phases) - 1
         check = (None if self.slots == 0 else
                  alg.node_check(self.rule, prob.target_O, B2, gamma, cfg.eta, prob.metric))
@@ -85,7 +87,7 @@ class LockstepEngine(NeighbourEngine):
                     flag = check is not None and check.async_done(O, step.rhs_buffer)
                 # A slow node computes slowly, then sends (as in the other drivers).
                 self.throttle.after(begun)
-                if not np.shares_memory(outbox, sends[p]):
+                if copied[p]:
                     sends[p][:, :size] = np.reshape(outbox, (dm, -1))
                 if p < last:
                     rounds.pass_on(p)
