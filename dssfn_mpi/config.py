@@ -55,6 +55,14 @@ PAPER_TABLE3: dict[str, dict[str, tuple[float, float]]] = {
 }
 
 
+def _relaxation_defaults(attr: str) -> str:
+    """The modes' default relaxations (``relax`` or ``step_size`` of their algorithms), for
+    ``--help``: ``"sync 1.8, sync-graph 1.8"``, over the modes that take the option."""
+    algs = [lookup(mode) for mode in names()]
+    return ", ".join(f"{a.name} {getattr(a, attr):g}" for a in algs
+                     if (a.relaxes if attr == "relax" else a.per_neighbour))
+
+
 def parse_per_layer(text: str | float | list | tuple, name: str) -> tuple[float, ...] | str:
     """Parse ``"auto"``, ``"1.0"`` or ``"10,0.1,0.05"`` into a per-layer tuple.
 
@@ -214,11 +222,11 @@ class TrainConfig:
         "default auto (per layer, from the nodes' own constrained solutions)", "auto",
         parse=_per_layer("gamma"))
     eta: float | None = option(
-        "method", "step size in (0, 2) of async, lockstep, hood, hood-lockstep and hood-jacobi "
-        "(default: the mode's, 1; hood 0.6)")
-    relax: float = option(
-        "method", "consensus ADMM (sync, sync-graph) over-relaxation alpha in (0, 2) "
-        "(default {default:g}: plain ADMM)", 1.0, metavar="ALPHA")
+        "method", "step size (relaxation) in (0, 2) of the per-neighbour modes (default: "
+        f"the mode's: {_relaxation_defaults('step_size')})")
+    relax: float | None = option(
+        "method", "over-relaxation alpha in (0, 2) of consensus ADMM, 1 plain ADMM (default: "
+        f"the mode's: {_relaxation_defaults('relax')})", metavar="ALPHA")
     rho: tuple[float, ...] | str = option(
         "method", "sync consensus penalty, one value or per-layer list (default auto, as "
         "--gamma)", "auto", parse=_per_layer("rho"))
@@ -323,9 +331,12 @@ class TrainConfig:
         return layer == 0 and self.metric == "gram" and self.algorithm.metric_form
 
     def __post_init__(self) -> None:
-        if self.eta is None:  # the mode's own step (an unknown mode fails in validate)
-            known = self.mode in names()
-            self.eta = lookup(self.mode, self.update).step_size if known else 1.0
+        # the mode's own relaxations (an unknown mode fails in validate)
+        alg = lookup(self.mode, self.update) if self.mode in names() else None
+        if self.eta is None:
+            self.eta = alg.step_size if alg else 1.0
+        if self.relax is None:
+            self.relax = alg.relax if alg else 1.0
 
     @property
     def algorithm(self) -> Any:
@@ -449,7 +460,7 @@ class TrainConfig:
         if self.stop_rule.kind == "local":
             require(alg.local_stop, "--stop local reads the edge form's variables: "
                     "use it with --update edge (the default)")
-        require(self.relax == 1.0 or alg.relaxes,
+        require(self.relax == alg.relax or alg.relaxes,
                 f"--relax applies to consensus ADMM (sync, sync-graph), not --mode {self.mode}; "
                 "the async edge update's relaxation is --eta")
         if self.topology == "file":
@@ -532,8 +543,8 @@ def apply_preset(cfg: TrainConfig, explicit: set[str]) -> None:
 
     ``paper``: the paper's Table 3 gamma pair, eta = 0.5, the paper's update
     form (eq. 7) and its scalar penalty on every layer, sync rho = 1/mu (Table 3,
-    sync dSSFN), the central model by the authors' ADMM with Table 3's central
-    mu, L = 20, n = 2Q + 1000, K = 200.
+    sync dSSFN) in plain ADMM (relax 1), the central model by the authors' ADMM
+    with Table 3's central mu, L = 20, n = 2Q + 1000, K = 200.
     """
     if cfg.preset is None:
         return
@@ -550,6 +561,7 @@ def apply_preset(cfg: TrainConfig, explicit: set[str]) -> None:
         "central_solver": "admm",
         "mu": table["central_mu"],
         "eta": 0.5,
+        "relax": 1.0,
         "update": "paper",
         "metric": "identity",
         "layers": 20,

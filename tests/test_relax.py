@@ -29,9 +29,11 @@ SETTINGS = ["--dataset", "synthetic", "--layers", "2", "--hidden", "40", "--iter
 
 
 def test_default_is_the_registry_algorithm_and_alpha_is_applied():
-    assert TrainConfig(mode="sync").algorithm is lookup("sync")  # alpha = 1: unchanged
-    alg = TrainConfig(mode="sync-graph", relax=1.6).algorithm
-    assert alg.relax == 1.6 and alg.mixes and lookup("sync-graph").relax == 1.0
+    assert TrainConfig(mode="sync").algorithm is lookup("sync")  # its own alpha: unchanged
+    assert TrainConfig(mode="sync").relax == lookup("sync").relax
+    for alpha in (1.0, 1.6):  # plain ADMM is a relaxation like any other
+        alg = TrainConfig(mode="sync-graph", relax=alpha).algorithm
+        assert alg.relax == alpha and alg.mixes and lookup("sync-graph").relax != alpha
 
 
 def test_one_iteration_is_boyds_relaxed_step_even_when_zbar_is_the_average_buffer():

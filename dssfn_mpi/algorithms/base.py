@@ -102,8 +102,14 @@ class Algorithm:
         One line for ``--help`` and the docs.
     relaxes : bool
         It takes ``--relax`` (:meth:`configured` applies it).
+    relax : float
+        The ``--relax`` a run takes when none is given (1 where it does not relax).
     step_size : float
         The ``--eta`` a run takes when none is given.
+
+    ``relax`` and ``step_size`` are the one home of each mode's default relaxation: the
+    options, the live engines, the simulator and the replay read them from here
+    (docs/ALGORITHMS.md, "Relaxation measured").
     """
 
     name = ""
@@ -118,6 +124,8 @@ class Algorithm:
     summary = ""
     #: It takes ``--relax`` (over-relaxation alpha in (0, 2)).
     relaxes = False
+    #: The default ``--relax`` (consensus ADMM's over-relaxation; 1 where it does not relax).
+    relax = 1.0
     #: The default ``--eta`` (the step of the per-neighbour drivers, in (0, 2)).
     step_size = 1.0
 

@@ -31,6 +31,8 @@ class EdgeADMM(Algorithm):
         Another ``--mode`` name, driver kind and ``--help`` line for the same update
         (``EdgeADMM("lockstep", LOCKSTEP, ...)``: the synchronous control); the class's
         when omitted.
+    step_size : float, optional
+        Its default ``--eta`` (the class's when omitted).
     """
 
     name = "async"
@@ -43,10 +45,11 @@ class EdgeADMM(Algorithm):
     summary = "asynchronous pairwise edge consensus ADMM, one-sided puts (the paper's method)"
 
     def __init__(self, name: str | None = None, driver: str | None = None,
-                 summary: str | None = None) -> None:
+                 summary: str | None = None, step_size: float | None = None) -> None:
         self.name = name or self.name
         self.driver = driver or self.driver
         self.summary = summary or self.summary
+        self.step_size = step_size or self.step_size
 
     def auto_penalty(self, own: np.ndarray, gathered: Any, graph: Any, node: int) -> np.ndarray:
         """gamma_mn from the means of ``[lam, s, g]`` over each edge's two ends."""
@@ -104,6 +107,9 @@ class PaperUpdate(EdgeADMM):
     """The paper's eq. 7 (``--update paper``): biased when the norm bound is active."""
 
     update = "paper"
+    #: Eq. 7 is not the edge operator's relaxation; its step stays 1 (the paper's 0.5 under
+    #: ``--preset paper``).
+    step_size = 1.0
     metric_form = False
     local_stop = False
     summary = "async with the paper's eq. 7 update (biased when the norm bound is active)"

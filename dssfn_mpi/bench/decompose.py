@@ -30,7 +30,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from ..errors import require
 from .figstyle import plt
 from .presets import Preset
-from .specs import RunSpec, relax_args, simulate_args
+from .specs import RunSpec, simulate_args
 
 __all__ = ["FACTORS", "GRAPHS", "VARIANTS", "Variant", "decompose_figure",
            "decompose_markdown", "decompose_specs", "decomposition_rows", "variant_counts"]
@@ -126,8 +126,8 @@ def decompose_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
                 continue
             mode = v.args[1]
             for alpha in relaxes:
-                args = simulate_args(p, p.dataset, data_dir, M, GRAPHS[graph](M), mode)
-                args += [*v.args[2:], *relax_args(mode, float(alpha))]
+                args = simulate_args(p, p.dataset, data_dir, M, GRAPHS[graph](M),
+                                     f"{mode}@{float(alpha):g}") + [*v.args[2:]]
                 specs.append(RunSpec(
                     group=f"{v.label}-{graph}-M{M:03d}-a{float(alpha):g}",
                     label=f"{v.label} {graph} M={M} alpha={float(alpha):g}",

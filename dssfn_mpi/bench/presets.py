@@ -74,6 +74,11 @@ class Preset:
         noise: the per-activation jitters (``exp:MEAN``), projected and simulated.
     relaxes : tuple of float
         decompose: the relaxations (``--relax``, the edge form's ``--eta``) of every variant.
+    relax : float or None
+        The other benchmarks: every iterative mode's relaxation (``--relax`` or ``--eta``,
+        :func:`~dssfn_mpi.bench.specs.relax_args`) where a ``MODE@ALPHA`` variant names
+        none; None: each mode's default (the results measured at relaxation 1 record
+        ``--set relax=1``).
     degrees : tuple of int
         nodes: the circular graph's degrees at every M (2: the ring, d = 1 at M = 2; a
         degree d > 2 only where M > d).
@@ -98,6 +103,7 @@ class Preset:
     sim_values: tuple = ()
     jitters: tuple[str, ...] = ("exp:0.5", "exp:1.0")
     relaxes: tuple = (1.0,)
+    relax: float | None = None
     degrees: tuple = (2,)
 
 
@@ -227,6 +233,8 @@ def _parse_value(key: str, text: str, current: Any, kind: Any) -> Any:
             return text.lower() in ("true", "1", "yes")
         if kind_s.startswith("int"):
             return int(text)
+        if kind_s.startswith("float"):
+            return float(text)
         return text
     except ValueError:
         raise UserError(f"--set {key}={text}: expected a value like {current!r}") from None

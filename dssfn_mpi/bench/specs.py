@@ -97,8 +97,8 @@ def degree_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     specs = [_central("degree", p, data_dir, [*_NO_SYNC])] if p.central else []
     for d in p.values:
         for mode in p.modes:
-            args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "circular",
-                    "--degree", str(d), *_NO_SYNC, *_mode_iters(p, mode)]
+            args = [*_common(p, p.dataset, data_dir), *_mode_args(p, mode), "--topology",
+                    "circular", "--degree", str(d), *_NO_SYNC, *_mode_iters(p, mode)]
             specs.append(RunSpec(
                 group=f"{mode}-d{int(d):02d}",
                 label=f"{mode} M={M} d={d}",
@@ -138,7 +138,7 @@ def nodes_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     for M in p.values:
         for graph, suffix, name in nodes_graphs(p, int(M)):
             for mode in p.modes:
-                args = [*_common(p, p.dataset, data_dir), "--mode", mode, *graph,
+                args = [*_common(p, p.dataset, data_dir), *_mode_args(p, mode), *graph,
                         *_NO_SYNC, *_mode_iters(p, mode)]
                 specs.append(RunSpec(
                     group=f"{mode}-M{int(M):02d}{suffix}",
@@ -173,13 +173,15 @@ def table2_specs(p: Preset, datasets: list[str], data_dir: str | None,
                     continue
                 extra = ["--preset", "paper"] if setting == "paper" else []
                 for mode in p.modes:
+                    # the paper's setting runs the paper's steps (train --preset paper)
+                    how = ["--mode", mode] if extra else _mode_args(p, mode)
                     topo = [] if mode == "central" else ["--topology", "circular",
                                                          "--degree", str(p.degree)]
                     specs.append(RunSpec(
                         group=f"{ds}-{setting}-{mode}-s{seed}",
                         label=f"{ds} {setting} {mode} seed {seed}",
                         nodes=None if mode == "central" else p.nodes,
-                        train_args=[*base, "--mode", mode, *topo, *extra, *_mode_iters(p, mode)],
+                        train_args=[*base, *how, *topo, *extra, *_mode_iters(p, mode)],
                         meta={"bench": "table2", "bench_mode": mode, "bench_setting": setting,
                               "bench_dataset": ds, "bench_seed": seed, "bench_value": -1},
                     ))
@@ -232,8 +234,8 @@ def straggler_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
         for mode in p.modes:
             if mode == "sync-graph" and ranks:
                 continue  # no live straggler for sync-graph: projected from its baseline
-            args = [*_common(p, p.dataset, data_dir), *variants[mode], "--topology", "circular",
-                    "--degree", str(p.degree), *slow]
+            args = [*_common(p, p.dataset, data_dir), *_pinned(p, variants[mode]),
+                    "--topology", "circular", "--degree", str(p.degree), *slow]
             tag = "base" if pattern == "none" else f"{pattern}-x{factor:g}"
             specs.append(RunSpec(
                 group=f"{mode}-{tag}",
@@ -273,7 +275,7 @@ def contention_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     require(reps >= 1, f"contention: reps must be >= 1, got {p.reps}")
     for mode, policy, rep, busy in product(p.modes, p.policies, range(reps), p.values):
         busy = int(busy)
-        args = [*_common(p, p.dataset, data_dir), "--mode", mode, "--topology", "ring",
+        args = [*_common(p, p.dataset, data_dir), *_mode_args(p, mode), "--topology", "ring",
                 "--no-check", *_NO_SYNC, *_mode_iters(p, mode), *wait_args(policy)]
         nth = rep + 1 if reps > 1 else None  # a single run keeps the plain names
         specs.append(RunSpec(
@@ -308,7 +310,7 @@ def simulate_args(p: Preset, dataset: str, data_dir: str | None, nodes: int,
     simulated runs give times and distances)."""
     args = ["simulate", "--dataset", dataset, "--nodes", str(nodes), "--layers", str(p.layers),
             "--iters", str(p.iters), "--seed", str(seed), "--stop", p.stop, "--no-eval",
-            *graph, *_variant_args(mode)]
+            *graph, *_mode_args(p, mode)]
     if p.hidden is not None:
         args += ["--hidden", str(p.hidden)]
     if data_dir:
@@ -330,6 +332,23 @@ def relax_args(mode: str, alpha: float) -> list[str]:
 
     require(0 < alpha < 2, f"relaxation {alpha:g} of {mode}: it lies in (0, 2)")
     return ["--relax" if lookup(mode).relaxes else "--eta", f"{alpha:g}"]
+
+
+def _mode_args(p: Preset, mode: str) -> list[str]:
+    """``--mode`` and the options of a mode or variant (:func:`_variant_args`), relaxed by
+    ``p.relax`` where the variant names no relaxation (:func:`_pinned`)."""
+    args = _variant_args(mode)
+    return args if "@" in mode else _pinned(p, args)
+
+
+def _pinned(p: Preset, args: list[str]) -> list[str]:
+    """A variant's arguments (``--mode MODE ...``) with ``p.relax`` as its relaxation
+    (:func:`relax_args`); as they are without ``p.relax`` or where the mode solves directly."""
+    from ..algorithms.registry import lookup
+
+    if p.relax is None or lookup(args[1]).direct:
+        return args
+    return [*args, *relax_args(args[1], p.relax)]
 
 
 def _variant_args(mode: str) -> list[str]:
@@ -421,7 +440,7 @@ def noise_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
                 specs.append(RunSpec(
                     group=f"{mode}-{case.replace(':', '')}", label=f"{mode} {case}",
                     nodes=p.nodes, train_args=[*_common(p, p.dataset, data_dir),
-                                               *_variant_args(mode), *graph, *slow],
+                                               *_mode_args(p, mode), *graph, *slow],
                     meta={**meta, "bench_mode": mode, "bench_kind": "live"}))
             noise = ["--jitter", jitter, "--jitter-seed", "0"] if jitter else slow
             specs.append(RunSpec(
