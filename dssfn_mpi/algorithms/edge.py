@@ -43,6 +43,9 @@ class EdgeADMM(Algorithm):
     metric_per_edge = True
     min_ranks = 2
     summary = "asynchronous pairwise edge consensus ADMM, one-sided puts (the paper's method)"
+    #: The fewest activations at layers 1 - 2, asynchronous and in lockstep, and every live,
+    #: jittered and straggling run at eps (docs/ALGORITHMS.md, "Relaxation measured").
+    step_size = 1.8
 
     def __init__(self, name: str | None = None, driver: str | None = None,
                  summary: str | None = None, step_size: float | None = None) -> None:
