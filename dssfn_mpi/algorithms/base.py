@@ -109,7 +109,7 @@ class Algorithm:
 
     ``relax`` and ``step_size`` are the one home of each mode's default relaxation: the
     options, the live engines, the simulator and the replay read them from here
-    (docs/ALGORITHMS.md, "Relaxation measured").
+    (docs/ALGORITHMS.md, "Default relaxations").
     """
 
     name = ""

@@ -41,7 +41,7 @@ class ConsensusADMM(Algorithm):
     relaxes = True
     #: The over-relaxation alpha in (0, 2); 1 is plain consensus ADMM. The default, 1.8,
     #: took the fewest iterations at every layer, graph and node count measured
-    #: (docs/ALGORITHMS.md, "Relaxation measured").
+    #: (docs/ALGORITHMS.md, "Default relaxations").
     relax = 1.8
     summary = "consensus ADMM, one allreduce per iteration"
 

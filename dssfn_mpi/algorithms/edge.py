@@ -44,7 +44,7 @@ class EdgeADMM(Algorithm):
     min_ranks = 2
     summary = "asynchronous pairwise edge consensus ADMM, one-sided puts (the paper's method)"
     #: The fewest activations at layers 1 - 2, asynchronous and in lockstep, and every live,
-    #: jittered and straggling run at eps (docs/ALGORITHMS.md, "Relaxation measured").
+    #: jittered and straggling run at eps (docs/ALGORITHMS.md, "Default relaxations").
     step_size = 1.8
 
     def __init__(self, name: str | None = None, driver: str | None = None,

@@ -84,8 +84,8 @@ class JacobiNeighbourhoodADMM(NeighbourhoodADMM):
     driver = LOCKSTEP
     summary = ("neighbourhood consensus ADMM, exact synchronous form: members send v, "
                "centres return fresh z (two neighbour exchanges a round)")
-    #: Deterministic Douglas-Rachford: relaxed like sync (docs/ALGORITHMS.md, "Relaxation
-    #: measured").
+    #: Deterministic Douglas-Rachford: relaxed like sync (docs/ALGORITHMS.md, "Default
+    #: relaxations").
     step_size = 1.8
     exchanges = 2
 
