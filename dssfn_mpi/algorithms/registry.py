@@ -23,7 +23,7 @@ ALGORITHMS: list[Algorithm] = [
     ConsensusADMM(),
     ConsensusADMM("sync-graph", "mixing", "consensus ADMM, averaging by neighbour mixing"),
     EdgeADMM("lockstep", LOCKSTEP, "async's edge update in lockstep rounds (Jacobi), "
-             "neighbour exchange: async without the asynchrony"),
+             "neighbour exchange: async without the asynchrony", step_size=1.8),
     PaperUpdate("lockstep", LOCKSTEP, "lockstep with the paper's eq. 7 update"),
     OneShot("oneshot", "allreduce", "statistics averaged by one allreduce, exact solve"),
     OneShot("oneshot-graph", "mixing", "statistics averaged by neighbour mixing, exact solve"),
