@@ -194,8 +194,9 @@ class LowRankMetric:
     ``S``'s eigenvalues are ``s = t + c`` on ``U``'s columns and the floor ``c`` on the
     ``d - k`` directions orthogonal to them. The steps act on the floor's directions through
     the residual ``R = X - (X U) U^T``: they share one eigenvalue, so in each secular
-    equation they are one term (weight ``||R||^2``) and the result is exactly the dense
-    form's. Built by :func:`metric_from_grams`.
+    equation they are one term (weight ``||R||^2``), and each step is the dense form's
+    (:class:`Metric` of the same ``S``) in exact arithmetic. Built by
+    :func:`metric_from_grams`.
 
     Parameters
     ----------
