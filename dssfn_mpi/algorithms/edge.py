@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..engines.updates import EdgeStep, MetricEdgeStep, paper_activation
-from ..ssfn.metric import Metric, gram_metric
+from ..ssfn.metric import LowRankMetric, Metric, metric_from_grams
 from ..ssfn.solver import edge_penalties, metric_penalty
 from .base import ONE_SIDED, Algorithm, penalty_matrix
 from .stoprule import NodeCheck
@@ -66,9 +66,10 @@ class EdgeADMM(Algorithm):
         return np.array([metric_penalty(False, 0.5 * (graph.degree(node) + graph.degree(n)),
                                         lam2) for n in graph.neighbors(node)])
 
-    def metric(self, own_G: np.ndarray, gathered: Any) -> list[Metric]:
-        """One metric per edge: the mean of its two ends' ``G``."""
-        return [Metric(gram_metric(own_G, G)) for G in gathered]
+    def metric(self, own_G: np.ndarray, gathered: Any) -> list[Metric | LowRankMetric]:
+        """One metric per edge: the mean of its two ends' ``G`` (low-rank where the two
+        ends' samples span few directions: :func:`~dssfn_mpi.ssfn.metric.metric_from_grams`)."""
+        return [metric_from_grams(own_G, G) for G in gathered]
 
     def step(self, B2: np.ndarray, gamma: np.ndarray, eta: float, eps: float, inv: Any,
              metric: Any = None, store: tuple[np.ndarray, int] | None = None) -> Any:

@@ -397,10 +397,12 @@ class MetricEdgeStep(EdgeStep):
                  H_m = 2 G_m + sum_n gamma_mn S_mn
         Z_mn  += eta gamma_mn (Lam_mn - O_m) S_mn
 
-    numpy only (four ``Q x d x d`` products per edge): the metric is used where ``d``
-    is small. Parameters as :class:`EdgeStep`, with ``inv`` the inverse of ``H_m``
+    numpy only (four ``Q x d x d`` products per edge, or five ``Q x d x k`` ones with a
+    :class:`~dssfn_mpi.ssfn.metric.LowRankMetric` of rank ``k``): the metric is used where
+    ``d`` is small. Parameters as :class:`EdgeStep`, with ``inv`` the inverse of ``H_m``
     above (:class:`dssfn_mpi.ssfn.metric.DenseInverse`) and ``metrics`` one
-    :class:`~dssfn_mpi.ssfn.metric.Metric` per neighbour, in the order of ``gamma``.
+    :class:`~dssfn_mpi.ssfn.metric.Metric` (or ``LowRankMetric``) per neighbour, in the order
+    of ``gamma``.
     """
 
     def __init__(
@@ -421,7 +423,7 @@ class MetricEdgeStep(EdgeStep):
         rhs = self._rhs
         rhs[...] = self._b2.reshape(rhs.shape)
         for z, zr, metric, g in zip(self.Z, Zr, self.metrics, self._gamma):
-            _, lam_s = metric.ball_step(z + zr.reshape(z.shape), g, self._eps)
+            lam_s = metric.ball_times(z + zr.reshape(z.shape), g, self._eps)
             rhs += z
             rhs += (2.0 * g) * lam_s
             z += (self._eta * g) * lam_s

@@ -17,22 +17,35 @@ norm bound ``||X||_F^2 <= eps`` is rotation invariant, so that one scalar multip
   ``Z V = (W V) diag(s / (s + nu))`` (:meth:`Metric.project`).
 
 With ``S = I`` both reduce to the scalar forms (a rescaling onto the ball).
+
+Where the Gram part has rank ``k`` well below ``d`` (an edge's two nodes hold fewer samples
+than the layer is wide), every other eigenvalue of ``S`` is the ridge ``c``:
+:class:`LowRankMetric` keeps ``S = U diag(t) U^T + c I`` with ``U`` of ``d x k``, and the
+floor's ``d - k`` directions enter each step as one group (one weight, one denominator),
+so the steps are the same and cost ``O(Q d k)``; :func:`metric_from_grams` decides which form.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+from scipy.linalg.lapack import dpstrf
 
 from .solver import RhsCache, secular_root
 
-__all__ = ["Metric", "DenseInverse", "MetricWoodbury", "gram_metric", "RIDGE"]
+__all__ = ["Metric", "LowRankMetric", "DenseInverse", "MetricWoodbury", "gram_metric",
+           "metric_from_grams", "LOW_RANK", "RIDGE"]
 
 # The metric is a Gram matrix plus RIDGE times its mean eigenvalue: the input layer's Gram
 # can be singular (digits has constant pixels), and S must be positive definite. 1e-3 is
 # the value of the layer-0 measurements in docs/ALGORITHMS.md; the fixed point does not
 # depend on it.
 RIDGE = 1e-3
+
+# The low-rank form where the Gram part's rank k is at most LOW_RANK * d: an edge's
+# activation then takes five Q x d x k products in place of four Q x d x d ones, and each
+# edge d k values in place of d^2.
+LOW_RANK = 0.75
 
 
 def gram_metric(*grams: np.ndarray) -> np.ndarray:
@@ -49,12 +62,49 @@ def gram_metric(*grams: np.ndarray) -> np.ndarray:
     ndarray, shape (d, d)
         Symmetric positive definite (unless every Gram is zero: then the identity).
     """
-    S = np.mean(np.stack(grams), axis=0)
-    S = 0.5 * (S + S.T)
-    d = S.shape[0]
-    scale = float(np.trace(S)) / d
-    S[np.diag_indices(d)] += RIDGE * scale if scale > 0 else 1.0
+    S, c = _mean_gram(grams)
+    S[np.diag_indices(S.shape[0])] += c
     return S
+
+
+def _mean_gram(grams: tuple[np.ndarray, ...]) -> tuple[np.ndarray, float]:
+    """The symmetrised mean of ``grams`` and the ridge ``c`` :func:`gram_metric` adds."""
+    G = np.mean(np.stack(grams), axis=0)
+    G = 0.5 * (G + G.T)
+    scale = float(np.trace(G)) / G.shape[0]
+    return G, RIDGE * scale if scale > 0 else 1.0
+
+
+def metric_from_grams(*grams: np.ndarray) -> Metric | LowRankMetric:
+    """The metric of :func:`gram_metric` ``(*grams)``, low-rank where that pays.
+
+    The mean Gram's rank ``k`` comes from a pivoted Cholesky factorisation (LAPACK's
+    ``dpstrf``, its rank tolerance ``d * eps * max G_ii``: ``O(d^2 k)``, no ``d x d``
+    eigendecomposition); with ``k <= LOW_RANK * d`` the factor's thin SVD gives
+    :class:`LowRankMetric`, else :class:`Metric` holds the dense ``S``.
+
+    Parameters
+    ----------
+    *grams : ndarray, shape (d, d)
+        Symmetric positive semi-definite matrices (an edge's two ends' ``G``).
+
+    Returns
+    -------
+    Metric or LowRankMetric
+        ``S = mean(grams) + c I`` (``c`` the ridge of :func:`gram_metric`).
+    """
+    G, c = _mean_gram(grams)
+    d = G.shape[0]
+    L, piv, rank, info = dpstrf(G, lower=1)
+    if info < 0:
+        raise ValueError(f"dpstrf: illegal argument {-info}")
+    if rank <= LOW_RANK * d:
+        F = np.empty((d, rank))
+        F[piv - 1] = np.tril(L[:, :rank])  # G = F F^T (P^T G P = L L^T)
+        U, sigma, _ = scipy.linalg.svd(F, full_matrices=False, check_finite=False)
+        return LowRankMetric(U, sigma**2, c)
+    G[np.diag_indices(d)] += c
+    return Metric(G)
 
 
 class Metric:
@@ -112,12 +162,20 @@ class Metric:
         (ndarray, ndarray)
             ``Lam`` and ``Lam S`` (both Q x d), the second without another product by ``S``.
         """
+        LV = self._ball_v(C, gamma, eps)
+        return LV @ self.V.T, (LV * self.s) @ self.V.T
+
+    def ball_times(self, C: np.ndarray, gamma: float, eps: float) -> np.ndarray:
+        """:meth:`ball_step`'s ``Lam S`` alone (what the edge step uses)."""
+        return (self._ball_v(C, gamma, eps) * self.s) @ self.V.T
+
+    def _ball_v(self, C: np.ndarray, gamma: float, eps: float) -> np.ndarray:
+        """``Lam V`` of :meth:`ball_step`."""
         CV = C @ self.V
         w = np.einsum("qi,qi->i", CV, CV)
         den = 2.0 * gamma * self.s
         den = den + secular_root(w, den, eps)  # 2 gamma s + 2 nu
-        LV = CV / -den
-        return LV @ self.V.T, (LV * self.s) @ self.V.T
+        return CV / -den
 
     def project(self, W: np.ndarray, eps: float) -> np.ndarray:
         """``argmin ||Z - W||_S^2`` s.t. ``||Z||_F^2 <= eps`` (``W`` itself when inside)."""
@@ -129,11 +187,104 @@ class Metric:
         return (WV * (self.s / (self.s + nu))) @ self.V.T
 
 
+class LowRankMetric:
+    """``S = U diag(t) U^T + c I`` (``U``: ``d x k`` orthonormal, ``t >= 0``, ``c > 0``), with
+    :class:`Metric`'s steps in ``O(Q d k)``.
+
+    ``S``'s eigenvalues are ``s = t + c`` on ``U``'s columns and the floor ``c`` on the
+    ``d - k`` directions orthogonal to them. The steps act on the floor's directions through
+    the residual ``R = X - (X U) U^T``: they share one eigenvalue, so in each secular
+    equation they are one term (weight ``||R||^2``), and each step is the dense form's
+    (:class:`Metric` of the same ``S``) in exact arithmetic. Built by
+    :func:`metric_from_grams`.
+
+    Parameters
+    ----------
+    U : ndarray, shape (d, k)
+        Orthonormal columns.
+    t : ndarray, shape (k,)
+        ``S``'s eigenvalues on them minus ``c``.
+    c : float
+        The floor, > 0.
+    """
+
+    def __init__(self, U: np.ndarray, t: np.ndarray, c: float) -> None:
+        if not c > 0:
+            raise ValueError(f"the metric must be positive definite (floor {c:g})")
+        self.U, self.t, self.c = np.ascontiguousarray(U), np.asarray(t, dtype=float), float(c)
+        self.s = self.t + self.c
+
+    def compact(self) -> LowRankMetric:
+        """Nothing to drop (no ``d x d`` matrix is held). Returns itself."""
+        return self
+
+    def matrix(self) -> np.ndarray:
+        """``S`` as a ``d x d`` matrix."""
+        S = (self.U * self.t) @ self.U.T
+        S[np.diag_indices(S.shape[0])] += self.c
+        return S
+
+    def times(self, X: np.ndarray) -> np.ndarray:
+        """``X S = (X U) diag(t) U^T + c X`` (``X``: one matrix, or a stack of them)."""
+        return _rows_times(_rows_times(X, self.U) * self.t, self.U.T) + self.c * X
+
+    def solve(self, X: np.ndarray) -> np.ndarray:
+        """``X S^-1 = (X U) diag(1 / s - 1 / c) U^T + X / c``."""
+        coef = 1.0 / self.s - 1.0 / self.c
+        return _rows_times(_rows_times(X, self.U) * coef, self.U.T) + X / self.c
+
+    def ball_step(self, C: np.ndarray, gamma: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`Metric.ball_step`: ``Lam`` and ``Lam S`` (both Q x d)."""
+        P, a, b = self._ball(C, gamma, eps)
+        return (P * (a - b)) @ self.U.T + b * C, self._ball_times(C, P, a, b)
+
+    def ball_times(self, C: np.ndarray, gamma: float, eps: float) -> np.ndarray:
+        """:meth:`ball_step`'s ``Lam S`` alone."""
+        return self._ball_times(C, *self._ball(C, gamma, eps))
+
+    def _ball_times(self, C: np.ndarray, P: np.ndarray, a: np.ndarray, b: float) -> np.ndarray:
+        # Lam S = (P (a s)) U^T + b c R = (P (a s - b c)) U^T + b c C; |b c| <= |a s|.
+        return (P * (a * self.s - b * self.c)) @ self.U.T + (b * self.c) * C
+
+    def _ball(self, C: np.ndarray, gamma: float, eps: float) -> tuple[np.ndarray, np.ndarray,
+                                                                        float]:
+        """``P = C U`` and the coefficients of ``Lam = (P a) U^T + b R``, ``R = C - P U^T``
+        (so ``Lam = (P (a - b)) U^T + b C``): ``a = -1 / (2 gamma s + 2 nu)``,
+        ``b = -1 / (2 gamma c + 2 nu)``."""
+        P = C @ self.U
+        w = np.append(np.einsum("qi,qi->i", P, P), _floor_weight(C, P, self.U))
+        den = 2.0 * gamma * np.append(self.s, self.c)
+        den = den + secular_root(w, den, eps)  # 2 gamma s + 2 nu
+        return P, -1.0 / den[:-1], -1.0 / float(den[-1])
+
+    def project(self, W: np.ndarray, eps: float) -> np.ndarray:
+        """:meth:`Metric.project`: ``argmin ||Z - W||_S^2`` s.t. ``||Z||_F^2 <= eps``."""
+        if float(np.vdot(W, W)) <= eps:
+            return W
+        P = W @ self.U
+        w = np.append(np.einsum("qi,qi->i", P, P), _floor_weight(W, P, self.U))
+        s = np.append(self.s, self.c)
+        f = s / (s + secular_root(w * s**2, s, eps))
+        return (P * (f[:-1] - f[-1])) @ self.U.T + f[-1] * W
+
+
+def _floor_weight(C: np.ndarray, P: np.ndarray, U: np.ndarray) -> float:
+    """``||R||^2`` for ``R = C - P U^T`` (``P = C U``): ``||C||^2 - ||P||^2`` where that
+    loses under a bit to cancellation, else from ``R`` (one more product)."""
+    cc = float(np.vdot(C, C))
+    w = cc - float(np.vdot(P, P))
+    if w >= 0.5 * cc:
+        return w
+    R = C - P @ U.T
+    return float(np.vdot(R, R))
+
+
 def _rows_times(X: np.ndarray, A: np.ndarray) -> np.ndarray:
     """``X @ A`` with a stack ``X`` (..., Q, d) taken as one matrix of rows (one product)."""
     if X.ndim <= 2:
         return X @ A
-    return (X.reshape(-1, X.shape[-1]) @ A).reshape(X.shape[:-1] + A.shape[1:])
+    rows = X.reshape(int(np.prod(X.shape[:-1])), X.shape[-1])
+    return (rows @ A).reshape(X.shape[:-1] + A.shape[1:])
 
 
 class DenseInverse:
