@@ -311,7 +311,8 @@ def facts(data_dir: str | os.PathLike) -> dict[str, str]:
 _README = (
     "**The answer, at equal accuracy** (every layer, the input layer included, until every "
     "node is within {eps} of the exact solution; {base} unless named, at the paper's widths, "
-    "projected dedicated-core times, shared-memory network): consensus ADMM with one "
+    "projected dedicated-core times, shared-memory network, every engine at relaxation 1 "
+    "unless named): consensus ADMM with one "
     "`MPI_Allreduce` per iteration gets there {first} on every graph, dataset and noise "
     "measured. sync / async is {deg} at M = {M} for degrees {deg_values}, {nodes} on rings of "
     "{nodes_values} nodes, {noise} on the paper's graph ({noise_graph}) without noise, under "
