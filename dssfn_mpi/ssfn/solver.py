@@ -30,6 +30,7 @@ __all__ = [
     "AUTO_METRIC_EDGE",
     "AUTO_METRIC_SYNC",
     "metric_penalty",
+    "width_ratio",
     "AUTHORS_ADMM_ITERS",
     "ExactSolution",
     "auto_penalty",
@@ -481,26 +482,36 @@ def edge_penalties(mine: np.ndarray, theirs: Sequence[np.ndarray] | np.ndarray,
     return np.array([auto_penalty(p, False, degree, l2) for p in pair])
 
 
-def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1.0) -> float:
+def width_ratio(width: int, shard_sizes: Sequence[int]) -> float:
+    """``n / J``: a layer's width over the mean samples per node (the metric penalty's data
+    term, :func:`metric_penalty`; every rank knows the shard sizes)."""
+    return float(width) * len(shard_sizes) / max(float(np.sum(shard_sizes)), 1.0)
+
+
+def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1.0,
+                   ratio: float = 0.0) -> float:
     """The ``auto`` penalty of the metric forms (``--metric gram``, the input layer).
 
     Parameters
     ----------
     consensus : bool
-        True for consensus ADMM's rho (:data:`AUTO_METRIC_SYNC`), False for an edge's
-        gamma, ``AUTO_METRIC_EDGE / sqrt(degree * connectivity)``.
+        True for consensus ADMM's rho, ``AUTO_METRIC_SYNC sqrt(1 + n / J)``, False for an
+        edge's gamma, ``AUTO_METRIC_EDGE sqrt(1 + n / J) / sqrt(degree * connectivity)``.
     degree : float
         The mean degree of the edge's two ends (edge form).
     connectivity : float
         The graph's algebraic connectivity ``lambda_2`` (edge form), > 0 on a connected graph.
+    ratio : float
+        ``n / J``, the layer's width over the mean samples per node (:func:`width_ratio`).
 
     Returns
     -------
     float
     """
+    data = np.sqrt(1.0 + max(float(ratio), 0.0))
     if consensus:
-        return AUTO_METRIC_SYNC
-    return float(AUTO_METRIC_EDGE / np.sqrt(max(degree * connectivity, 1e-12)))
+        return float(AUTO_METRIC_SYNC * data)
+    return float(AUTO_METRIC_EDGE * data / np.sqrt(max(degree * connectivity, 1e-12)))
 
 
 class RhsCache:
