@@ -29,6 +29,8 @@ __all__ = [
     "AUTO_SYNC",
     "AUTO_METRIC_EDGE",
     "AUTO_METRIC_SYNC",
+    "METRIC_DATA_EDGE",
+    "METRIC_DATA_SYNC",
     "metric_penalty",
     "width_ratio",
     "AUTHORS_ADMM_ITERS",
@@ -371,6 +373,16 @@ POWER_ITERS = 30
 # and satimage, round-robin activations): within 1.3x of the best gamma's count on each.
 AUTO_METRIC_SYNC = 2.0
 AUTO_METRIC_EDGE = 2.2
+# Both grow with n / J, the input width over the mean samples per node: a node with fewer
+# samples than inputs has a Gram matrix of rank J_m, far from the metric (in the metric's
+# whitened coordinates its curvature spans 0 to about (1 + sqrt(n / J))^2), so the nodes'
+# problems differ more and a stronger pull to agreement pays; the large-penalty end, set by
+# the data's flattest directions in the metric, does not move with M. The powers of
+# (1 + n / J) are the fit on satimage, digits and mnist at M = 20 - 256 (J = 4.7 - 3000
+# samples per node), on the ring and the circular graph d = 8 (docs/ALGORITHMS.md, "The
+# input layer's penalty across node counts"). At n / J -> 0 the rules are the M = 20 ones.
+METRIC_DATA_SYNC = 0.5
+METRIC_DATA_EDGE = 0.75
 
 
 def local_multiplier(Y: np.ndarray, T: np.ndarray, eps: float) -> float:
@@ -495,8 +507,9 @@ def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1
     Parameters
     ----------
     consensus : bool
-        True for consensus ADMM's rho, ``AUTO_METRIC_SYNC sqrt(1 + n / J)``, False for an
-        edge's gamma, ``AUTO_METRIC_EDGE sqrt(1 + n / J) / sqrt(degree * connectivity)``.
+        True for consensus ADMM's rho, ``AUTO_METRIC_SYNC (1 + n / J)^(1/2)``, False for an
+        edge's gamma, ``AUTO_METRIC_EDGE (1 + n / J)^(3/4) / sqrt(degree * connectivity)``
+        (:data:`METRIC_DATA_SYNC`, :data:`METRIC_DATA_EDGE`).
     degree : float
         The mean degree of the edge's two ends (edge form).
     connectivity : float
@@ -508,10 +521,11 @@ def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1
     -------
     float
     """
-    data = np.sqrt(1.0 + max(float(ratio), 0.0))
+    data = 1.0 + max(float(ratio), 0.0)
     if consensus:
-        return float(AUTO_METRIC_SYNC * data)
-    return float(AUTO_METRIC_EDGE * data / np.sqrt(max(degree * connectivity, 1e-12)))
+        return float(AUTO_METRIC_SYNC * data**METRIC_DATA_SYNC)
+    return float(AUTO_METRIC_EDGE * data**METRIC_DATA_EDGE
+                 / np.sqrt(max(degree * connectivity, 1e-12)))
 
 
 class RhsCache:
