@@ -39,6 +39,13 @@ all``: every mode with a penalty), layers 1 - L, and prints one markdown row per
 
     dssfn-mpi bench penalty --to-eps 1e-2 --table all --engine all \\
         --dataset digits,satimage,vowel,letter --layers 5 --iters 3000
+
+With ``--metric gram`` layer 0 is solved in the Gram metric with the metric form's ``auto``
+penalty (:func:`dssfn_mpi.ssfn.solver.metric_penalty`, ``train``'s default), and ``--table``
+covers layers 0 - L::
+
+    dssfn-mpi bench penalty --to-eps 1e-2 --metric gram --layers 0 --iters 2000 \\
+        --engine async --dataset satimage,digits --table ring:64,circular:64:8
 """
 
 from __future__ import annotations

@@ -361,14 +361,14 @@ AUTO_FLOOR = 0.02
 #: features is well separated, so this is within a few per cent (a rough value is enough).
 POWER_ITERS = 30
 # The metric forms (--metric gram, the input layer; dssfn_mpi/ssfn/metric.py) have penalties in
-# units of the metric, S ~ a node's Gram matrix, so no data statistic enters them.
-# Consensus ADMM: rho = AUTO_METRIC_SYNC, the best of rho in 0.1 .. 4 on digits and
-# satimage (M = 20: 23 and 12 iterations to 1e-2 of O*, against 1426 and 138 for the best
-# scalar rho). Edge form: gamma_mn = AUTO_METRIC_EDGE / sqrt(d_mn lambda_2), d_mn the mean
-# degree of the edge's ends and lambda_2 the graph's algebraic connectivity. The
-# activations to a tolerance fall as 1 / (gamma lambda_2) while the graph limits them and
-# grow as gamma d once the penalty outweighs the data, so the best gamma goes as
-# 1 / sqrt(d lambda_2); 2.2 is the fit on rings of 4 and 20 nodes, the circular graph
+# units of the metric, S ~ a node's Gram matrix, so the data enter them only through the
+# samples per node (below). Consensus ADMM: rho = AUTO_METRIC_SYNC, the best of rho in
+# 0.1 .. 4 on digits and satimage (M = 20: 23 and 12 iterations to 1e-2 of O*, against 1426
+# and 138 for the best scalar rho). Edge form: gamma_mn = AUTO_METRIC_EDGE / sqrt(d_mn
+# lambda_2), d_mn the mean degree of the edge's ends and lambda_2 the graph's algebraic
+# connectivity. The activations to a tolerance fall as 1 / (gamma lambda_2) while the graph
+# limits them and grow as gamma d once the penalty outweighs the data, so the best gamma goes
+# as 1 / sqrt(d lambda_2); 2.2 is the fit on rings of 4 and 20 nodes, the circular graph
 # M = 20, d = 8, the complete graph M = 8 and a random-regular graph d = 3, M = 16 (digits
 # and satimage, round-robin activations): within 1.3x of the best gamma's count on each.
 AUTO_METRIC_SYNC = 2.0
