@@ -382,7 +382,7 @@ AUTO_METRIC_EDGE = 2.2
 # samples per node), on the ring and the circular graph d = 8 (docs/ALGORITHMS.md, "The
 # input layer's penalty across node counts"). At n / J -> 0 the rules are the M = 20 ones.
 METRIC_DATA_SYNC = 0.5
-METRIC_DATA_EDGE = 0.75
+METRIC_DATA_EDGE = 0.6
 
 
 def local_multiplier(Y: np.ndarray, T: np.ndarray, eps: float) -> float:
@@ -507,8 +507,8 @@ def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1
     Parameters
     ----------
     consensus : bool
-        True for consensus ADMM's rho, ``AUTO_METRIC_SYNC (1 + n / J)^(1/2)``, False for an
-        edge's gamma, ``AUTO_METRIC_EDGE (1 + n / J)^(3/4) / sqrt(degree * connectivity)``
+        True for consensus ADMM's rho, ``AUTO_METRIC_SYNC (1 + n / J)^0.5``, False for an
+        edge's gamma, ``AUTO_METRIC_EDGE (1 + n / J)^0.6 / sqrt(degree * connectivity)``
         (:data:`METRIC_DATA_SYNC`, :data:`METRIC_DATA_EDGE`).
     degree : float
         The mean degree of the edge's two ends (edge form).
