@@ -159,6 +159,23 @@ def test_simulated_metric_input_layer(tmp_path, mode):
     assert counts["gram"] <= 60 and counts["identity"] == 150, counts
 
 
+@pytest.mark.parametrize("mode,graph,cap", [
+    ("sync", ["--dataset", "digits", "--nodes", "256", "--degree", "8"], 120),
+    ("hood-jacobi", ["--dataset", "satimage", "--nodes", "64", "--topology", "ring"], 300)])
+def test_metric_penalty_keeps_the_input_layer_short_at_scale(tmp_path, mode, graph, cap):
+    # Layer 0's metric penalty grows with the width over the samples per node (digits at
+    # M = 256: 4.7 samples for 64 inputs; 95 iterations, 158 at M = 20's rho = 2) and, in
+    # neighbourhood consensus, with the graph's factor (satimage on a ring of 64: 148 rounds,
+    # 950 without it): every node within 1e-2 of O* before the cap.
+    out = tmp_path / "m.h5"
+    assert main(["simulate", *graph, "--mode", mode, "--layers", "0", "--stop", "eps:1e-2",
+                 "--iters", str(cap), "--quiet", "--no-eval", "--out", str(out)]) == 0
+    log = read_runlog(out)
+    assert log.layers["rel_distance"].max() <= 1e-2
+    assert (log.layers["stop_reason"] == reason_code("eps")).all()
+    assert log.layers["activations"].max() < cap
+
+
 def test_stop_eps_ends_layers_early_and_records_the_reason(tmp_path):
     out = tmp_path / "eps.h5"
     args = ["simulate", "--dataset", "digits", "--hidden", "100", "--layers", "1",

@@ -246,8 +246,10 @@ class Algorithm:
         the network."""
         raise NotImplementedError(f"{self.name} has no penalty")
 
-    def metric_penalty(self, graph: Any, node: int) -> float | np.ndarray:
-        """The ``auto`` penalty of a layer solved in the Gram metric."""
+    def metric_penalty(self, graph: Any, node: int, ratio: float) -> float | np.ndarray:
+        """The ``auto`` penalty of a layer solved in the Gram metric, from the graph and
+        ``ratio``, the layer's width over the mean samples per node
+        (:func:`~dssfn_mpi.ssfn.solver.width_ratio`)."""
         raise NotImplementedError(f"{self.name} has no metric form")
 
     def metric(self, own_G: np.ndarray, gathered: Any) -> Any:

@@ -71,8 +71,9 @@ class ConsensusADMM(Algorithm):
         """rho from the network mean of ``[lam, s, g]``."""
         return auto_penalty(gathered, True)
 
-    def metric_penalty(self, graph: Any, node: int) -> float:
-        return metric_penalty(consensus=True)
+    def metric_penalty(self, graph: Any, node: int, ratio: float) -> float:
+        """rho from the width over the mean samples per node alone (no graph)."""
+        return metric_penalty(True, ratio=ratio)
 
     def metric(self, own_G: np.ndarray, gathered: Any) -> Metric:
         """The network mean of the nodes' ``G_m``."""

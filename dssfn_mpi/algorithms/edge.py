@@ -59,12 +59,12 @@ class EdgeADMM(Algorithm):
         """gamma_mn from the means of ``[lam, s, g]`` over each edge's two ends."""
         return edge_penalties(own, gathered, graph)
 
-    def metric_penalty(self, graph: Any, node: int) -> np.ndarray:
-        """gamma_mn from the graph alone: the edge's mean degree and the algebraic
-        connectivity (the same at both ends)."""
+    def metric_penalty(self, graph: Any, node: int, ratio: float) -> np.ndarray:
+        """gamma_mn from the graph (the edge's mean degree and the algebraic connectivity)
+        and the width over the mean samples per node: the same at both ends."""
         lam2 = graph.algebraic_connectivity
         return np.array([metric_penalty(False, 0.5 * (graph.degree(node) + graph.degree(n)),
-                                        lam2) for n in graph.neighbors(node)])
+                                        lam2, ratio) for n in graph.neighbors(node)])
 
     def metric(self, own_G: np.ndarray, gathered: Any) -> list[Metric | LowRankMetric]:
         """One metric per edge: the mean of its two ends' ``G`` (low-rank where the two

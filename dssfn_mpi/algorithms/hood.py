@@ -216,29 +216,31 @@ class NeighbourhoodADMM(Algorithm):
     def auto_penalty(self, own: np.ndarray, gathered: Any, graph: Any,
                      node: int) -> np.ndarray:
         """Consensus ADMM's rule (:func:`~dssfn_mpi.ssfn.solver.auto_penalty`) shared over the
-        memberships, times the graph's factor :data:`AUTO_HOOD_GRAPH`: ``rho_ii`` from the
-        means of ``[lam, s, g]`` over ``H_i``, divided by ``d_i + 1``; ``rho_ij`` from the
-        means over the edge's two ends, divided by their mean ``d + 1`` (the same at both
-        ends). Without the factor a node's penalties sum to about consensus ADMM's rho."""
+        memberships (:meth:`shared_penalties`): ``rho_ii`` from the means of ``[lam, s, g]``
+        over ``H_i``, ``rho_ij`` from the means over the edge's two ends."""
         theirs = np.asarray(gathered, dtype=float).reshape(-1, 3)
         mine = np.asarray(own, dtype=float)
+        hood = (mine + theirs.sum(axis=0)) / (len(theirs) + 1)
+        return self.shared_penalties(graph, node, auto_penalty(hood, True),
+                                     [auto_penalty(0.5 * (mine + t), True) for t in theirs])
+
+    def metric_penalty(self, graph: Any, node: int, ratio: float) -> np.ndarray:
+        """Consensus ADMM's metric rho (:func:`~dssfn_mpi.ssfn.solver.metric_penalty`) shared
+        over the memberships as in :meth:`auto_penalty`."""
+        rho = metric_penalty(True, ratio=ratio)
+        return self.shared_penalties(graph, node, rho, [rho] * graph.degree(node))
+
+    @staticmethod
+    def shared_penalties(graph: Any, node: int, own: float, edges: list[float]) -> np.ndarray:
+        """A consensus rho per membership shared out, times the graph's factor
+        ``max(1, AUTO_HOOD_GRAPH / sqrt(lambda_2))``: ``rho_ii = own / (d_i + 1)`` and
+        ``rho_ij = edges[k] / (mean d + 1)`` over the edge's two ends (the same at both
+        ends), so that without the factor a node's penalties sum to about consensus ADMM's
+        rho."""
         nbrs = list(graph.neighbors(node))
         scale = max(1.0, AUTO_HOOD_GRAPH / np.sqrt(max(graph.algebraic_connectivity, 1e-12)))
-        hood = (mine + theirs.sum(axis=0)) / (len(nbrs) + 1)
-        out = [auto_penalty(hood, True) / (len(nbrs) + 1)]
-        for stats, n in zip(theirs, nbrs):
-            size = 0.5 * (graph.degree(node) + graph.degree(n)) + 1.0
-            out.append(auto_penalty(0.5 * (mine + stats), True) / size)
-        return scale * np.array(out)
-
-    def metric_penalty(self, graph: Any, node: int) -> np.ndarray:
-        """Consensus ADMM's metric rho shared over the memberships as in
-        :meth:`auto_penalty` (the graph alone)."""
-        nbrs = list(graph.neighbors(node))
-        out = [metric_penalty(True) / (len(nbrs) + 1)]
-        for n in nbrs:
-            out.append(metric_penalty(True) / (0.5 * (len(nbrs) + graph.degree(n)) + 1.0))
-        return np.array(out)
+        sizes = [0.5 * (graph.degree(node) + graph.degree(n)) + 1.0 for n in nbrs]
+        return scale * np.array([own / (len(nbrs) + 1), *(e / z for e, z in zip(edges, sizes))])
 
     def metric(self, own_G: np.ndarray, gathered: Any) -> np.ndarray:
         """The node's own neighbourhood's ``S_i``: the mean of ``G`` over ``H_i`` (relayed

@@ -39,6 +39,13 @@ all``: every mode with a penalty), layers 1 - L, and prints one markdown row per
 
     dssfn-mpi bench penalty --to-eps 1e-2 --table all --engine all \\
         --dataset digits,satimage,vowel,letter --layers 5 --iters 3000
+
+With ``--metric gram`` layer 0 is solved in the Gram metric with the metric form's ``auto``
+penalty (:func:`dssfn_mpi.ssfn.solver.metric_penalty`, ``train``'s default), and ``--table``
+covers layers 0 - L::
+
+    dssfn-mpi bench penalty --to-eps 1e-2 --metric gram --layers 0 --iters 2000 \\
+        --engine async --dataset satimage,digits --table ring:64,circular:64:8
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ from ..engines.updates import EdgeStep, consensus_dual, consensus_primal
 from ..errors import UserError
 from ..graph.topology import Graph, make_topology
 from ..ssfn.model import default_eps, default_width, layer_features, one_hot
-from ..ssfn.solver import LocalInverse, exact_solve, penalty_stats
+from ..ssfn.solver import LocalInverse, exact_solve, penalty_stats, width_ratio
 
 __all__ = ["SERIAL", "consensus_admm", "edge_arock", "main", "penalised_modes", "run", "sweep",
            "table", "to_eps"]
@@ -170,17 +177,36 @@ def sweep(
     return rows
 
 
-def _auto(engine: str, graph: Graph, layer: int, stats: list[np.ndarray]) -> list:
+def _auto(engine: str, graph: Graph, layer: int, stats: list[np.ndarray],
+          metric: str = "identity", Ys: list[np.ndarray] | None = None) -> list:
     """Each node's ``auto`` penalty as its engine combines ``stats`` (the simulator's rule).
 
     Per node what its algorithm's penalty is: one gamma per neighbour (async, lockstep),
-    one rho per membership (hood), one rho (sync, sync-graph).
+    one rho per membership (hood), one rho (sync, sync-graph); under ``metric`` ``gram``
+    layer 0's is the metric form's, from the nodes' features ``Ys``.
     """
     from ..config import TrainConfig
     from ..sim.nodes import penalties
 
-    cfg = TrainConfig(mode=engine, metric="identity")  # the scalar penalty at every layer
-    return penalties(cfg, graph, layer, stats, _mix_rounds(cfg, graph))
+    cfg = TrainConfig(mode=engine, metric=metric)
+    ratio = 0.0 if Ys is None else width_ratio(Ys[0].shape[0], [Y.shape[1] for Y in Ys])
+    return penalties(cfg, graph, layer, stats, _mix_rounds(cfg, graph), ratio)
+
+
+def _metric_layer0(cfg, graph: Graph, rounds: int, Ys: list[np.ndarray],
+                   Gs: list[np.ndarray], Bs: list[np.ndarray]) -> list:
+    """Each node's Gram metric of layer 0 as the simulator forms it for ``cfg``'s algorithm
+    (:func:`dssfn_mpi.sim.nodes.layer_metrics`)."""
+    from ..sim.nodes import Layer, layer_metrics
+    from ..ssfn.gramstats import StatsLayout
+
+    probs = [Layer(Y=Y, G=G.copy(), B=B, stats=np.zeros(3), features_cpu=0.0, penalty_cpu=0.0,
+                   gram_trace=float(np.trace(G))) for Y, G, B in zip(Ys, Gs, Bs)]
+    alg, grams = cfg.algorithm, None
+    if alg.mixes:
+        layout = StatsLayout(Gs[0].shape[0], 0)
+        grams = np.stack([layout.pack(G, B[:0]) for G, B in zip(Gs, Bs)])
+    return layer_metrics(cfg, graph, probs, rounds, sum(Gs), grams)
 
 
 def _mix_rounds(cfg, graph: Graph) -> int:
@@ -200,14 +226,16 @@ def to_eps(
     dataset: str, layers: int, engine: str, nodes: int = 20, degree: int | None = 8,
     topology: str = "circular", tol: float = 1e-2, iters: int = 3000,
     powers: tuple[int, ...] = (-2, -1, 0, 1, 2), seed: int = 0, out=sys.stdout,
-    first: int = 0,
+    first: int = 0, metric: str = "identity",
 ) -> list[dict]:
     """Activations to ``tol`` per layer and penalty multiplier, in the simulator.
 
     Prints and returns one dict per layer from ``first`` on: ``activations`` is, per
     multiplier of every node's ``auto`` penalty, the mean over nodes of the activations
     (sync, sync-graph: iterations) the layer took, ``done`` whether every node got within
-    ``tol`` of O* before ``iters``.
+    ``tol`` of O* before ``iters``. ``metric`` ``gram`` solves layer 0 in the Gram metric
+    with the metric form's ``auto`` penalty, as ``train`` does by default; ``identity``
+    every layer with the scalar one.
     """
     from ..analysis.network import parse_network
     from ..analysis.timeline import hop_distances
@@ -219,7 +247,7 @@ def to_eps(
     nbrs = [graph.neighbors(m) for m in range(nodes)]
     hops = hop_distances(nbrs)  # when a mixing round's values have arrived (sync-graph)
     cfg = TrainConfig(dataset=dataset, mode=engine, iters=iters, stop=f"eps:{tol}", seed=seed,
-                      metric="identity")  # the scalar form, also at layer 0
+                      metric=metric)
     rounds, alg = _mix_rounds(cfg, graph), cfg.algorithm
     opts = SimOptions(nodes=nodes, network=parse_network("shm"),
                       speed=SpeedModel.build("const:1e-3", nodes, layers + 1, iters, {}, None,
@@ -230,15 +258,17 @@ def to_eps(
         if layer < first:
             continue
         B2s = [2.0 * b for b in Bs]
-        auto = _auto(engine, graph, layer, stats)
+        auto = _auto(engine, graph, layer, stats, metric, Ys)
+        metrics = (_metric_layer0(cfg, graph, rounds, Ys, Gs, Bs) if cfg.metric_at(layer)
+                   else [None] * nodes)
         acts, done = [], []
         for mult in mults:
             # The simulator's own layer solve, with the algorithm's penalties and messages.
             pens = [mult * p for p in auto]
-            invs = [alg.inverse(Ys[m], Gs[m], pens[m]) for m in range(nodes)]
+            invs = [alg.inverse(Ys[m], Gs[m], pens[m], metrics[m]) for m in range(nodes)]
             ctx = SolveContext(cfg, opts, graph, eps, rounds, nbrs, hops)
-            runs, ok = solve_layer(ctx, layer, invs, B2s, pens, None, star, np.zeros(nodes),
-                                   alg.message_bytes(*Bs[0].shape))
+            runs, ok = solve_layer(ctx, layer, invs, B2s, pens, metrics, star,
+                                   np.zeros(nodes), alg.message_bytes(*Bs[0].shape))
             acts.append(float(np.mean([r.activations for r in runs])))
             done.append(bool(ok))
         # The fewest activations among the multipliers that got there (None: none did).
@@ -286,9 +316,10 @@ def _check_table_input(datasets: list[str], graphs: list[str]) -> None:
 def table(
     datasets: list[str], engines: list[str], graphs: list[str], layers: int, tol: float = 1e-2,
     iters: int = 3000, powers: tuple[int, ...] = (-2, -1, 0, 1, 2), seed: int = 0,
-    out=sys.stdout,
+    out=sys.stdout, metric: str = "identity",
 ) -> list[dict]:
-    """The ``auto`` rules against the best multiplier in hindsight, layers 1 - ``layers``.
+    """The ``auto`` rules against the best multiplier in hindsight, layers 1 - ``layers``
+    (0 - ``layers`` with ``metric`` ``gram``: layer 0 in the Gram metric, :func:`to_eps`).
 
     One markdown row per engine, graph, dataset and layer (printed as it is measured):
     the ``auto`` penalty's activations (iterations) per node to ``tol``, the best of
@@ -311,7 +342,8 @@ def table(
                 key = (engine, dataset, nodes if lookup(engine).collective else spec)
                 if key not in measured:
                     measured[key] = to_eps(dataset, layers, engine, nodes, degree, topology,
-                                           tol, iters, powers, seed, out=_Discard(), first=1)
+                                           tol, iters, powers, seed, out=_Discard(),
+                                           first=int(metric != "gram"), metric=metric)
                 for r in measured[key]:
                     acts, done = r["activations"], r["done"]
                     i0 = powers.index(0)
@@ -373,13 +405,13 @@ def run(args: argparse.Namespace) -> int:
             graphs = (list(TABLE_GRAPHS) if args.table == "all" else args.table.split(","))
             engines = (list(penalised) if args.engine == "all" else args.engine.split(","))
             table(args.dataset.split(","), engines, graphs, args.layers, args.to_eps,
-                  args.iters, powers)
+                  args.iters, powers, metric=args.metric)
         elif args.to_eps is None:
             sweep(args.dataset, args.layers, args.engine, args.nodes, args.degree or 8,
                   args.iters, powers)
         else:
             to_eps(args.dataset, args.layers, args.engine, args.nodes, args.degree, args.topology,
-                   args.to_eps, args.iters, powers)
+                   args.to_eps, args.iters, powers, metric=args.metric)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     return 0

@@ -58,6 +58,10 @@ def _penalty_args(parser: argparse.ArgumentParser) -> None:
                         help="penalty = auto x 2^k for these integers k")
     parser.add_argument("--to-eps", type=positive, default=None, metavar="TOL",
                         help="count activations to TOL (> 0) in the simulator instead")
+    parser.add_argument("--metric", choices=("identity", "gram"), default="identity",
+                        help="with --to-eps: gram solves layer 0 in the Gram metric with its "
+                        "auto penalty (train's default; --table then covers layers 0..L), "
+                        "identity every layer with the scalar penalty")
     parser.add_argument("--table", default=None, metavar="GRAPHS",
                         help="with --to-eps: the auto penalty against the best multiplier "
                         "at layers 1..L, one markdown row per engine, graph, dataset and "

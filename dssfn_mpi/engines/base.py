@@ -182,10 +182,12 @@ class Engine:
         """
         return None
 
-    def metric_penalty(self) -> float | np.ndarray:
-        """The ``auto`` penalty of a layer solved in the metric
-        (:func:`~dssfn_mpi.ssfn.solver.metric_penalty`)."""
-        raise NotImplementedError
+    def metric_penalty(self, ratio: float) -> float | np.ndarray:
+        """The ``auto`` penalty of a layer solved in the metric, by the algorithm's rule
+        (:func:`~dssfn_mpi.ssfn.solver.metric_penalty`) from the graph and ``ratio``, the
+        layer's width over the mean samples per node
+        (:func:`~dssfn_mpi.ssfn.solver.width_ratio`)."""
+        return self.alg.metric_penalty(self.ctx.graph, self.ctx.rank, ratio)
 
     def close(self) -> None:
         """Release communication resources (collective)."""

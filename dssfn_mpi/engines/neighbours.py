@@ -90,11 +90,6 @@ class NeighbourEngine(Engine):
             return np.asarray(self.alg.fixed_penalty(float(penalty), len(self.neighbors)))
         return penalty
 
-    def metric_penalty(self) -> np.ndarray:
-        """gamma_mn of the metric form: from the graph alone (the edge's mean degree and
-        the graph's algebraic connectivity), the same at both ends."""
-        return self.alg.metric_penalty(self.ctx.graph, self.ctx.rank)
-
     def _gather(self, layer: int, mine: np.ndarray) -> np.ndarray:
         """Every neighbour's ``mine`` (rows in the order of the neighbours), at a layer's start."""
         theirs = np.empty((len(self.neighbors), mine.size))

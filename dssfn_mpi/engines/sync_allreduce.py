@@ -83,9 +83,6 @@ class SyncAllreduceEngine(Engine):
         self.average(packed, mean)
         return self.alg.metric(G, layout.unpack(mean)[0])
 
-    def metric_penalty(self) -> float:
-        return self.alg.metric_penalty(self.ctx.graph, self.ctx.rank)
-
     def solve(self, prob: LayerProblem,
               trace: LayerTrace | None = None) -> tuple[np.ndarray, SolveStats]:
         cfg, metric, alg = self.ctx.cfg, prob.metric, self.alg

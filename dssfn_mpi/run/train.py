@@ -34,7 +34,7 @@ from ..engines.drivers import make_engine
 from ..engines.trace import trace_plan
 from ..errors import InjectedFailure
 from ..ssfn.equivalence import exact_target
-from ..ssfn.solver import penalty_stats
+from ..ssfn.solver import penalty_stats, width_ratio
 from .layerstep import aims_at_target, layer_inputs, layer_row, metric_bytes
 from .observers import LayerStep, Observer, default_observers
 from .runstate import RunState, prepare_run, root_call
@@ -117,7 +117,8 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
         t1, tc1 = time.perf_counter(), time.thread_time()
         # The metric's exchange and factorisation count in the layer's time, as the penalty's.
         metric = engine.metric(layer, G) if cfg.metric_at(layer) else None
-        penalty = _penalty(cfg, engine, layer, Y, T, G, eps, metric is not None)
+        penalty = _penalty(cfg, engine, layer, Y, T, G, eps,
+                           state.meta["shard_sizes"] if metric is not None else None)
         tp, tcp = time.perf_counter(), time.thread_time()
         t_penalty = tp - t1
         if trace is not None:
@@ -169,19 +170,20 @@ def _inject_failure(cfg: TrainConfig, rank: int, layer: int) -> None:
 
 
 def _penalty(cfg: TrainConfig, engine: Engine, layer: int, Y: np.ndarray, T: np.ndarray,
-             G: np.ndarray, eps: float, metric: bool) -> float | np.ndarray:
+             G: np.ndarray, eps: float, metric_shards: list[int] | None) -> float | np.ndarray:
     """The layer's ADMM penalty: as configured, or ``auto`` from the data.
 
     ``auto`` costs an estimate of the node's own multiplier and the engine's
     combination of it over the ranks it talks to anyway (async: its neighbours;
     sync: everyone), before the layer's solve, never inside it. In the metric
-    (``metric`` True) it is the engine's constant of the metric form instead.
+    (``metric_shards``: every rank's shard size) it is the engine's rule of the metric
+    form instead, from the graph and the width over the mean shard size.
     """
     if engine.direct:  # solved exactly: no penalty
         return float("nan")
     fixed = cfg.penalty_at(layer)
     if fixed is not None:
         return fixed
-    if metric:
-        return engine.metric_penalty()
+    if metric_shards is not None:
+        return engine.metric_penalty(width_ratio(Y.shape[0], metric_shards))
     return engine.auto_penalty(layer, penalty_stats(Y, T, G, eps))

@@ -41,7 +41,7 @@ from ..runlog import RunLog, schema
 from ..ssfn.equivalence import check_fields
 from ..ssfn.gramstats import StatsLayout
 from ..ssfn.model import accuracy
-from ..ssfn.solver import exact_solve
+from ..ssfn.solver import exact_solve, width_ratio
 from .asyncsim import NodeRun, solve_async
 from .lockstepsim import solve_lockstep
 from .nodes import layer_metrics, layer_problems, load_shards, penalties
@@ -278,7 +278,8 @@ def _run_layer(run: _Setup, layer: int, Ys: list[np.ndarray], Os: list[np.ndarra
              if cfg.metric_at(layer) and alg.mixes else None)
     probs = layer_problems(cfg, run.shards, layer, run.hidden, run.eps, Ys, Os, G_sum, packed,
                            grams)
-    pens = penalties(cfg, run.graph, layer, [p.stats for p in probs], run.rounds)
+    pens = penalties(cfg, run.graph, layer, [p.stats for p in probs], run.rounds,
+                     width_ratio(d, run.shards.sizes))
     metrics = (layer_metrics(cfg, run.graph, probs, run.rounds, G_sum, grams)
                if cfg.metric_at(layer) else None)
     del grams

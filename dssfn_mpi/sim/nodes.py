@@ -132,12 +132,13 @@ def exchange(alg, graph, values: list[np.ndarray], rounds: int) -> list:
 
 
 def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
-              rounds: int = 0) -> list[float | np.ndarray]:
+              rounds: int = 0, ratio: float = 0.0) -> list[float | np.ndarray]:
     """Each node's penalty of ``layer``: fixed, or ``auto`` by its algorithm's rule.
 
     Returns per node what the algorithm's penalty is: one gamma per neighbour (in the
     order of ``graph.neighbors(m)``) for edge penalties, else one rho; NaN when the
-    layer is solved directly.
+    layer is solved directly. ``ratio`` is the layer's width over the mean samples per
+    node (:func:`~dssfn_mpi.ssfn.solver.width_ratio`), which the metric form's rule reads.
     """
     M, alg = graph.n_nodes, cfg.algorithm
     if alg.direct:  # solved exactly: no penalty
@@ -146,7 +147,7 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
     if fixed is not None:
         return [alg.fixed_penalty(fixed, graph.degree(m)) for m in range(M)]
     if cfg.metric_at(layer):  # from the graph alone
-        return [alg.metric_penalty(graph, m) for m in range(M)]
+        return [alg.metric_penalty(graph, m, ratio) for m in range(M)]
     gathered = exchange(alg, graph, [np.array(s, dtype=float) for s in stats], rounds)
     return [alg.auto_penalty(stats[m], gathered[m], graph, m) for m in range(M)]
 

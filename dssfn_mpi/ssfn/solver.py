@@ -29,7 +29,10 @@ __all__ = [
     "AUTO_SYNC",
     "AUTO_METRIC_EDGE",
     "AUTO_METRIC_SYNC",
+    "METRIC_DATA_EDGE",
+    "METRIC_DATA_SYNC",
     "metric_penalty",
+    "width_ratio",
     "AUTHORS_ADMM_ITERS",
     "ExactSolution",
     "auto_penalty",
@@ -358,18 +361,28 @@ AUTO_FLOOR = 0.02
 #: features is well separated, so this is within a few per cent (a rough value is enough).
 POWER_ITERS = 30
 # The metric forms (--metric gram, the input layer; dssfn_mpi/ssfn/metric.py) have penalties in
-# units of the metric, S ~ a node's Gram matrix, so no data statistic enters them.
-# Consensus ADMM: rho = AUTO_METRIC_SYNC, the best of rho in 0.1 .. 4 on digits and
-# satimage (M = 20: 23 and 12 iterations to 1e-2 of O*, against 1426 and 138 for the best
-# scalar rho). Edge form: gamma_mn = AUTO_METRIC_EDGE / sqrt(d_mn lambda_2), d_mn the mean
-# degree of the edge's ends and lambda_2 the graph's algebraic connectivity. The
-# activations to a tolerance fall as 1 / (gamma lambda_2) while the graph limits them and
-# grow as gamma d once the penalty outweighs the data, so the best gamma goes as
-# 1 / sqrt(d lambda_2); 2.2 is the fit on rings of 4 and 20 nodes, the circular graph
+# units of the metric, S ~ a node's Gram matrix, so the data enter them only through the
+# samples per node (below). Consensus ADMM: rho = AUTO_METRIC_SYNC, the best of rho in
+# 0.1 .. 4 on digits and satimage (M = 20: 23 and 12 iterations to 1e-2 of O*, against 1426
+# and 138 for the best scalar rho). Edge form: gamma_mn = AUTO_METRIC_EDGE / sqrt(d_mn
+# lambda_2), d_mn the mean degree of the edge's ends and lambda_2 the graph's algebraic
+# connectivity. The activations to a tolerance fall as 1 / (gamma lambda_2) while the graph
+# limits them and grow as gamma d once the penalty outweighs the data, so the best gamma goes
+# as 1 / sqrt(d lambda_2); 2.2 is the fit on rings of 4 and 20 nodes, the circular graph
 # M = 20, d = 8, the complete graph M = 8 and a random-regular graph d = 3, M = 16 (digits
 # and satimage, round-robin activations): within 1.3x of the best gamma's count on each.
 AUTO_METRIC_SYNC = 2.0
 AUTO_METRIC_EDGE = 2.2
+# Both grow with n / J, the input width over the mean samples per node: a node with fewer
+# samples than inputs has a Gram matrix of rank J_m, far from the metric (in the metric's
+# whitened coordinates its curvature spans 0 to about (1 + sqrt(n / J))^2), so the nodes'
+# problems differ more and a stronger pull to agreement pays; the large-penalty end, set by
+# the data's flattest directions in the metric, does not move with M. The powers of
+# (1 + n / J) are the fit on satimage, digits and mnist at M = 20 - 256 (J = 4.7 - 3000
+# samples per node), on the ring and the circular graph d = 8 (docs/ALGORITHMS.md, "The
+# input layer's penalty across node counts"). At n / J -> 0 the rules are the M = 20 ones.
+METRIC_DATA_SYNC = 0.5
+METRIC_DATA_EDGE = 0.6
 
 
 def local_multiplier(Y: np.ndarray, T: np.ndarray, eps: float) -> float:
@@ -481,26 +494,38 @@ def edge_penalties(mine: np.ndarray, theirs: Sequence[np.ndarray] | np.ndarray,
     return np.array([auto_penalty(p, False, degree, l2) for p in pair])
 
 
-def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1.0) -> float:
+def width_ratio(width: int, shard_sizes: Sequence[int]) -> float:
+    """``n / J``: a layer's width over the mean samples per node (the metric penalty's data
+    term, :func:`metric_penalty`; every rank knows the shard sizes)."""
+    return float(width) * len(shard_sizes) / max(float(np.sum(shard_sizes)), 1.0)
+
+
+def metric_penalty(consensus: bool, degree: float = 1.0, connectivity: float = 1.0,
+                   ratio: float = 0.0) -> float:
     """The ``auto`` penalty of the metric forms (``--metric gram``, the input layer).
 
     Parameters
     ----------
     consensus : bool
-        True for consensus ADMM's rho (:data:`AUTO_METRIC_SYNC`), False for an edge's
-        gamma, ``AUTO_METRIC_EDGE / sqrt(degree * connectivity)``.
+        True for consensus ADMM's rho, ``AUTO_METRIC_SYNC (1 + n / J)^0.5``, False for an
+        edge's gamma, ``AUTO_METRIC_EDGE (1 + n / J)^0.6 / sqrt(degree * connectivity)``
+        (:data:`METRIC_DATA_SYNC`, :data:`METRIC_DATA_EDGE`).
     degree : float
         The mean degree of the edge's two ends (edge form).
     connectivity : float
         The graph's algebraic connectivity ``lambda_2`` (edge form), > 0 on a connected graph.
+    ratio : float
+        ``n / J``, the layer's width over the mean samples per node (:func:`width_ratio`).
 
     Returns
     -------
     float
     """
+    data = 1.0 + max(float(ratio), 0.0)
     if consensus:
-        return AUTO_METRIC_SYNC
-    return float(AUTO_METRIC_EDGE / np.sqrt(max(degree * connectivity, 1e-12)))
+        return float(AUTO_METRIC_SYNC * data**METRIC_DATA_SYNC)
+    return float(AUTO_METRIC_EDGE * data**METRIC_DATA_EDGE
+                 / np.sqrt(max(degree * connectivity, 1e-12)))
 
 
 class RhsCache:
