@@ -518,24 +518,27 @@ def test_penalty_table_rows_and_sync_graph_mixing_like_the_allreduce():
     assert sync["ratio"] == pytest.approx(sync["auto"] / sync["best"]) and sync["ratio"] >= 1
 
 
-
-@pytest.mark.parametrize("mode", ["sync", "hood-jacobi"])
-def test_penalty_metric_table_counts_the_input_layer_as_simulate(tmp_path, mode):
+@pytest.mark.parametrize("mode,relax", [("sync", None), ("hood-jacobi", None),
+                                        ("hood-jacobi", 1.0)])
+def test_penalty_metric_table_counts_the_input_layer_as_simulate(tmp_path, mode, relax):
     # bench penalty --metric gram: layer 0 in the Gram metric with its auto penalty, as
-    # train and simulate solve it by default; its auto count is simulate's.
+    # train and simulate solve it by default; its auto count is simulate's, at the mode's
+    # default relaxation and at --relax 1.
     import io
 
     from dssfn_mpi.bench.penalty import table
+    from dssfn_mpi.bench.specs import relax_args
     from dssfn_mpi.cli import main
     from dssfn_mpi.runlog import read_runlog
 
     out = io.StringIO()
     (row,) = table(["digits"], [mode], ["ring:64"], 0, iters=600, powers=(0,), out=out,
-                   metric="gram")
+                   metric="gram", relax=relax)
     assert row["layer"] == 0 and row["auto_done"] and row["ratio"] == 1
     path = tmp_path / "s.h5"
+    how = [] if relax is None else relax_args(mode, relax)
     assert main(["simulate", "--dataset", "digits", "--nodes", "64", "--topology", "ring",
-                 "--mode", mode, "--layers", "0", "--stop", "eps:1e-2", "--iters", "600",
+                 "--mode", mode, *how, "--layers", "0", "--stop", "eps:1e-2", "--iters", "600",
                  "--quiet", "--no-eval", "--out", str(path)]) == 0
     acts = read_runlog(path).layers["activations"]
     assert (acts == acts.max()).all() and row["auto"] == acts.max()

@@ -226,7 +226,7 @@ def to_eps(
     dataset: str, layers: int, engine: str, nodes: int = 20, degree: int | None = 8,
     topology: str = "circular", tol: float = 1e-2, iters: int = 3000,
     powers: tuple[int, ...] = (-2, -1, 0, 1, 2), seed: int = 0, out=sys.stdout,
-    first: int = 0, metric: str = "identity",
+    first: int = 0, metric: str = "identity", relax: float | None = None,
 ) -> list[dict]:
     """Activations to ``tol`` per layer and penalty multiplier, in the simulator.
 
@@ -235,7 +235,8 @@ def to_eps(
     (sync, sync-graph: iterations) the layer took, ``done`` whether every node got within
     ``tol`` of O* before ``iters``. ``metric`` ``gram`` solves layer 0 in the Gram metric
     with the metric form's ``auto`` penalty, as ``train`` does by default; ``identity``
-    every layer with the scalar one.
+    every layer with the scalar one. ``relax``: the engine's relaxation (``--relax`` or
+    ``--eta``; None: the mode's default).
     """
     from ..analysis.network import parse_network
     from ..analysis.timeline import hop_distances
@@ -247,7 +248,7 @@ def to_eps(
     nbrs = [graph.neighbors(m) for m in range(nodes)]
     hops = hop_distances(nbrs)  # when a mixing round's values have arrived (sync-graph)
     cfg = TrainConfig(dataset=dataset, mode=engine, iters=iters, stop=f"eps:{tol}", seed=seed,
-                      metric=metric)
+                      metric=metric, **_relaxation(engine, relax))
     rounds, alg = _mix_rounds(cfg, graph), cfg.algorithm
     opts = SimOptions(nodes=nodes, network=parse_network("shm"),
                       speed=SpeedModel.build("const:1e-3", nodes, layers + 1, iters, {}, None,
@@ -284,6 +285,15 @@ def to_eps(
     return rows
 
 
+def _relaxation(engine: str, relax: float | None) -> dict[str, float]:
+    """``TrainConfig``'s keyword for ``relax`` of ``engine`` (none: the mode's default)."""
+    from ..algorithms import lookup
+
+    if relax is None:
+        return {}
+    return {"relax" if lookup(engine).relaxes else "eta": float(relax)}
+
+
 #: ``--table``'s graphs: (topology, M, degree or None for the topology's own).
 TABLE_GRAPHS = {"ring:4": ("ring", 4, None), "ring:20": ("ring", 20, None),
                 "circular:20:8": ("circular", 20, 8), "complete:8": ("complete", 8, None),
@@ -316,7 +326,7 @@ def _check_table_input(datasets: list[str], graphs: list[str]) -> None:
 def table(
     datasets: list[str], engines: list[str], graphs: list[str], layers: int, tol: float = 1e-2,
     iters: int = 3000, powers: tuple[int, ...] = (-2, -1, 0, 1, 2), seed: int = 0,
-    out=sys.stdout, metric: str = "identity",
+    out=sys.stdout, metric: str = "identity", relax: float | None = None,
 ) -> list[dict]:
     """The ``auto`` rules against the best multiplier in hindsight, layers 1 - ``layers``
     (0 - ``layers`` with ``metric`` ``gram``: layer 0 in the Gram metric, :func:`to_eps`).
@@ -343,7 +353,8 @@ def table(
                 if key not in measured:
                     measured[key] = to_eps(dataset, layers, engine, nodes, degree, topology,
                                            tol, iters, powers, seed, out=_Discard(),
-                                           first=int(metric != "gram"), metric=metric)
+                                           first=int(metric != "gram"), metric=metric,
+                                           relax=relax)
                 for r in measured[key]:
                     acts, done = r["activations"], r["done"]
                     i0 = powers.index(0)
@@ -405,13 +416,13 @@ def run(args: argparse.Namespace) -> int:
             graphs = (list(TABLE_GRAPHS) if args.table == "all" else args.table.split(","))
             engines = (list(penalised) if args.engine == "all" else args.engine.split(","))
             table(args.dataset.split(","), engines, graphs, args.layers, args.to_eps,
-                  args.iters, powers, metric=args.metric)
+                  args.iters, powers, metric=args.metric, relax=args.relax)
         elif args.to_eps is None:
             sweep(args.dataset, args.layers, args.engine, args.nodes, args.degree or 8,
                   args.iters, powers)
         else:
             to_eps(args.dataset, args.layers, args.engine, args.nodes, args.degree, args.topology,
-                   args.to_eps, args.iters, powers, metric=args.metric)
+                   args.to_eps, args.iters, powers, metric=args.metric, relax=args.relax)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     return 0

@@ -62,6 +62,9 @@ def _penalty_args(parser: argparse.ArgumentParser) -> None:
                         help="with --to-eps: gram solves layer 0 in the Gram metric with its "
                         "auto penalty (train's default; --table then covers layers 0..L), "
                         "identity every layer with the scalar penalty")
+    parser.add_argument("--relax", type=float, default=None, metavar="ALPHA",
+                        help="with --to-eps: every engine's relaxation (--relax of sync and "
+                        "sync-graph, --eta of the others; default: each mode's own)")
     parser.add_argument("--table", default=None, metavar="GRAPHS",
                         help="with --to-eps: the auto penalty against the best multiplier "
                         "at layers 1..L, one markdown row per engine, graph, dataset and "
