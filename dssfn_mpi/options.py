@@ -32,7 +32,7 @@ from .errors import UserError, require
 from .launch import launcher_rank
 
 __all__ = ["HelpFormatter", "Option", "RenamedFlag", "add_arguments", "at_least", "from_args",
-           "from_mapping", "note_renamed", "option", "positive", "wrong_type"]
+           "from_mapping", "note_renamed", "option", "positive", "relaxation", "wrong_type"]
 
 # A parser turns a value from the command line (``source is None``) or from a
 # file (``source`` names it, for messages) into the setting; it raises UserError.
@@ -128,6 +128,17 @@ def positive(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def relaxation(text: str) -> float:
+    """argparse ``type`` of a relaxation (``--relax``, ``--eta``): a number in (0, 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 2), got {text!r}") from None
+    if not 0.0 < value < 2.0:  # nan fails too
+        raise argparse.ArgumentTypeError(f"must lie in (0, 2), got {text}")
     return value
 
 

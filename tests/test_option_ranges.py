@@ -55,6 +55,7 @@ OTHER_RANGES = {
     (("bench", "penalty"), "--degree"): (["0", "-1"], "1"),
     (("bench", "penalty"), "--iters"): (["0"], "1"),
     (("bench", "penalty"), "--to-eps"): (["0", "-1"], "1e-2"),
+    (("bench", "penalty"), "--relax"): (["0", "2", "nan"], "1.5"),
     (("bench", "activation"), "--reps"): (["0"], "1"),
     (("bench", "activation"), "--classes"): (["0"], "1"),
     (("bench", "activation"), "--width"): (["0"], "1"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from ..options import at_least, positive
+from ..options import at_least, positive, relaxation
 
 __all__ = ["TOOLS", "TOOL_ARGS", "tool_parser"]
 
@@ -62,7 +62,7 @@ def _penalty_args(parser: argparse.ArgumentParser) -> None:
                         help="with --to-eps: gram solves layer 0 in the Gram metric with its "
                         "auto penalty (train's default; --table then covers layers 0..L), "
                         "identity every layer with the scalar penalty")
-    parser.add_argument("--relax", type=float, default=None, metavar="ALPHA",
+    parser.add_argument("--relax", type=relaxation, default=None, metavar="ALPHA",
                         help="with --to-eps: every engine's relaxation (--relax of sync and "
                         "sync-graph, --eta of the others; default: each mode's own)")
     parser.add_argument("--table", default=None, metavar="GRAPHS",
