@@ -161,10 +161,19 @@ def _read_rows(words, vals, at, parity, todo, layer, size, attempts, recheck, kp
         if m == 0:
             break
     stats[1] += m  # every attempt overlapped a write
-    nothing, odd = table.shape[0] - 1, 0
     if rows.size != deg:
         return 0
-    for i in range(deg):
+    return _pick_rows(parity, layer, size, kpar, khead, cur, table.shape[0] - 1, versions, rows)
+
+
+def _pick_rows(parity, layer, size, kpar, khead, cur, nothing, versions,
+               rows):  # pragma: no cover - compiled
+    """The kept row and version of each neighbour for ``layer``'s ``size`` values (``read_rows``
+    of :func:`_read_rows`); ``nothing`` (the row of zeros) and version 0 where no kept copy
+    fits. Returns how many neighbours need the Python check (a copy of ``layer`` whose
+    header does not describe ``size`` values)."""
+    odd = 0
+    for i in range(rows.size):
         mine = kpar[i] == parity and khead[i, 0] == layer and khead[i, 1] > 0
         if mine and khead[i, 2] == size and khead[i, 3] * khead[i, 4] == size:
             versions[i], rows[i] = khead[i, 1], 2 * i + cur[i]
@@ -199,6 +208,7 @@ if numba is not None:
         _i1, _f1, _n, _b = numba.int64[::1], numba.float64[::1], numba.intp, numba.boolean
         _i2, _f2 = numba.int64[:, ::1], numba.float64[:, ::1]
         _f2a = numba.float64[:, :]
+        _pick_rows = numba.njit(**_opts)(_pick_rows)  # compiled before _read_rows calls it
         read_rows = numba.njit(
             numba.intp(_i1, _f1, numba.intp[::1], _n, numba.intp[::1], _n, _n, _n, _b, _i1,
                        _i1, _i2, _i1,
