@@ -157,3 +157,49 @@ def test_metric_layer_equals_the_dense_form(monkeypatch, mode):
         for a, b in zip(A, B):
             assert np.abs(a - b).max() <= 1e-10 * np.abs(a).max()
     assert np.array_equal(ref.layers["activations"], got.layers["activations"])
+
+
+def _rounds_of_sparse(W: np.ndarray, X: np.ndarray, rounds: int) -> np.ndarray:
+    out = X.reshape(len(W), -1)
+    for _ in range(rounds):
+        out = W @ out
+    return out.reshape(X.shape)
+
+
+@pytest.mark.parametrize("topology,M,degree", [("ring", 64, 2), ("circular", 90, 6)])
+def test_mixer_spectral_form_equals_the_rounds(topology, M, degree):
+    graph = make_topology(topology, M, degree=degree, seed=0)
+    rounds = graph.mixing_rounds(1e-10 / M)
+    W = graph.metropolis_weights()
+    X = np.random.default_rng(2).standard_normal((M, 3, 4)) + 5.0
+    mixer = Mixer(W, rounds)
+    assert mixer.way(12) == "spectral" and 0 < mixer.spectrum()[0].shape[1] < M // 4
+    ref = _rounds_of_sparse(W, X, rounds)
+    assert np.abs(mixer.apply(X) - ref).max() <= 1e-12 * np.abs(ref).max()
+    blocks = np.concatenate([rows for _, rows in mixer.blocks(X.reshape(M, -1), block=16)])
+    assert np.abs(blocks - ref.reshape(M, -1)).max() <= 1e-12 * np.abs(ref).max()
+
+
+def test_mixer_without_a_spectral_form_keeps_each_component_apart():
+    # Two rings, not connected: the spectral form (the network mean plus decaying terms)
+    # does not apply; each component mixes to its own mean.
+    ring = make_topology("ring", 12).metropolis_weights()
+    W = np.zeros((24, 24))
+    W[:12, :12] = W[12:, 12:] = ring
+    X = np.random.default_rng(3).standard_normal((24, 5))
+    mixer = Mixer(W, 4000)
+    assert mixer.spectrum() is None and mixer.way(5) != "spectral"
+    got = mixer.apply(X)
+    assert np.allclose(got[:12], X[:12].mean(axis=0), atol=1e-10)
+    assert np.allclose(got[12:], X[12:].mean(axis=0), atol=1e-10)
+
+
+def test_mixing_compute_is_the_live_rounds_whatever_the_simulator_runs():
+    # A clock that advances 1 per reading: each timed mix_round costs exactly 1 s, so a node
+    # is charged its rounds, on the ring (degree 2) and on the circular graph (degree 6) alike.
+    ticks = iter(range(10**6))
+    for graph in (make_topology("ring", 40), make_topology("circular", 40, degree=6)):
+        mixer = Mixer(graph.metropolis_weights(), 3000)
+        cost = mixer.compute_seconds((3, 4), lambda: float(next(ticks)))
+        assert cost.shape == (40,) and np.all(cost == 3000.0)
+        assert list(mixer.degrees) == [graph.degree(m) for m in range(40)]

@@ -227,8 +227,12 @@ def _edge_metrics(alg, graph, probs: list[Layer]) -> list[list]:
 
 
 def _mixed_metrics(alg, mix, probs: list[Layer], grams: np.ndarray) -> list:
-    """Each node's metric from its mixed ``G`` (:func:`layer_metrics` under mixing)."""
+    """Each node's metric from its mixed ``G`` (:func:`layer_metrics` under mixing); each
+    node is charged the rounds' arithmetic as a live node runs it."""
     layout = StatsLayout(probs[0].Y.shape[0], 0)
+    rounds = mix.compute_seconds(grams.shape[1:], time.thread_time)
+    for p, cpu in zip(probs, rounds):
+        p.penalty_cpu += cpu
     out = []
     for lo, means in mix.blocks(grams):
         for p, x in zip(probs[lo:], means):

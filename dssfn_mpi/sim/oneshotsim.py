@@ -4,8 +4,10 @@ Each node packs its ``G_m``, ``B_m`` with the engine's packing
 (:class:`~dssfn_mpi.ssfn.gramstats.StatsLayout`; the layer's ``factor`` phase). The
 average is the network mean (``oneshot``: one allreduce) or ``mix_rounds``
 rounds of Metropolis mixing (``oneshot-graph``: :mod:`.mixing`, the
-sync-graph engine's arithmetic, :data:`~.mixing.BLOCK` nodes at a time); then each node
-solves its averaged statistics with :func:`dssfn_mpi.ssfn.solver.exact_solve`, as live.
+sync-graph engine's arithmetic, :data:`~.mixing.BLOCK` nodes at a time; each node is
+charged the rounds' arithmetic as a live node runs it, :meth:`~.mixing.Mixer.compute_seconds`);
+then each node solves its averaged statistics with
+:func:`dssfn_mpi.ssfn.solver.exact_solve`, as live.
 Times follow the replay (:func:`dssfn_mpi.analysis.timeline.oneshot_end`): the exchange
 once every node (the allreduce) or its neighbours (each round) are ready, then the node's solve.
 """
@@ -47,7 +49,9 @@ def solve_oneshot(layer: int, alg, graph, layout: StatsLayout, packed: np.ndarra
         measured = np.full(M, time.thread_time() - c0)
         Os, share = [O] * M, 0.0
     else:
-        Os, measured, share = _solve_mixed(mixer(graph, rounds), layout, packed, eps)
+        mix = mixer(graph, rounds)
+        Os, measured = _solve_mixed(mix, layout, packed, eps)
+        share = mix.compute_seconds((layout.size,), speed.cpu_clock())
     cost = speed.activations(layer, 0, measured + share)
     ready = oneshot_end(alg.name, np.asarray(begin, dtype=float), hops, rounds, layout.nbytes,
                         network, library)
@@ -58,20 +62,14 @@ def solve_oneshot(layer: int, alg, graph, layout: StatsLayout, packed: np.ndarra
 
 
 def _solve_mixed(mix: Mixer, layout: StatsLayout, packed: np.ndarray, eps: float
-                 ) -> tuple[list[np.ndarray], np.ndarray, float]:
-    """Each node's solve of its mixed statistics: the solutions, each node's solve seconds,
-    and the mixing's seconds per node. Through ``W^rounds`` the mixed statistics are formed
-    :data:`~.mixing.BLOCK` nodes at a time."""
-    M = len(packed)
-    measured, Os, mixing = np.empty(M), [], 0.0
-    blocks = mix.blocks(packed)
-    while True:
-        c0 = time.thread_time()
-        lo, means = next(blocks, (M, None))
-        mixing += time.thread_time() - c0
-        if means is None:
-            return Os, measured, mixing / M
+                 ) -> tuple[list[np.ndarray], np.ndarray]:
+    """Each node's solve of its mixed statistics: the solutions and each node's solve
+    seconds. The mixed statistics are formed :data:`~.mixing.BLOCK` nodes at a time where
+    the mixing goes through a dense product."""
+    measured, Os = np.empty(len(packed)), []
+    for lo, means in mix.blocks(packed):
         for m, x in enumerate(means, lo):
             c0 = time.thread_time()
             Os.append(exact_solve(*layout.unpack(x), eps).O)
             measured[m] = time.thread_time() - c0
+    return Os, measured

@@ -78,14 +78,14 @@ def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndar
             Os.append(alg.primal(invs[m], B2s[m], rhos[m], Zbar[m], U[m], metrics[m]))
             measured[m] = clock() - c0
         x = _shares(alg, Os, U, Zbar)
-        c0 = clock()
         if alg.collective:
             mean = np.sum(np.stack(x), axis=0)
             mean /= M
             means = [mean] * M
         else:
             means = mix(graph, x, rounds)
-        share = (clock() - c0) / M if not alg.collective else 0.0
+        share = (0.0 if alg.collective
+                 else mixer(graph, rounds).compute_seconds(x[0].shape, clock))
         # The flags of iteration k-1 ride in this collective: all set, the layer ends
         # with Zbar_{k-1}, this iteration's dual step is not taken.
         all_done = not rule.fixed and k > 0 and bool(flags.all())
@@ -232,7 +232,8 @@ def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.
                 if check is not None:
                     flags[m] = check.sync_done(O[m], Zbar if Zbar.ndim == 2 else Zbar[m])
         cpu = (time.thread_time() - c2 + c1 - c0) / M
-        times.advance(k, np.full(M, cpu + (0.0 if alg.collective else (c2 - c1) / M)))
+        times.advance(k, cpu + (0.0 if mix is None else
+                                mix.compute_seconds(B2.shape[1:], run.opts.speed.cpu_clock())))
         if all_done:
             break
     return times.finish(np.broadcast_to(Zbar, B2.shape)), all_done
