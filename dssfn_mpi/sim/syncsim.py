@@ -132,6 +132,8 @@ class _Times:
         self.message = network.message_seconds(message_bytes)
         self.t = np.asarray(begin, dtype=float).copy()
         self.runs = [NodeRun(O=np.empty(0), end=float(begin[m])) for m in range(M)]
+        self.starts: list[np.ndarray] = []  # every node's, per iteration
+        self.ends: list[np.ndarray] = []
 
     def advance(self, k: int, measured: np.ndarray) -> np.ndarray:
         """Iteration ``k`` with each node's measured compute: its start and end on every
@@ -140,9 +142,9 @@ class _Times:
         ready = self.t + cost
         end = (collective_end(ready, self.reduce) if self.alg.collective
                else exchange_end(ready, self.hops, self.rounds, self.message))
+        self.starts.append(self.t)
+        self.ends.append(end)
         for m, r in enumerate(self.runs):
-            r.starts.append(float(self.t[m]))
-            r.ends.append(float(end[m]))
             r.compute += float(cost[m])
             r.wait += float(end[m] - ready[m])
             r.activations += 1
@@ -151,9 +153,12 @@ class _Times:
 
     def finish(self, Zbar: Any) -> list[NodeRun]:
         """The runs, each node's ``O`` its ``Zbar``."""
+        starts, ends = (np.array(x).reshape(-1, len(self.runs)).T
+                        for x in (self.starts, self.ends))
         for m, r in enumerate(self.runs):
             r.O = np.array(Zbar[m])
             r.end = float(self.t[m])
+            r.starts, r.ends = starts[m].copy(), ends[m].copy()
         return self.runs
 
 
