@@ -102,15 +102,13 @@ class _Outboxes:
         self.slots = [np.array([slot[n][m] for n in nb], dtype=np.intp)
                       for m, nb in enumerate(neighbors)]
 
-    def rows(self, m: int) -> np.ndarray:
-        """The table rows of the ``Z_{n,m}`` delivered to node ``m``, one per neighbour."""
-        rows = self.delivered[self.nbrs[m]]
+    def read(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """The table rows of the ``Z_{n,m}`` delivered to node ``m`` and their versions,
+        one per neighbour."""
+        nbrs = self.nbrs[m]
+        rows = self.delivered[nbrs]
         rows += self.slots[m]
-        return rows
-
-    def versions(self, m: int) -> np.ndarray:
-        """The versions of the ``Z_{n,m}`` delivered to node ``m``, one per neighbour."""
-        return self.version[self.nbrs[m]]
+        return rows, self.version[nbrs]
 
     def send(self, m: int, Z: np.ndarray, version: int) -> None:
         """Node ``m``'s ``Z`` (its rows sent before have arrived) goes in flight."""
@@ -270,7 +268,7 @@ class _EventLoop:
     def activate(self, t: float, m: int, k: int) -> None:
         """Run node ``m``'s activation ``k`` at ``t`` with the neighbour rows delivered by then."""
         step, boxes = self.steps[m], self.boxes
-        rows = boxes.rows(m)
+        rows, versions = boxes.read(m)
         c0 = self.clock()
         O = step.step_rows(boxes.table, rows)
         measured = self.clock() - c0
@@ -283,7 +281,7 @@ class _EventLoop:
         run = self.runs[m]
         run.wait += t - self.prev_end[m]
         run.compute += cost
-        self.records[m].add(t, end, boxes.versions(m))
+        self.records[m].add(t, end, versions)
         self.prev_end[m] = end
         boxes.send(m, step.Z, k + 1)
         heapq.heappush(self.queue, (end, ARRIVAL, m))
