@@ -1,6 +1,6 @@
 """ARock's delay, measured: neighbour versions skipped between a node's reads.
 
-One rule (:func:`skipped`) for the live one-sided driver (:mod:`dssfn_mpi.engines.async_arock`,
+One rule (:class:`Staleness`) for the live one-sided driver (:mod:`dssfn_mpi.engines.async_arock`,
 one read at a time) and the simulator (:mod:`dssfn_mpi.sim.asyncsim`, all of a layer's reads at
 once); the run log's ``staleness_mean`` and ``staleness_max``.
 """
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["Staleness", "skipped", "staleness"]
+__all__ = ["Staleness", "staleness"]
 
 
-def skipped(versions: np.ndarray, last: np.ndarray) -> np.ndarray:
+def _skipped(versions: np.ndarray, last: np.ndarray) -> np.ndarray:
     """The neighbour versions each read skipped.
 
     A read of version v of a neighbour whose newest version read before was u < v skipped
@@ -48,7 +48,7 @@ class Staleness:
         versions = np.atleast_2d(np.asarray(versions, dtype=np.int64))
         if not versions.shape[0]:
             return
-        s = skipped(versions, self.last)
+        s = _skipped(versions, self.last)
         self.skipped += int(s.sum())
         self.max = max(self.max, int(s.max()))
         np.maximum(self.last, versions.max(axis=0), out=self.last)

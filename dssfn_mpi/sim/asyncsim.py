@@ -12,8 +12,9 @@ and its new ``Z`` arrives at its neighbours when it ends.
 Activations are executed in order of their start times; each one queues the arrival of
 its ``Z`` at its end, which comes before any activation that starts at that time or later.
 Each node runs one activation at a time, so when a node reads at time t each neighbour
-has at most one activation that started before t and has not ended: its outbox is double
-buffered (the delivered ``Z`` and the one in flight).
+has at most one activation that started before t and has not ended: what the neighbours
+read is a copy of each node's ``Z`` made when it arrives, and the one in flight is the
+node's own ``Z``, which its next activation changes only after the arrival.
 
 Under ``--stop eps:E`` / ``local:TOL`` each activation ends with the node's
 :class:`~dssfn_mpi.algorithms.stoprule.NodeCheck`; the first moment at which every
@@ -73,54 +74,31 @@ class AsyncResult:
 
 
 class _Outboxes:
-    """Every node's ``Z_{m,n}`` rows as its neighbours see them: delivered, and in flight.
+    """Every node's ``Z_{m,n}`` rows as its neighbours see them: the ones delivered.
 
     One table holds them all, so that an activation reads its neighbours' rows in place
-    (:meth:`~dssfn_mpi.engines.updates.EdgeStep.step_rows`): each node's rows twice, one
-    copy in each half of the table; ``delivered[n]`` is the first row of node n's delivered
-    copy, and the other half holds the one in flight.
+    (:meth:`~dssfn_mpi.engines.updates.EdgeStep.step_rows`). The rows in flight are the
+    node's own ``Z``: its next activation, which changes it, starts once they arrived.
     """
 
     def __init__(self, steps: list[EdgeStep], neighbors: list[tuple[int, ...]]) -> None:
-        M = len(steps)
         degrees = [len(nb) for nb in neighbors]
-        base = np.concatenate([[0], np.cumsum(degrees)]).astype(np.intp)
-        self.half = int(base[-1])
+        base = np.concatenate([[0], np.cumsum(degrees)]).tolist()
         # One row per outgoing message, as wide as the step's message (Z's rows).
-        self.table = np.zeros((2 * self.half, int(np.prod(steps[0].Z.shape[1:]))))
-        self.base = base[:-1].tolist()
-        self.delivered = base[:-1].copy()
-        self.version = np.zeros(M, dtype=np.int32)  # of each node's delivered rows
-        self.flight, self.flight_version = [1] * M, [0] * M  # the half in flight; its version
-        # Each half of node m's rows, shaped as its Z.
-        self.copies = [tuple(self.table[h * self.half + b : h * self.half + b + d]
-                             .reshape(s.Z.shape) for h in (0, 1))
-                       for b, d, s in zip(self.base, degrees, steps)]
+        self.table = np.zeros((base[-1], int(np.prod(steps[0].Z.shape[1:]))))
+        self.copies = [self.table[b : b + d].reshape(s.Z.shape)
+                       for b, d, s in zip(base, degrees, steps)]  # shaped as each Z
+        self.version = np.zeros(len(steps), dtype=np.int32)  # of each node's delivered rows
         slot = [{n: i for i, n in enumerate(nb)} for nb in neighbors]
         self.nbrs = [np.array(nb, dtype=np.intp) for nb in neighbors]
-        # Row of Z_{n,m} within n's rows, for each node m and its neighbour index i.
-        self.slots = [np.array([slot[n][m] for n in nb], dtype=np.intp)
-                      for m, nb in enumerate(neighbors)]
+        # The table row of each Z_{n,m} node m reads, in the order of its neighbours.
+        self.rows = [np.array([base[n] + slot[n][m] for n in nb], dtype=np.intp)
+                     for m, nb in enumerate(neighbors)]
 
-    def read(self, m: int) -> tuple[np.ndarray, np.ndarray]:
-        """The table rows of the ``Z_{n,m}`` delivered to node ``m`` and their versions,
-        one per neighbour."""
-        nbrs = self.nbrs[m]
-        rows = self.delivered[nbrs]
-        rows += self.slots[m]
-        return rows, self.version[nbrs]
-
-    def send(self, m: int, Z: np.ndarray, version: int) -> None:
-        """Node ``m``'s ``Z`` (its rows sent before have arrived) goes in flight."""
-        self.copies[m][self.flight[m]][...] = Z
-        self.flight_version[m] = version
-
-    def deliver(self, m: int) -> None:
-        """Node ``m``'s rows in flight arrive."""
-        h = self.flight[m]
-        self.delivered[m] = self.base[m] + h * self.half
-        self.version[m] = self.flight_version[m]
-        self.flight[m] = 1 - h
+    def deliver(self, m: int, Z: np.ndarray, version: int) -> None:
+        """Node ``m``'s ``Z``, its version ``version``, arrives."""
+        self.copies[m][...] = Z
+        self.version[m] = version
 
 
 class _Records:
@@ -202,7 +180,7 @@ def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None
     while queue:
         t, m, k = heapq.heappop(queue)
         if m == ARRIVAL:
-            loop.boxes.deliver(k)
+            loop.arrive(k)
             continue
         if watch and loop.stop_at == math.inf:
             loop.stop_by(t)
@@ -268,9 +246,8 @@ class _EventLoop:
     def activate(self, t: float, m: int, k: int) -> None:
         """Run node ``m``'s activation ``k`` at ``t`` with the neighbour rows delivered by then."""
         step, boxes = self.steps[m], self.boxes
-        rows, versions = boxes.read(m)
         c0 = self.clock()
-        O = step.step_rows(boxes.table, rows)
+        O = step.step_rows(boxes.table, boxes.rows[m])
         measured = self.clock() - c0
         check = self.checks[m]
         done = check is not None and check.async_done(O, step.rhs_buffer)
@@ -281,9 +258,8 @@ class _EventLoop:
         run = self.runs[m]
         run.wait += t - self.prev_end[m]
         run.compute += cost
-        self.records[m].add(t, end, versions)
+        self.records[m].add(t, end, boxes.version[boxes.nbrs[m]])
         self.prev_end[m] = end
-        boxes.send(m, step.Z, k + 1)
         heapq.heappush(self.queue, (end, ARRIVAL, m))
         if not self.rule.fixed:
             heapq.heappush(self.flags, (end, m, done))
@@ -292,6 +268,10 @@ class _EventLoop:
         for n in self.neighbors[m]:
             if blocked[n] == k:  # waiting for this activation (and maybe others)
                 self.schedule(n)
+
+    def arrive(self, m: int) -> None:
+        """Node ``m``'s ``Z`` of its last activation arrives at its neighbours."""
+        self.boxes.deliver(m, self.steps[m].Z, self.records[m].count)
 
     def _accept(self, m: int, O: np.ndarray) -> None:
         if self.passed[m] is None:
