@@ -130,10 +130,11 @@ class _Records:
         return new
 
     def into(self, run: NodeRun) -> None:
-        """Fill ``run``'s records (copies as long as the activations: the spare room goes)."""
+        """Hand the records to ``run``, as long as its activations (the spare room goes)."""
         k = run.activations = self.count
-        run.starts, run.ends = self.starts[:k].copy(), self.ends[:k].copy()
-        run.versions = self.versions[:k].copy()
+        full = k == self.starts.shape[0]
+        run.starts, run.ends, run.versions = (a if full else a[:k].copy()
+                                              for a in (self.starts, self.ends, self.versions))
         self.starts = self.ends = self.versions = self.ended = None
 
 
@@ -176,7 +177,7 @@ def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None
                       network.message_seconds(message_bytes), network.alpha)
     for m in range(len(steps)):
         loop.schedule(m)
-    queue, watch = loop.queue, not rule.fixed
+    queue, watch = loop.queue, loop.watch
     while queue:
         t, m, k = heapq.heappop(queue)
         if m == ARRIVAL:
@@ -203,7 +204,7 @@ class _EventLoop:
         M = len(steps)
         self.layer, self.steps, self.checks, self.neighbors = layer, steps, checks, neighbors
         self.rule, self.iters, self.max_lead, self.speed = rule, iters, max_lead, speed
-        self.put, self.signal = put, signal
+        self.put, self.signal, self.watch = put, signal, not rule.fixed
         self.clock = speed.cpu_clock()
         self.boxes = _Outboxes(steps, neighbors)
         self.records = [_Records(len(nb), iters) for nb in neighbors]
@@ -261,7 +262,7 @@ class _EventLoop:
         self.records[m].add(t, end, boxes.version[boxes.nbrs[m]])
         self.prev_end[m] = end
         heapq.heappush(self.queue, (end, ARRIVAL, m))
-        if not self.rule.fixed:
+        if self.watch:
             heapq.heappush(self.flags, (end, m, done))
         self.schedule(m)
         blocked = self.blocked
