@@ -36,7 +36,7 @@ from ..analysis.network import Network
 from ..analysis.timeline import activation_start, lead_activation
 from ..engines.updates import EdgeStep
 
-__all__ = ["AsyncResult", "NodeRun", "solve_async"]
+__all__ = ["AsyncResult", "NodeRun", "by_node", "solve_async"]
 
 #: The node field of an arrival in the queue: (time, ARRIVAL, node) sorts before every
 #: The node field of an arrival in the queue: (time, ARRIVAL, node) comes before every
@@ -63,6 +63,12 @@ class NodeRun:
     starts: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ends: np.ndarray = field(default_factory=lambda: np.zeros(0))
     versions: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int32))
+
+
+def by_node(steps: list[np.ndarray], nodes: int) -> np.ndarray:
+    """Values recorded step by step for every node (one (M,) array per step) as one row per
+    node, shape (M, steps): what :class:`NodeRun` holds of each node of a lockstep layer."""
+    return np.ascontiguousarray(np.reshape(steps, (-1, nodes)).T)
 
 
 @dataclass

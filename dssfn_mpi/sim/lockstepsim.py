@@ -28,7 +28,7 @@ import numpy as np
 from ..algorithms.stoprule import NodeCheck
 from ..analysis.timeline import exchange_end
 from ..engines.lockstep import vote_slots
-from .asyncsim import NodeRun
+from .asyncsim import NodeRun, by_node
 
 __all__ = ["solve_lockstep"]
 
@@ -97,10 +97,10 @@ def solve_lockstep(run: Any, layer: int, steps: list[Any], checks: list[NodeChec
                 for m, node in enumerate(runs):
                     node.O = tested[0][m]
                 break
-    starts, ends = (np.array(x).reshape(-1, M).T for x in (starts, ends))
+    starts, ends = (by_node(x, M) for x in (starts, ends))
     for m, node in enumerate(runs):
         node.end = float(t[m])
-        node.starts, node.ends = starts[m].copy(), ends[m].copy()
+        node.starts, node.ends = starts[m], ends[m]
     return runs, ended
 
 

@@ -31,7 +31,7 @@ from ..algorithms.stoprule import NodeCheck
 from ..analysis.network import allreduce_seconds
 from ..analysis.timeline import collective_end, exchange_end
 from ..ssfn.solver import LocalInverse, StackedInverse, project_frobenius
-from .asyncsim import NodeRun
+from .asyncsim import NodeRun, by_node
 from .mixing import mixer
 from .nodes import mix
 
@@ -153,12 +153,11 @@ class _Times:
 
     def finish(self, Zbar: Any) -> list[NodeRun]:
         """The runs, each node's ``O`` its ``Zbar``."""
-        starts, ends = (np.array(x).reshape(-1, len(self.runs)).T
-                        for x in (self.starts, self.ends))
+        starts, ends = (by_node(x, len(self.runs)) for x in (self.starts, self.ends))
         for m, r in enumerate(self.runs):
             r.O = np.array(Zbar[m])
             r.end = float(self.t[m])
-            r.starts, r.ends = starts[m].copy(), ends[m].copy()
+            r.starts, r.ends = starts[m], ends[m]
         return self.runs
 
 
