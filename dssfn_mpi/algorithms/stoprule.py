@@ -121,8 +121,12 @@ def parse_stop(text: str | StopRule) -> StopRule:
                     "(e.g. local:1e-3)")
 
 
+#: The smallest denominator of a relative measure (a zero norm stays finite).
+_TINY = float(np.finfo(float).tiny)
+
+
 def _ratio(num: float, den: float) -> float:
-    return num / max(den, np.finfo(float).tiny)
+    return num / max(den, _TINY)
 
 
 def remaining_path(changes: Sequence[float]) -> float:
@@ -195,7 +199,7 @@ class NodeCheck:
             raise ValueError("the iters rule has nothing to check")
         if rule.needs_target and target is None:
             raise ValueError("the eps rule needs the layer's exact solution")
-        self.rule, self.tol = rule, rule.tol
+        self.rule, self.tol, self._eps = rule, rule.tol, rule.needs_target
         self.last = float("nan")
         self._target = target
         self._target_norm = float(np.linalg.norm(target)) if target is not None else 0.0
@@ -215,8 +219,8 @@ class NodeCheck:
         self._P: np.ndarray | None = None
 
     def _distance(self, O: np.ndarray) -> float:
-        np.subtract(O, self._target, out=self._diff)
-        return _ratio(math.sqrt(float(np.vdot(self._diff, self._diff))), self._target_norm)
+        diff = np.subtract(O, self._target, out=self._diff)
+        return _ratio(math.sqrt(float(np.vdot(diff, diff))), self._target_norm)
 
     def _steady(self) -> bool:
         """The local test: the median estimate of the last ``RATE_WINDOW`` checks within TOL.
@@ -253,7 +257,7 @@ class NodeCheck:
         """
         if self._diff is None:
             self._diff = np.empty_like(O)
-        if self.rule.needs_target:
+        if self._eps:
             self.last = self._distance(O)
             return self.last <= self.tol
         if rhs is None or self._B2 is None:
@@ -283,7 +287,7 @@ class NodeCheck:
         """After a consensus iteration that produced ``O`` (``O_m``) and then ``Zbar``."""
         if self._diff is None:
             self._diff = np.empty_like(Zbar)
-        if self.rule.needs_target:
+        if self._eps:
             self.last = self._distance(Zbar)
             return self.last <= self.tol
         np.subtract(O, Zbar, out=self._diff)

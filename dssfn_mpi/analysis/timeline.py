@@ -193,9 +193,13 @@ def activation_start(prev_end: float, k: int, max_lead: int | None,
     j = lead_activation(k, max_lead)
     if j < 0:
         return prev_end
-    if any(len(ends) <= j for ends in neighbour_ends):
-        return None
-    return max([prev_end] + [ends[j] for ends in neighbour_ends])
+    start = prev_end
+    for ends in neighbour_ends:
+        if len(ends) <= j:
+            return None
+        if ends[j] > start:
+            start = float(ends[j])
+    return start
 
 
 # --------------------------------------------------------------------------- a whole layer

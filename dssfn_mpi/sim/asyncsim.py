@@ -9,10 +9,12 @@ has arrived from each neighbour; it runs :class:`~dssfn_mpi.engines.updates.Edge
 its compute (:mod:`.speed`) plus its puts, one message of the network model,
 and its new ``Z`` arrives at its neighbours when it ends.
 
-Activations are executed in order of their start times. Each node runs one
-activation at a time, so when a node reads at time t each neighbour has at most
-one activation that started before t and has not ended: its outbox is double
-buffered (the delivered ``Z`` and the one in flight with its arrival time).
+Activations are executed in order of their start times; each one queues the arrival of
+its ``Z`` at its end, which comes before any activation that starts at that time or later.
+Each node runs one activation at a time, so when a node reads at time t each neighbour
+has at most one activation that started before t and has not ended: what the neighbours
+read is a copy of each node's ``Z`` made when it arrives, and the one in flight is the
+node's own ``Z``, which its next activation changes only after the arrival.
 
 Under ``--stop eps:E`` / ``local:TOL`` each activation ends with the node's
 :class:`~dssfn_mpi.algorithms.stoprule.NodeCheck`; the first moment at which every
@@ -31,24 +33,42 @@ import numpy as np
 
 from ..algorithms.stoprule import NodeCheck, StopRule
 from ..analysis.network import Network
-from ..analysis.timeline import activation_start
+from ..analysis.timeline import activation_start, lead_activation
 from ..engines.updates import EdgeStep
 
-__all__ = ["AsyncResult", "NodeRun", "solve_async"]
+__all__ = ["AsyncResult", "NodeRun", "by_node", "solve_async"]
+
+#: The node field of an arrival in the queue: (time, ARRIVAL, node) sorts before every
+#: The node field of an arrival in the queue: (time, ARRIVAL, node) comes before every
+#: activation (time, node, k) that starts at that time.
+ARRIVAL = -1
+#: Activations a node's records hold before they first grow (then they double, up to K).
+FIRST_RECORDS = 64
 
 
 @dataclass
 class NodeRun:
-    """What one node did in one simulated layer."""
+    """What one node did in one simulated layer.
+
+    ``starts`` and ``ends`` hold each activation's (iteration's) start and end; ``versions``
+    (async) the neighbour versions each activation read, one row per activation, in the
+    order of the node's neighbours.
+    """
 
     O: np.ndarray
     end: float  # when the node left the layer
     activations: int = 0
     compute: float = 0.0  # simulated seconds of compute (puts excluded)
     wait: float = 0.0  # simulated seconds waiting between activations
-    starts: list[float] = field(default_factory=list)
-    ends: list[float] = field(default_factory=list)
-    versions: list[np.ndarray] = field(default_factory=list)  # each read's versions
+    starts: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ends: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    versions: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int32))
+
+
+def by_node(steps: list[np.ndarray], nodes: int) -> np.ndarray:
+    """Values recorded step by step for every node (one (M,) array per step) as one row per
+    node, shape (M, steps): what :class:`NodeRun` holds of each node of a lockstep layer."""
+    return np.ascontiguousarray(np.reshape(steps, (-1, nodes)).T)
 
 
 @dataclass
@@ -59,28 +79,69 @@ class AsyncResult:
     all_done: bool
 
 
-class _Outbox:
-    """A node's ``Z_{m,n}`` rows as its neighbours see them: delivered, and in flight.
+class _Outboxes:
+    """Every node's ``Z_{m,n}`` rows as its neighbours see them: the ones delivered.
 
-    Both live in the event loop's table of every outbox's rows, so that an activation reads
-    its neighbours' rows in place (:meth:`~dssfn_mpi.engines.updates.EdgeStep.step_rows`):
-    the node's rows start at ``base`` in the delivered half and at ``base + half`` in the other.
+    One table holds them all, so that an activation reads its neighbours' rows in place
+    (:meth:`~dssfn_mpi.engines.updates.EdgeStep.step_rows`). The rows in flight are the
+    node's own ``Z``: its next activation, which changes it, starts once they arrived.
     """
 
-    def __init__(self, table: np.ndarray, base: int, count: int) -> None:
-        self.table, self.count, self.half = table, count, table.shape[0] // 2
-        self.delivered, self.flight = base, base + self.half  # first row of each
-        self.version, self.flight_version, self.arrives = 0, 0, math.inf
+    def __init__(self, steps: list[EdgeStep], neighbors: list[tuple[int, ...]]) -> None:
+        degrees = [len(nb) for nb in neighbors]
+        base = np.concatenate([[0], np.cumsum(degrees)]).tolist()
+        # One row per outgoing message, as wide as the step's message (Z's rows).
+        self.table = np.zeros((base[-1], int(np.prod(steps[0].Z.shape[1:]))))
+        self.copies = [self.table[b : b + d].reshape(s.Z.shape)
+                       for b, d, s in zip(base, degrees, steps)]  # shaped as each Z
+        self.version = np.zeros(len(steps), dtype=np.int32)  # of each node's delivered rows
+        slot = [{n: i for i, n in enumerate(nb)} for nb in neighbors]
+        self.nbrs = [np.array(nb, dtype=np.intp) for nb in neighbors]
+        # The table row of each Z_{n,m} node m reads, in the order of its neighbours.
+        self.rows = [np.array([base[n] + slot[n][m] for n in nb], dtype=np.intp)
+                     for m, nb in enumerate(neighbors)]
 
-    def deliver(self, t: float) -> None:
-        if self.arrives <= t:
-            self.delivered, self.flight = self.flight, self.delivered
-            self.version, self.arrives = self.flight_version, math.inf
+    def deliver(self, m: int, Z: np.ndarray, version: int) -> None:
+        """Node ``m``'s ``Z``, its version ``version``, arrives."""
+        self.copies[m][...] = Z
+        self.version[m] = version
 
-    def send(self, rows: np.ndarray, version: int, arrives: float, now: float) -> None:
-        self.deliver(now)
-        self.table[self.flight : self.flight + self.count, : rows.shape[1]] = rows
-        self.flight_version, self.arrives = version, arrives
+
+class _Records:
+    """One node's activation starts, ends and read versions, in arrays that double in size
+    as they fill (up to the cap K)."""
+
+    def __init__(self, degree: int, cap: int) -> None:
+        size = min(cap, FIRST_RECORDS)
+        self.cap, self.count = cap, 0
+        self.starts, self.ends = np.empty(size), np.empty(size)
+        self.versions = np.empty((size, degree), dtype=np.int32)
+        self.ended = self.ends[:0]  # the ends so far
+
+    def add(self, start: float, end: float, versions: np.ndarray) -> None:
+        """Record one activation."""
+        k = self.count
+        if k == self.starts.shape[0]:
+            self.starts, self.ends, self.versions = (
+                self._grown(a) for a in (self.starts, self.ends, self.versions))
+        self.starts[k] = start
+        self.ends[k] = end
+        self.versions[k] = versions
+        self.count = k = k + 1
+        self.ended = self.ends[:k]
+
+    def _grown(self, a: np.ndarray) -> np.ndarray:
+        new = np.empty((min(2 * a.shape[0], self.cap),) + a.shape[1:], dtype=a.dtype)
+        new[: a.shape[0]] = a
+        return new
+
+    def into(self, run: NodeRun) -> None:
+        """Hand the records to ``run``, as long as its activations (the spare room goes)."""
+        k = run.activations = self.count
+        full = k == self.starts.shape[0]
+        run.starts, run.ends, run.versions = (a if full else a[:k].copy()
+                                              for a in (self.starts, self.ends, self.versions))
+        self.starts = self.ends = self.versions = self.ended = None
 
 
 def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None],
@@ -122,20 +183,26 @@ def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None
                       network.message_seconds(message_bytes), network.alpha)
     for m in range(len(steps)):
         loop.schedule(m)
-    while loop.queue:
-        t, m, k = heapq.heappop(loop.queue)
-        if not rule.fixed and loop.stop_at == math.inf:
+    queue, watch = loop.queue, loop.watch
+    while queue:
+        t, m, k = heapq.heappop(queue)
+        if m == ARRIVAL:
+            loop.arrive(k)
+            continue
+        if watch and loop.stop_at == math.inf:
             loop.stop_by(t)
-        if t < loop.stop_at:
-            loop.activate(t, m, k)
-    if not rule.fixed and loop.stop_at == math.inf:
+        if t >= loop.stop_at:  # so does every activation after it
+            break
+        loop.activate(t, m, k)
+    if watch and loop.stop_at == math.inf:
         loop.stop_by(math.inf)
     return loop.finish()
 
 
 class _EventLoop:
-    """One async layer in simulated time: the nodes' outboxes and runs, the queue of
-    activations (start, node, k) and the done flags (end, node, done) of the stop rule."""
+    """One async layer in simulated time: the nodes' outboxes and records, the queue of
+    activations (start, node, k) and arrivals (end, :data:`ARRIVAL`, node), and the done
+    flags (end, node, done) of the stop rule."""
 
     def __init__(self, layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None],
                  neighbors: list[tuple[int, ...]], begin: np.ndarray, rule: StopRule,
@@ -143,85 +210,91 @@ class _EventLoop:
         M = len(steps)
         self.layer, self.steps, self.checks, self.neighbors = layer, steps, checks, neighbors
         self.rule, self.iters, self.max_lead, self.speed = rule, iters, max_lead, speed
-        self.put, self.signal = put, signal
+        self.put, self.signal, self.watch = put, signal, not rule.fixed
         self.clock = speed.cpu_clock()
-        slot = [{n: i for i, n in enumerate(nb)} for nb in neighbors]
-        # Row of Z_{n,m} in n's outbox, for each node m and neighbour index i.
-        self.rows = [[slot[n][m] for n in neighbors[m]] for m in range(M)]
-        self.shape = steps[0].O.shape
-        degrees = [len(nb) for nb in neighbors]
-        base = np.concatenate([[0], np.cumsum(degrees)]).tolist()
-        # One row per outgoing message, as wide as the step's message (Z's rows).
-        self.table = np.zeros((2 * base[-1], int(np.prod(steps[0].Z.shape[1:]))))
-        self.boxes = [_Outbox(self.table, base[m], degrees[m]) for m in range(M)]
-        self.runs = [NodeRun(O=np.zeros(self.shape), end=float(begin[m])) for m in range(M)]
+        self.boxes = _Outboxes(steps, neighbors)
+        self.records = [_Records(len(nb), iters) for nb in neighbors]
+        self.runs = [NodeRun(O=np.zeros(steps[0].O.shape), end=float(b)) for b in begin]
         self.prev_end = [float(b) for b in begin]
-        self.blocked = [False] * M
+        self.blocked = [-1] * M  # the neighbours' activation a node waits for (-1: none)
         self.queue: list[tuple[float, int, int]] = []
         self.flags: list[tuple[float, int, bool]] = []
-        self.state = np.zeros(M, dtype=bool)
+        self.state, self.undone = [False] * M, M  # each node's latest flag; how many unset
         self.stop_at = math.inf
         self.passed: list[np.ndarray | None] = [None] * M  # last iterate its own test accepted
 
     def schedule(self, m: int) -> None:
         """Queue node ``m``'s next activation, or mark it blocked by the bounded delay."""
-        k = self.runs[m].activations
+        rec = self.records[m]
+        k = rec.count
         if k >= self.iters:
             return
         start = activation_start(self.prev_end[m], k, self.max_lead,
-                                 [self.runs[n].ends for n in self.neighbors[m]])
-        self.blocked[m] = start is None
-        if start is not None:
+                                 [self.records[n].ended for n in self.neighbors[m]])
+        if start is None:
+            self.blocked[m] = lead_activation(k, self.max_lead)
+        else:
+            self.blocked[m] = -1
             heapq.heappush(self.queue, (start, m, k))
 
     def stop_by(self, t: float) -> None:
         """Apply the done-flag changes up to ``t``; at the first all-done moment the stop
         signal is sent, and arrives one latency later."""
-        while self.flags and self.flags[0][0] <= t:
-            when, m, done = heapq.heappop(self.flags)
-            self.state[m] = done
-            if self.state.all():
+        flags, state = self.flags, self.state
+        while flags and flags[0][0] <= t:
+            when, m, done = heapq.heappop(flags)
+            if done != state[m]:
+                state[m] = done
+                self.undone += -1 if done else 1
+            if not self.undone:
                 self.stop_at = when + self.signal
                 return
 
     def activate(self, t: float, m: int, k: int) -> None:
         """Run node ``m``'s activation ``k`` at ``t`` with the neighbour rows delivered by then."""
-        run, nbrs = self.runs[m], self.neighbors[m]
-        boxes = [self.boxes[n] for n in nbrs]
-        for box in boxes:
-            box.deliver(t)
-        rows = np.array([box.delivered + r for box, r in zip(boxes, self.rows[m])],
-                        dtype=np.intp)
+        step, boxes = self.steps[m], self.boxes
         c0 = self.clock()
-        O = self.steps[m].step_rows(self.table, rows)
+        O = step.step_rows(boxes.table, boxes.rows[m])
         measured = self.clock() - c0
         check = self.checks[m]
-        done = check.async_done(O, self.steps[m].rhs_buffer) if check is not None else False
+        done = check is not None and check.async_done(O, step.rhs_buffer)
+        if done:  # as live: a node returns the last iterate its own test accepted
+            self._accept(m, O)
         cost = self.speed.activation(self.layer, m, k, measured)
         end = t + cost + self.put
-        run.O[...] = O
-        if done:  # as live: a node returns the last iterate its own test accepted
-            self.passed[m] = O.copy()
-        run.versions.append(np.array([self.boxes[n].version for n in nbrs], dtype=np.int64))
+        run = self.runs[m]
         run.wait += t - self.prev_end[m]
         run.compute += cost
-        run.starts.append(t)
-        run.ends.append(end)
-        run.activations += 1
+        self.records[m].add(t, end, boxes.version[boxes.nbrs[m]])
         self.prev_end[m] = end
-        self.boxes[m].send(self.steps[m].Z.reshape(len(nbrs), -1), k + 1, end, t)
-        if not self.rule.fixed:
+        heapq.heappush(self.queue, (end, ARRIVAL, m))
+        if self.watch:
             heapq.heappush(self.flags, (end, m, done))
         self.schedule(m)
-        for n in nbrs:
-            if self.blocked[n]:
+        blocked = self.blocked
+        for n in self.neighbors[m]:
+            if blocked[n] == k:  # waiting for this activation (and maybe others)
                 self.schedule(n)
 
+    def arrive(self, m: int) -> None:
+        """Node ``m``'s ``Z`` of its last activation arrives at its neighbours."""
+        self.boxes.deliver(m, self.steps[m].Z, self.records[m].count)
+
+    def _accept(self, m: int, O: np.ndarray) -> None:
+        if self.passed[m] is None:
+            self.passed[m] = O.copy()
+        else:
+            self.passed[m][...] = O
+
     def finish(self) -> AsyncResult:
-        """Every node's run: it leaves the layer at its last end or when the signal arrives."""
+        """Every node's run: it leaves the layer at its last end or when the signal arrives;
+        its ``O`` is its last iterate (the last its test accepted, when the signal came)."""
         stopped = self.stop_at < math.inf
         for m, run in enumerate(self.runs):
+            self.records[m].into(run)
             run.end = self.prev_end[m] if not stopped else max(self.prev_end[m], self.stop_at)
             if stopped and self.passed[m] is not None:
                 run.O[...] = self.passed[m]
+            elif run.activations:
+                run.O[...] = self.steps[m].O
         return AsyncResult(nodes=self.runs, all_done=stopped)

@@ -28,7 +28,7 @@ import numpy as np
 from ..algorithms.stoprule import NodeCheck
 from ..analysis.timeline import exchange_end
 from ..engines.lockstep import vote_slots
-from .asyncsim import NodeRun
+from .asyncsim import NodeRun, by_node
 
 __all__ = ["solve_lockstep"]
 
@@ -65,6 +65,7 @@ def solve_lockstep(run: Any, layer: int, steps: list[Any], checks: list[NodeChec
     flags: deque[np.ndarray] = deque(maxlen=A)
     tested: deque[list[np.ndarray]] = deque(maxlen=A)
     t, ended = np.asarray(begin, dtype=float).copy(), False
+    starts, ends = [], []  # every node's, per round
     for k in range(run.cfg.iters):
         measured, flag, Os = np.zeros(M), np.zeros(M, dtype=bool), []
         for p in range(exchanges):
@@ -80,9 +81,9 @@ def solve_lockstep(run: Any, layer: int, steps: list[Any], checks: list[NodeChec
         cost = speed.activations(layer, k, measured)
         ready = t + cost
         end = exchange_end(ready, run.hops, exchanges, message)
+        starts.append(t)
+        ends.append(end)
         for m, node in enumerate(runs):
-            node.starts.append(float(t[m]))
-            node.ends.append(float(end[m]))
             node.compute += float(cost[m])
             node.wait += float(end[m] - ready[m])
             node.activations += 1
@@ -96,8 +97,10 @@ def solve_lockstep(run: Any, layer: int, steps: list[Any], checks: list[NodeChec
                 for m, node in enumerate(runs):
                     node.O = tested[0][m]
                 break
+    starts, ends = (by_node(x, M) for x in (starts, ends))
     for m, node in enumerate(runs):
         node.end = float(t[m])
+        node.starts, node.ends = starts[m], ends[m]
     return runs, ended
 
 

@@ -57,8 +57,8 @@ def solve_oneshot(layer: int, alg, graph, layout: StatsLayout, packed: np.ndarra
                         network, library)
     end = ready + cost
     return [NodeRun(O=Os[m], end=float(end[m]), activations=1, compute=float(cost[m]),
-                    wait=float(ready[m] - begin[m]), starts=[float(begin[m])],
-                    ends=[float(end[m])]) for m in range(M)]
+                    wait=float(ready[m] - begin[m]), starts=np.array([begin[m]], dtype=float),
+                    ends=end[m : m + 1].copy()) for m in range(M)]
 
 
 def _solve_mixed(mix: Mixer, layout: StatsLayout, packed: np.ndarray, eps: float

@@ -95,6 +95,5 @@ def node_runs(final: list[np.ndarray], start: np.ndarray, end: np.ndarray,
         runs.append(NodeRun(
             O=O, end=float(end[m, -1]), activations=int(cost.shape[1]),
             compute=float((cost[m] - put).sum()), wait=float(gaps.sum()),
-            starts=list(start[m]), ends=list(end[m]),
-            versions=[versions[m, k, : len(neighbors[m])] for k in range(cost.shape[1])]))
+            starts=start[m], ends=end[m], versions=versions[m, :, : len(neighbors[m])]))
     return runs

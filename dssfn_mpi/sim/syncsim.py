@@ -31,7 +31,7 @@ from ..algorithms.stoprule import NodeCheck
 from ..analysis.network import allreduce_seconds
 from ..analysis.timeline import collective_end, exchange_end
 from ..ssfn.solver import LocalInverse, StackedInverse, project_frobenius
-from .asyncsim import NodeRun
+from .asyncsim import NodeRun, by_node
 from .mixing import mixer
 from .nodes import mix
 
@@ -132,6 +132,8 @@ class _Times:
         self.message = network.message_seconds(message_bytes)
         self.t = np.asarray(begin, dtype=float).copy()
         self.runs = [NodeRun(O=np.empty(0), end=float(begin[m])) for m in range(M)]
+        self.starts: list[np.ndarray] = []  # every node's, per iteration
+        self.ends: list[np.ndarray] = []
 
     def advance(self, k: int, measured: np.ndarray) -> np.ndarray:
         """Iteration ``k`` with each node's measured compute: its start and end on every
@@ -140,9 +142,9 @@ class _Times:
         ready = self.t + cost
         end = (collective_end(ready, self.reduce) if self.alg.collective
                else exchange_end(ready, self.hops, self.rounds, self.message))
+        self.starts.append(self.t)
+        self.ends.append(end)
         for m, r in enumerate(self.runs):
-            r.starts.append(float(self.t[m]))
-            r.ends.append(float(end[m]))
             r.compute += float(cost[m])
             r.wait += float(end[m] - ready[m])
             r.activations += 1
@@ -151,9 +153,11 @@ class _Times:
 
     def finish(self, Zbar: Any) -> list[NodeRun]:
         """The runs, each node's ``O`` its ``Zbar``."""
+        starts, ends = (by_node(x, len(self.runs)) for x in (self.starts, self.ends))
         for m, r in enumerate(self.runs):
             r.O = np.array(Zbar[m])
             r.end = float(self.t[m])
+            r.starts, r.ends = starts[m], ends[m]
         return self.runs
 
 
