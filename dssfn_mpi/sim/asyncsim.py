@@ -35,6 +35,7 @@ from ..algorithms.stoprule import NodeCheck, StopRule
 from ..analysis.network import Network
 from ..analysis.timeline import activation_start, lead_activation
 from ..engines.updates import EdgeStep
+from .heartbeat import Heartbeat
 
 __all__ = ["AsyncResult", "NodeRun", "by_node", "solve_async"]
 
@@ -147,7 +148,7 @@ class _Records:
 def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None],
                 neighbors: list[tuple[int, ...]], begin: np.ndarray, rule: StopRule,
                 iters: int, max_lead: int | None, speed, network: Network,
-                message_bytes: float) -> AsyncResult:
+                message_bytes: float, beat: Heartbeat | None = None) -> AsyncResult:
     """Simulate one async layer.
 
     Parameters
@@ -174,6 +175,8 @@ def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None
         Message cost of a put (``alpha + bytes / beta``); alpha is the stop signal's.
     message_bytes : float
         Bytes of one Z put.
+    beat : Heartbeat, optional
+        Told of the simulated clock after every activation (a progress line a minute).
 
     Returns
     -------
@@ -183,7 +186,7 @@ def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None
                       network.message_seconds(message_bytes), network.alpha)
     for m in range(len(steps)):
         loop.schedule(m)
-    queue, watch = loop.queue, loop.watch
+    queue, watch, count, M = loop.queue, loop.watch, 0, len(steps)
     while queue:
         t, m, k = heapq.heappop(queue)
         if m == ARRIVAL:
@@ -194,6 +197,9 @@ def solve_async(layer: int, steps: list[EdgeStep], checks: list[NodeCheck | None
         if t >= loop.stop_at:  # so does every activation after it
             break
         loop.activate(t, m, k)
+        count += 1
+        if beat is not None:
+            beat(t, count, M - loop.undone if watch else None, M)
     if watch and loop.stop_at == math.inf:
         loop.stop_by(math.inf)
     return loop.finish()

@@ -12,6 +12,7 @@ training's (:class:`SimResult`), written as its run log.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import resource
@@ -43,6 +44,7 @@ from ..ssfn.gramstats import StatsLayout
 from ..ssfn.model import accuracy
 from ..ssfn.solver import exact_solve, width_ratio
 from .asyncsim import NodeRun, solve_async
+from .heartbeat import Heartbeat
 from .lockstepsim import solve_lockstep
 from .nodes import layer_metrics, layer_problems, load_shards, penalties
 from .oneshotsim import solve_oneshot
@@ -79,6 +81,9 @@ class SimOptions:
     schedule : tuple or None
         ``(path, versions)``: a traced async run's ``/trace/versions``
         (L, M, K, D) to re-execute instead of the simulated reads.
+    heartbeat : float
+        Seconds of wall time between the progress lines inside a long layer
+        (:class:`~.heartbeat.Heartbeat`; 0: none, as under ``quiet``).
     """
 
     nodes: int
@@ -86,6 +91,7 @@ class SimOptions:
     network: Network
     allreduce: str = "mpich"
     schedule: tuple[str, np.ndarray] | None = None
+    heartbeat: float = 60.0
 
 
 @dataclass
@@ -139,7 +145,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     command_line : str
         Recorded in the run log.
     quiet : bool
-        No per-layer progress line.
+        No progress lines (per layer, and inside a long layer).
 
     Returns
     -------
@@ -151,6 +157,8 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         Bad settings, an impossible graph, a missing dataset, an unwritable output.
     """
     _check(cfg, opts)
+    if quiet:
+        opts = dataclasses.replace(opts, heartbeat=0.0)
     run = _setup(cfg, opts, command_line)
     M = opts.nodes
     rec = _Record(Os=[[] for _ in range(M)])
@@ -399,7 +407,8 @@ def solve_layer(run: SolveContext, layer: int, invs, B2s, pens, metrics, target,
             return node_runs(final, start, end, cost, put, versions[layer], neighbors,
                              begin), False
         res = solve_async(layer, steps, checks, neighbors, begin, rule, cfg.iters,
-                          cfg.max_lead, opts.speed, net, message_bytes)
+                          cfg.max_lead, opts.speed, net, message_bytes,
+                          Heartbeat(f"layer {layer} {cfg.mode}", opts.heartbeat))
         return res.nodes, res.all_done
     return solve_sync(run, layer, invs, B2s, [float(p) for p in pens], checks, begin,
                       message_bytes, metrics)

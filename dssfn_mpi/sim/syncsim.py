@@ -32,6 +32,7 @@ from ..analysis.network import allreduce_seconds
 from ..analysis.timeline import collective_end, exchange_end
 from ..ssfn.solver import LocalInverse, StackedInverse, project_frobenius
 from .asyncsim import NodeRun, by_node
+from .heartbeat import Heartbeat
 from .mixing import mixer
 from .nodes import mix
 
@@ -98,7 +99,7 @@ def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndar
                 if checks[m] is not None:
                     flags[m] = checks[m].sync_done(Os[m], new[m])
             Zbar = new
-        times.advance(k, measured + share)
+        times.advance(k, measured + share, None if rule.fixed else int(flags.sum()))
         if all_done:
             break
     return times.finish(Zbar), all_done
@@ -131,13 +132,15 @@ class _Times:
                        if alg.collective else 0.0)
         self.message = network.message_seconds(message_bytes)
         self.t = np.asarray(begin, dtype=float).copy()
+        self.beat = Heartbeat(f"layer {layer} {alg.name}", run.opts.heartbeat)
         self.runs = [NodeRun(O=np.empty(0), end=float(begin[m])) for m in range(M)]
         self.starts: list[np.ndarray] = []  # every node's, per iteration
         self.ends: list[np.ndarray] = []
 
-    def advance(self, k: int, measured: np.ndarray) -> np.ndarray:
+    def advance(self, k: int, measured: np.ndarray, done: int | None = None) -> np.ndarray:
         """Iteration ``k`` with each node's measured compute: its start and end on every
-        node; returns the ends."""
+        node; returns the ends. ``done``: the nodes whose stop test passed (for the
+        heartbeat)."""
         cost = self.speed.activations(self.layer, k, measured)
         ready = self.t + cost
         end = (collective_end(ready, self.reduce) if self.alg.collective
@@ -149,6 +152,7 @@ class _Times:
             r.wait += float(end[m] - ready[m])
             r.activations += 1
         self.t = end
+        self.beat(float(end.max()), (k + 1) * end.size, done, end.size)
         return end
 
     def finish(self, Zbar: Any) -> list[NodeRun]:
@@ -237,7 +241,8 @@ def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.
                     flags[m] = check.sync_done(O[m], Zbar if Zbar.ndim == 2 else Zbar[m])
         cpu = (time.thread_time() - c2 + c1 - c0) / M
         times.advance(k, cpu + (0.0 if mix is None else
-                                mix.compute_seconds(B2.shape[1:], run.opts.speed.cpu_clock())))
+                                mix.compute_seconds(B2.shape[1:], run.opts.speed.cpu_clock())),
+                      None if rule.fixed else int(flags.sum()))
         if all_done:
             break
     return times.finish(np.broadcast_to(Zbar, B2.shape)), all_done
