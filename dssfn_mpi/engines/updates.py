@@ -39,7 +39,7 @@ import numpy as np
 from scipy.linalg.blas import daxpy as _daxpy
 from scipy.linalg.blas import ddot as _ddot
 
-from ..ssfn.metric import Metric
+from ..ssfn.metric import EdgeMetrics, Metric
 from ..ssfn.solver import LocalInverse, project_frobenius
 
 __all__ = [
@@ -397,7 +397,8 @@ class MetricEdgeStep(EdgeStep):
                  H_m = 2 G_m + sum_n gamma_mn S_mn
         Z_mn  += eta gamma_mn (Lam_mn - O_m) S_mn
 
-    numpy only (four ``Q x d x d`` products per edge, or five ``Q x d x k`` ones with a
+    numpy only, each step for all edges at once (:class:`~dssfn_mpi.ssfn.metric.EdgeMetrics`:
+    four ``Q x d x d`` products per edge, or four ``Q x d x k`` ones with a
     :class:`~dssfn_mpi.ssfn.metric.LowRankMetric` of rank ``k``): the metric is used where
     ``d`` is small. Parameters as :class:`EdgeStep`, with ``inv`` the inverse of ``H_m``
     above (:class:`dssfn_mpi.ssfn.metric.DenseInverse`) and ``metrics`` one
@@ -412,26 +413,31 @@ class MetricEdgeStep(EdgeStep):
         super().__init__(B2, gamma, eta, eps, inv, store=store, compiled=False)
         if len(metrics) != len(self._edges):
             raise ValueError(f"{len(metrics)} metrics for {len(self._edges)} edges")
-        self.metrics = list(metrics)
-        self._gamma = np.asarray(gamma, dtype=float).reshape(-1).tolist()
-        self._eps, self._eta = float(eps), float(eta)
+        self.metrics = EdgeMetrics(metrics, gamma)
+        self._gamma = np.asarray(gamma, dtype=float).reshape(-1)
+        self._eps, self._two_g = float(eps), 2.0 * self._gamma
+        self._eta_g = (float(eta) * self._gamma)[:, None, None]  # eta gamma_mn, per edge
 
     def rhs(self, Zr: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
         """The right-hand side of ``O_m``, and the ``Lam S`` half of the dual step."""
         if len(Zr) != len(self._edges):
             raise ValueError(f"{len(Zr)} neighbour values for {len(self._edges)} edges")
+        C = self.Z + np.reshape(Zr, self.Z.shape)
+        lam_s = self.metrics.ball_times(C, self._eps)
         rhs = self._rhs
-        rhs[...] = self._b2.reshape(rhs.shape)
-        for z, zr, metric, g in zip(self.Z, Zr, self.metrics, self._gamma):
-            lam_s = metric.ball_times(z + zr.reshape(z.shape), g, self._eps)
-            rhs += z
-            rhs += (2.0 * g) * lam_s
-            z += (self._eta * g) * lam_s
+        np.add(self._b2.reshape(rhs.shape), self.Z.sum(axis=0), out=rhs)
+        self._rhs_flat += self._two_g @ lam_s.reshape(len(lam_s), -1)
+        self.Z += self._eta_g * lam_s
         return rhs
+
+    def rhs_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """:meth:`rhs` with ``Zr_n = table[rows[i], :Q d]``."""
+        if len(rows) != len(self._edges):
+            raise ValueError(f"{len(rows)} neighbour values for {len(self._edges)} edges")
+        return self.rhs(table[rows, : self._b2.size])
 
     def dual(self, O: np.ndarray) -> None:
         """``Z_mn -= eta gamma_mn O_m S_mn`` for every ``n``."""
         if O is not self.O:
             self.O[...] = O
-        for z, metric, g in zip(self.Z, self.metrics, self._gamma):
-            z -= (self._eta * g) * metric.times(self.O)
+        self.Z -= self._eta_g * self.metrics.times(self.O)

@@ -31,10 +31,10 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg.lapack import dpstrf
 
-from .solver import RhsCache, secular_root
+from .solver import RhsCache, secular_root, secular_roots
 
-__all__ = ["Metric", "LowRankMetric", "DenseInverse", "MetricWoodbury", "gram_metric",
-           "metric_from_grams", "LOW_RANK", "RIDGE"]
+__all__ = ["Metric", "LowRankMetric", "EdgeMetrics", "DenseInverse", "MetricWoodbury",
+           "gram_metric", "metric_from_grams", "LOW_RANK", "RIDGE", "STACK"]
 
 # The metric is a Gram matrix plus RIDGE times its mean eigenvalue: the input layer's Gram
 # can be singular (digits has constant pixels), and S must be positive definite. 1e-3 is
@@ -46,6 +46,13 @@ RIDGE = 1e-3
 # activation then takes five Q x d x k products in place of four Q x d x d ones, and each
 # edge d k values in place of d^2.
 LOW_RANK = 0.75
+
+# EdgeMetrics stacks a node's edge bases (zero-padded to d x K) and matrices S into one
+# array each, for one product per step over all edges, where d K and d^2 are at most STACK
+# (d <= 64): there an activation's cost is its calls, not its arithmetic. Wider ones are
+# multiplied edge by edge, in place: each edge's metric is one object held by both its
+# ends, and a stacked copy at each end would triple its memory.
+STACK = 4_096
 
 
 def gram_metric(*grams: np.ndarray) -> np.ndarray:
@@ -161,21 +168,14 @@ class Metric:
         -------
         (ndarray, ndarray)
             ``Lam`` and ``Lam S`` (both Q x d), the second without another product by ``S``.
+            A node's activation takes the second for all its edges at once
+            (:meth:`EdgeMetrics.ball_times`).
         """
-        LV = self._ball_v(C, gamma, eps)
-        return LV @ self.V.T, (LV * self.s) @ self.V.T
-
-    def ball_times(self, C: np.ndarray, gamma: float, eps: float) -> np.ndarray:
-        """:meth:`ball_step`'s ``Lam S`` alone (what the edge step uses)."""
-        return (self._ball_v(C, gamma, eps) * self.s) @ self.V.T
-
-    def _ball_v(self, C: np.ndarray, gamma: float, eps: float) -> np.ndarray:
-        """``Lam V`` of :meth:`ball_step`."""
         CV = C @ self.V
         w = np.einsum("qi,qi->i", CV, CV)
         den = 2.0 * gamma * self.s
-        den = den + secular_root(w, den, eps)  # 2 gamma s + 2 nu
-        return CV / -den
+        LV = CV / -(den + secular_root(w, den, eps))  # 2 gamma s + 2 nu
+        return LV @ self.V.T, (LV * self.s) @ self.V.T
 
     def project(self, W: np.ndarray, eps: float) -> np.ndarray:
         """``argmin ||Z - W||_S^2`` s.t. ``||Z||_F^2 <= eps`` (``W`` itself when inside)."""
@@ -236,15 +236,9 @@ class LowRankMetric:
     def ball_step(self, C: np.ndarray, gamma: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`Metric.ball_step`: ``Lam`` and ``Lam S`` (both Q x d)."""
         P, a, b = self._ball(C, gamma, eps)
-        return (P * (a - b)) @ self.U.T + b * C, self._ball_times(C, P, a, b)
-
-    def ball_times(self, C: np.ndarray, gamma: float, eps: float) -> np.ndarray:
-        """:meth:`ball_step`'s ``Lam S`` alone."""
-        return self._ball_times(C, *self._ball(C, gamma, eps))
-
-    def _ball_times(self, C: np.ndarray, P: np.ndarray, a: np.ndarray, b: float) -> np.ndarray:
         # Lam S = (P (a s)) U^T + b c R = (P (a s - b c)) U^T + b c C; |b c| <= |a s|.
-        return (P * (a * self.s - b * self.c)) @ self.U.T + (b * self.c) * C
+        LS = (P * (a * self.s - b * self.c)) @ self.U.T + (b * self.c) * C
+        return (P * (a - b)) @ self.U.T + b * C, LS
 
     def _ball(self, C: np.ndarray, gamma: float, eps: float) -> tuple[np.ndarray, np.ndarray,
                                                                         float]:
@@ -270,13 +264,136 @@ class LowRankMetric:
 
 def _floor_weight(C: np.ndarray, P: np.ndarray, U: np.ndarray) -> float:
     """``||R||^2`` for ``R = C - P U^T`` (``P = C U``): ``||C||^2 - ||P||^2`` where that
-    loses under a bit to cancellation, else from ``R`` (one more product)."""
-    cc = float(np.vdot(C, C))
-    w = cc - float(np.vdot(P, P))
-    if w >= 0.5 * cc:
+    loses under a bit to cancellation (:func:`_floor_cheap`), else from ``R`` (one more
+    product)."""
+    w, ok = _floor_cheap(float(np.vdot(C, C)), float(np.vdot(P, P)))
+    if ok:
         return w
     R = C - P @ U.T
     return float(np.vdot(R, R))
+
+
+def _floor_cheap(cc, pp):
+    """``||C||^2 - ||P||^2`` and where it loses under a bit to cancellation (scalars or
+    arrays)."""
+    w = cc - pp
+    return w, w >= 0.5 * cc
+
+
+# The most ||C||^2 - ||P||^2 can be under ||R||^2 by rounding, as a fraction of ||C||^2
+# (rounding gives about d times the unit roundoff): the bound that decides an edge's
+# norm bound is inactive without forming R.
+_FLOOR_SLACK = 1e-10
+
+
+class EdgeMetrics:
+    """A node's edge metrics and penalties, with the two steps of the edge form's activation
+    (:meth:`ball_times`, :meth:`times`) stacked over the edges.
+
+    Each edge is taken as ``S_n = B_n diag(s_n) B_n^T + c_n (I - B_n B_n^T)``: ``B_n = V``,
+    ``c_n = 0`` (no floor) for :class:`Metric`, ``B_n = U`` for :class:`LowRankMetric`. The
+    bases are padded with zero columns to the widest ``k``. Where ``d`` is small
+    (:data:`STACK`), the node keeps them stacked and its edges' ``S_n`` side by side, so
+    that each step is one product over all edges (``O S_n`` is ``O [S_1 ... S_n]``); wider
+    edges take one product per edge with their own bases (no copy). The secular equations
+    of all edges are one call (:func:`~dssfn_mpi.ssfn.solver.secular_roots`), and an edge
+    whose norm bound is inactive takes ``Lam S = -C / (2 gamma)`` with no product.
+
+    Parameters
+    ----------
+    metrics : sequence of Metric or LowRankMetric
+        One per edge, all of the same ``d``.
+    gamma : ndarray, shape (n,)
+        Each edge's penalty, > 0.
+    """
+
+    def __init__(self, metrics, gamma: np.ndarray) -> None:
+        lows = [isinstance(m, LowRankMetric) for m in metrics]
+        self._bases = [m.U if low else m.V for m, low in zip(metrics, lows)]
+        self._k = [B.shape[1] for B in self._bases]
+        n, K = len(metrics), max(self._k)
+        g2 = 2.0 * np.asarray(gamma, dtype=float).reshape(n, 1)
+        s, self._t = np.ones((n, K)), np.zeros((n, K))  # t = s - c: O S's basis part
+        self._c = np.array([m.c if low else 0.0 for m, low in zip(metrics, lows)])
+        for i, (m, k) in enumerate(zip(metrics, self._k)):
+            s[i, :k] = m.s
+            self._t[i, :k] = m.s - self._c[i]
+        # 2 gamma (s, c): the secular equation's shifts (no floor: any shift, weight 0)
+        self._den = g2 * np.hstack([s, np.where(self._c > 0, self._c, 1.0)[:, None]])
+        self._free = (-1.0 / g2)[:, :, None]  # Lam S of an inactive bound, over C
+        self._floor = np.flatnonzero(lows)
+        self._stack = self._side = None
+        d = self._bases[0].shape[0]
+        if d * max(d, K) <= STACK:
+            self._stack = np.zeros((n, d, K))
+            for i, (B, k) in enumerate(zip(self._bases, self._k)):
+                self._stack[i, :, :k] = B
+            self._side = np.hstack([m.matrix() for m in metrics])  # [S_1 ... S_n]
+
+    def _into(self, X: np.ndarray) -> np.ndarray:
+        """``X_n B_n`` for each edge, (n, Q, K) zero-padded; ``X``: (n, Q, d), or one (Q, d)
+        for every edge."""
+        if self._stack is not None:
+            return np.matmul(X, self._stack)
+        P = np.zeros((len(self._k), X.shape[-2], self._t.shape[1]))
+        for i, (B, k) in enumerate(zip(self._bases, self._k)):
+            np.matmul(X if X.ndim == 2 else X[i], B, out=P[i, :, :k])
+        return P
+
+    def _back(self, P: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """``P_n B_n^T`` for the edges ``rows``: (len(rows), Q, d) from (n, Q, K)."""
+        if self._stack is not None:
+            out = np.matmul(P, self._stack.transpose(0, 2, 1))
+            return out if len(rows) == len(P) else out[rows]
+        return np.stack([P[i, :, : self._k[i]] @ self._bases[i].T for i in rows.tolist()])
+
+    def times(self, O: np.ndarray) -> np.ndarray:
+        """``O S_n`` for each edge, (n, Q, d): ``(O B_n) diag(s_n - c_n) B_n^T + c_n O``."""
+        n = len(self._k)
+        if self._side is not None:
+            return (O @ self._side).reshape(O.shape[0], n, -1).transpose(1, 0, 2)
+        OS = self._back(self._into(O) * self._t[:, None, :], np.arange(n))
+        return OS + self._c[:, None, None] * O
+
+    def ball_times(self, C: np.ndarray, eps: float) -> np.ndarray:
+        """:meth:`Metric.ball_step`'s ``Lam S`` for each edge, (n, Q, d).
+
+        Parameters
+        ----------
+        C : ndarray, shape (n, Q, d)
+            Each edge's linear term.
+        eps : float
+            Squared Frobenius bound.
+        """
+        P = self._into(C)
+        n, K = self._t.shape
+        w = np.zeros((n, K + 1))
+        np.einsum("nqi,nqi->ni", P, P, out=w[:, :K])
+        if self._floor.size:
+            self._floor_weights(C, P, w, eps)
+        nu = secular_roots(w, self._den, eps)
+        lam_s = C * self._free
+        act = np.flatnonzero(nu)
+        if act.size:
+            # Lam S = (P (a s - b c)) B^T + b c C: a = -1 / den, b = -1 / den_floor
+            den = self._den[act] + nu[act, None]  # 2 gamma s + 2 nu
+            bc = -self._c[act] / den[:, K]
+            coef = np.zeros((n, K))
+            coef[act] = (self._t[act] + self._c[act, None]) / -den[:, :K] - bc[:, None]
+            lam_s[act] = self._back(P * coef[:, None, :], act) + bc[:, None, None] * C[act]
+        return lam_s
+
+    def _floor_weights(self, C: np.ndarray, P: np.ndarray, w: np.ndarray, eps: float) -> None:
+        """The floor's weights ``||R_n||^2`` into ``w[:, -1]`` (:func:`_floor_weight`'s), with
+        no product for ``R`` where the bound is inactive even at its largest value."""
+        fl = self._floor
+        cc = np.einsum("nqi,nqi->n", C[fl], C[fl])
+        wf, ok = _floor_cheap(cc, np.sum(w[fl, :-1], axis=1))
+        w[fl, -1] = np.maximum(wf, 0.0) + np.where(ok, 0.0, _FLOOR_SLACK * cc)
+        for i in fl[~ok].tolist():
+            if float(np.sum(w[i] / self._den[i] ** 2)) > eps:  # may be active: form R
+                R = C[i] - P[i, :, : self._k[i]] @ self._bases[i].T
+                w[i, -1] = float(np.vdot(R, R))
 
 
 def _rows_times(X: np.ndarray, A: np.ndarray) -> np.ndarray:

@@ -1,0 +1,107 @@
+"""A node's metric edge step over all its edges at once (``metric.EdgeMetrics``): dense and
+low-rank edges of mixed ranks on one node, stacked or one product per edge, are the
+per-edge steps (``Metric.ball_step``, ``Metric.times``) to 1e-12."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dssfn_mpi.engines.updates import MetricEdgeStep
+from dssfn_mpi.ssfn import metric as metric_mod
+from dssfn_mpi.ssfn.metric import DenseInverse, LowRankMetric, Metric, metric_from_grams
+from dssfn_mpi.ssfn.solver import secular_root, secular_roots
+
+D, Q = 16, 3
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def _metrics() -> list:
+    """One node's five edges: dense (twice, one compacted) and low-rank of ranks 0, 4, 12."""
+    rng = np.random.default_rng(0)
+    scales = np.logspace(0, -1.5, D)[:, None]
+
+    def gram(J):
+        Y = scales * rng.normal(size=(D, J))
+        return Y @ Y.T
+
+    out = [metric_from_grams(gram(J), gram(J)) for J in (0, 2, 6, 16, 20)]
+    assert [m.U.shape[1] for m in out[:3]] == [0, 4, 12]
+    assert all(isinstance(m, LowRankMetric) for m in out[:3])
+    assert all(isinstance(m, Metric) for m in out[3:])
+    out[4].compact()
+    return out
+
+
+def _reference(B2, gamma, eta, eps, inv, metrics, Z, Zr):
+    """One activation edge by edge (the per-edge steps); updates ``Z``, returns ``O``."""
+    rhs = B2.copy()
+    for z, zr, m, g in zip(Z, Zr, metrics, gamma):
+        lam_s = m.ball_step(z + zr, g, eps)[1]
+        rhs += z + 2.0 * g * lam_s
+        z += eta * g * lam_s
+    O = inv.apply(rhs)
+    for z, m, g in zip(Z, metrics, gamma):
+        z -= eta * g * m.times(O)
+    return O
+
+
+@pytest.mark.parametrize("stack", [True, False])
+def test_stacked_activations_are_the_per_edge_steps(monkeypatch, stack):
+    if not stack:
+        monkeypatch.setattr(metric_mod, "STACK", 0)  # one product per edge
+    metrics = _metrics()
+    rng = np.random.default_rng(1)
+    gamma, eta = rng.uniform(0.2, 2.0, len(metrics)), 1.6
+    H = 2.0 * np.diag(rng.uniform(0.5, 2.0, D)) + sum(g * m.matrix()
+                                                       for g, m in zip(gamma, metrics))
+    inv, B2 = DenseInverse(H), rng.normal(size=(Q, D))
+    # The edges' free steps at scales over two decades: the bound cuts some, not others.
+    scale = np.logspace(-1, 1, len(metrics))[:, None, None]
+    Zr0 = scale * rng.normal(size=(len(metrics), Q, D))
+    free = [float(np.vdot(L, L)) for L in (m.ball_step(c, g, 1e300)[0]
+                                            for m, c, g in zip(metrics, Zr0, gamma))]
+    eps = float(np.median(free))
+    assert min(free) < eps < max(free)
+    step = MetricEdgeStep(B2, gamma, eta, eps, inv, metrics)
+    assert (step.metrics._stack is not None) == stack
+    Z = np.zeros_like(step.Z)
+    for it in range(6):
+        Zr = Zr0 if it == 0 else scale * rng.normal(size=Zr0.shape)
+        O_ref = _reference(B2, gamma, eta, eps, inv, metrics, Z, Zr)
+        if it % 2:
+            O = step.step_rows(Zr.reshape(len(Zr), -1), np.arange(len(Zr), dtype=np.intp))
+        else:
+            O = step(list(Zr))
+        assert _rel(O, O_ref) <= 1e-12
+        assert _rel(step.Z, Z) <= 1e-12
+        for z, z_ref in zip(step.Z, Z):  # edge by edge (their scales differ)
+            assert _rel(z, z_ref) <= 1e-12
+
+
+def test_stacked_ball_steps_are_the_per_edge_steps():
+    metrics = _metrics()
+    rng = np.random.default_rng(2)
+    C, gamma = rng.normal(size=(len(metrics), Q, D)), rng.uniform(0.2, 2.0, len(metrics))
+    edges = metric_mod.EdgeMetrics(metrics, gamma)
+    O = rng.normal(size=(Q, D))
+    for eps in (1e300, 1e-2, 1e-6):  # the bound inactive on every edge, then active
+        lam_s = edges.ball_times(C, eps)
+        for c, g, m, ls in zip(C, gamma, metrics, lam_s):
+            assert _rel(ls, m.ball_step(c, g, eps)[1]) <= 1e-12
+    for os_, m in zip(edges.times(O), metrics):
+        assert _rel(os_, m.times(O)) <= 1e-12
+
+
+def test_secular_roots_are_the_rows_roots():
+    rng = np.random.default_rng(3)
+    a = 10.0 ** rng.uniform(-4, 4, (7, 9)) * (rng.random((7, 9)) < 0.8)
+    den = 10.0 ** rng.uniform(-3, 3, (7, 9))
+    eps = float(np.median(np.sum(a / den**2, axis=1)))
+    nu = secular_roots(a, den, eps)
+    assert (nu == 0).any() and (nu > 0).any()
+    for row, (ai, di) in enumerate(zip(a, den)):
+        assert nu[row] == secular_root(ai, di, eps)
