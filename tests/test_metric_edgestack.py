@@ -49,10 +49,15 @@ def _reference(B2, gamma, eta, eps, inv, metrics, Z, Zr):
     return O
 
 
-@pytest.mark.parametrize("stack", [True, False])
-def test_stacked_activations_are_the_per_edge_steps(monkeypatch, stack):
-    if not stack:
-        monkeypatch.setattr(metric_mod, "STACK", 0)  # one product per edge
+@pytest.fixture(params=[True, False], ids=["stacked", "per-edge"])
+def stack(request, monkeypatch) -> bool:
+    """Both product forms of ``EdgeMetrics``: stacked, and one product per edge."""
+    if not request.param:
+        monkeypatch.setattr(metric_mod, "STACK", 0)
+    return request.param
+
+
+def test_stacked_activations_are_the_per_edge_steps(stack):
     metrics = _metrics()
     rng = np.random.default_rng(1)
     gamma, eta = rng.uniform(0.2, 2.0, len(metrics)), 1.6
@@ -82,12 +87,19 @@ def test_stacked_activations_are_the_per_edge_steps(monkeypatch, stack):
             assert _rel(z, z_ref) <= 1e-12
 
 
-def test_stacked_ball_steps_are_the_per_edge_steps():
+def test_stacked_ball_steps_are_the_per_edge_steps(stack):
     metrics = _metrics()
     rng = np.random.default_rng(2)
     C, gamma = rng.normal(size=(len(metrics), Q, D)), rng.uniform(0.2, 2.0, len(metrics))
     edges = metric_mod.EdgeMetrics(metrics, gamma)
+    assert (edges._stack is not None) == stack
     O = rng.normal(size=(Q, D))
+    # Edge 2 (rank 12 of 16) nearly in its basis' span: ||C||^2 - ||C U||^2 cancels, and
+    # its floor weight is formed from R where the bound may be active.
+    U = metrics[2].U
+    C[2] = rng.normal(size=(Q, 12)) @ U.T + 1e-3 * C[2]
+    P = C[2] @ U
+    assert np.vdot(C[2], C[2]) - np.vdot(P, P) < 1e-3 * np.vdot(C[2], C[2])
     for eps in (1e300, 1e-2, 1e-6):  # the bound inactive on every edge, then active
         lam_s = edges.ball_times(C, eps)
         for c, g, m, ls in zip(C, gamma, metrics, lam_s):

@@ -392,8 +392,7 @@ class EdgeMetrics:
         w[fl, -1] = np.maximum(wf, 0.0) + np.where(ok, 0.0, _FLOOR_SLACK * cc)
         for i in fl[~ok].tolist():
             if float(np.sum(w[i] / self._den[i] ** 2)) > eps:  # may be active: form R
-                R = C[i] - P[i, :, : self._k[i]] @ self._bases[i].T
-                w[i, -1] = float(np.vdot(R, R))
+                w[i, -1] = _floor_weight(C[i], P[i, :, : self._k[i]], self._bases[i])
 
 
 def _rows_times(X: np.ndarray, A: np.ndarray) -> np.ndarray:
