@@ -291,13 +291,14 @@ class EdgeMetrics:
     (:meth:`ball_times`, :meth:`times`) stacked over the edges.
 
     Each edge is taken as ``S_n = B_n diag(s_n) B_n^T + c_n (I - B_n B_n^T)``: ``B_n = V``,
-    ``c_n = 0`` (no floor) for :class:`Metric`, ``B_n = U`` for :class:`LowRankMetric`. The
-    bases are padded with zero columns to the widest ``k``. Where ``d`` is small
-    (:data:`STACK`), the node keeps them stacked and its edges' ``S_n`` side by side, so
-    that each step is one product over all edges (``O S_n`` is ``O [S_1 ... S_n]``); wider
-    edges take one product per edge with their own bases (no copy). The secular equations
-    of all edges are one call (:func:`~dssfn_mpi.ssfn.solver.secular_roots`), and an edge
-    whose norm bound is inactive takes ``Lam S = -C / (2 gamma)`` with no product.
+    ``c_n = 0`` (no floor) for :class:`Metric`, ``B_n = U`` for :class:`LowRankMetric`.
+    Where ``d`` is small (:data:`STACK`) the node keeps its edges' bases in one array
+    (zero-padded to the widest) and their matrices ``S_n`` side by side, so that each step
+    is one product over all edges (``O S_n`` is ``O [S_1 ... S_n]``) and one secular
+    equation call (:func:`~dssfn_mpi.ssfn.solver.secular_roots`). Wider edges take their
+    steps one edge at a time, on their own bases (no copy; the products of an edge follow
+    each other while its basis is in cache). An edge whose norm bound is inactive takes
+    ``Lam S = -C / (2 gamma)``, with no product back from its basis.
 
     Parameters
     ----------
@@ -308,52 +309,22 @@ class EdgeMetrics:
     """
 
     def __init__(self, metrics, gamma: np.ndarray) -> None:
-        lows = [isinstance(m, LowRankMetric) for m in metrics]
-        self._bases = [m.U if low else m.V for m, low in zip(metrics, lows)]
-        self._k = [B.shape[1] for B in self._bases]
-        n, K = len(metrics), max(self._k)
-        g2 = 2.0 * np.asarray(gamma, dtype=float).reshape(n, 1)
-        s, self._t = np.ones((n, K)), np.zeros((n, K))  # t = s - c: O S's basis part
-        self._c = np.array([m.c if low else 0.0 for m, low in zip(metrics, lows)])
-        for i, (m, k) in enumerate(zip(metrics, self._k)):
-            s[i, :k] = m.s
-            self._t[i, :k] = m.s - self._c[i]
-        # 2 gamma (s, c): the secular equation's shifts (no floor: any shift, weight 0)
-        self._den = g2 * np.hstack([s, np.where(self._c > 0, self._c, 1.0)[:, None]])
-        self._free = (-1.0 / g2)[:, :, None]  # Lam S of an inactive bound, over C
-        self._floor = np.flatnonzero(lows)
-        self._stack = self._side = None
-        d = self._bases[0].shape[0]
+        g2 = 2.0 * np.asarray(gamma, dtype=float).reshape(-1)
+        d = metrics[0].s.shape[0] if isinstance(metrics[0], Metric) else metrics[0].U.shape[0]
+        K = max(m.s.shape[0] for m in metrics)
         if d * max(d, K) <= STACK:
-            self._stack = np.zeros((n, d, K))
-            for i, (B, k) in enumerate(zip(self._bases, self._k)):
-                self._stack[i, :, :k] = B
-            self._side = np.hstack([m.matrix() for m in metrics])  # [S_1 ... S_n]
-
-    def _into(self, X: np.ndarray) -> np.ndarray:
-        """``X_n B_n`` for each edge, (n, Q, K) zero-padded; ``X``: (n, Q, d), or one (Q, d)
-        for every edge."""
-        if self._stack is not None:
-            return np.matmul(X, self._stack)
-        P = np.zeros((len(self._k), X.shape[-2], self._t.shape[1]))
-        for i, (B, k) in enumerate(zip(self._bases, self._k)):
-            np.matmul(X if X.ndim == 2 else X[i], B, out=P[i, :, :k])
-        return P
-
-    def _back(self, P: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """``P_n B_n^T`` for the edges ``rows``: (len(rows), Q, d) from (n, Q, K)."""
-        if self._stack is not None:
-            out = np.matmul(P, self._stack.transpose(0, 2, 1))
-            return out if len(rows) == len(P) else out[rows]
-        return np.stack([P[i, :, : self._k[i]] @ self._bases[i].T for i in rows.tolist()])
+            self._groups = [(slice(0, len(metrics)), _EdgeStack(metrics, g2, side=True))]
+        else:
+            self._groups = [(slice(i, i + 1), _EdgeStack([m], g2[i : i + 1], side=False))
+                            for i, m in enumerate(metrics)]
+        self._n = len(metrics)
 
     def times(self, O: np.ndarray) -> np.ndarray:
-        """``O S_n`` for each edge, (n, Q, d): ``(O B_n) diag(s_n - c_n) B_n^T + c_n O``."""
-        n = len(self._k)
-        if self._side is not None:
-            return (O @ self._side).reshape(O.shape[0], n, -1).transpose(1, 0, 2)
-        OS = self._back(self._into(O) * self._t[:, None, :], np.arange(n))
-        return OS + self._c[:, None, None] * O
+        """``O S_n`` for each edge, (n, Q, d)."""
+        out = np.empty((self._n, *O.shape))
+        for rows, group in self._groups:
+            out[rows] = group.times(O)
+        return out
 
     def ball_times(self, C: np.ndarray, eps: float) -> np.ndarray:
         """:meth:`Metric.ball_step`'s ``Lam S`` for each edge, (n, Q, d).
@@ -365,34 +336,76 @@ class EdgeMetrics:
         eps : float
             Squared Frobenius bound.
         """
-        P = self._into(C)
-        n, K = self._t.shape
+        out = np.empty_like(C)
+        for rows, group in self._groups:
+            out[rows] = group.ball_times(C[rows], eps)
+        return out
+
+
+class _EdgeStack:
+    """:class:`EdgeMetrics`' steps for some edges, their bases in one (m, d, K) array (a view
+    of the edge's own for one edge, else zero-padded copies) and, with ``side``, their
+    matrices in one (d, m d) array."""
+
+    def __init__(self, metrics, g2: np.ndarray, side: bool) -> None:
+        lows = [isinstance(m, LowRankMetric) for m in metrics]
+        bases = [m.U if low else m.V for m, low in zip(metrics, lows)]
+        n, K = len(metrics), max(B.shape[1] for B in bases)
+        s, self.t = np.ones((n, K)), np.zeros((n, K))  # t = s - c: O S's basis part
+        self.c = np.array([m.c if low else 0.0 for m, low in zip(metrics, lows)])
+        for i, m in enumerate(metrics):
+            s[i, : m.s.shape[0]] = m.s
+            self.t[i, : m.s.shape[0]] = m.s - self.c[i]
+        # 2 gamma (s, c): the secular equation's shifts (no floor: any shift, weight 0)
+        self.den = g2[:, None] * np.hstack([s, np.where(self.c > 0, self.c, 1.0)[:, None]])
+        self.free = (-1.0 / g2)[:, None, None]  # Lam S of an inactive bound, over C
+        self.floor = np.flatnonzero(lows)
+        if n == 1:
+            self.B = bases[0][None]
+        else:
+            self.B = np.zeros((n, bases[0].shape[0], K))
+            for i, B in enumerate(bases):
+                self.B[i, :, : B.shape[1]] = B
+        self.side = np.hstack([m.matrix() for m in metrics]) if side else None
+
+    def times(self, O: np.ndarray) -> np.ndarray:
+        """``O S_n`` for each edge: ``(O B_n) diag(s_n - c_n) B_n^T + c_n O``."""
+        if self.side is not None:
+            return (O @ self.side).reshape(O.shape[0], len(self.c), -1).transpose(1, 0, 2)
+        OB = np.matmul(O, self.B) * self.t[:, None, :]
+        return np.matmul(OB, self.B.transpose(0, 2, 1)) + self.c[:, None, None] * O
+
+    def ball_times(self, C: np.ndarray, eps: float) -> np.ndarray:
+        """:meth:`EdgeMetrics.ball_times` for these edges."""
+        P = np.matmul(C, self.B)
+        n, K = self.t.shape
         w = np.zeros((n, K + 1))
         np.einsum("nqi,nqi->ni", P, P, out=w[:, :K])
-        if self._floor.size:
+        if self.floor.size:
             self._floor_weights(C, P, w, eps)
-        nu = secular_roots(w, self._den, eps)
-        lam_s = C * self._free
+        nu = secular_roots(w, self.den, eps)
+        lam_s = C * self.free
         act = np.flatnonzero(nu)
         if act.size:
             # Lam S = (P (a s - b c)) B^T + b c C: a = -1 / den, b = -1 / den_floor
-            den = self._den[act] + nu[act, None]  # 2 gamma s + 2 nu
-            bc = -self._c[act] / den[:, K]
-            coef = np.zeros((n, K))
-            coef[act] = (self._t[act] + self._c[act, None]) / -den[:, :K] - bc[:, None]
-            lam_s[act] = self._back(P * coef[:, None, :], act) + bc[:, None, None] * C[act]
+            den = self.den[act] + nu[act, None]  # 2 gamma s + 2 nu
+            bc = -self.c[act] / den[:, K]
+            coef = (self.t[act] + self.c[act, None]) / -den[:, :K] - bc[:, None]
+            B = self.B if act.size == n else self.B[act]
+            lam_s[act] = (np.matmul(P[act] * coef[:, None, :], B.transpose(0, 2, 1))
+                          + bc[:, None, None] * C[act])
         return lam_s
 
     def _floor_weights(self, C: np.ndarray, P: np.ndarray, w: np.ndarray, eps: float) -> None:
         """The floor's weights ``||R_n||^2`` into ``w[:, -1]`` (:func:`_floor_weight`'s), with
         no product for ``R`` where the bound is inactive even at its largest value."""
-        fl = self._floor
+        fl = self.floor
         cc = np.einsum("nqi,nqi->n", C[fl], C[fl])
         wf, ok = _floor_cheap(cc, np.sum(w[fl, :-1], axis=1))
         w[fl, -1] = np.maximum(wf, 0.0) + np.where(ok, 0.0, _FLOOR_SLACK * cc)
         for i in fl[~ok].tolist():
-            if float(np.sum(w[i] / self._den[i] ** 2)) > eps:  # may be active: form R
-                w[i, -1] = _floor_weight(C[i], P[i, :, : self._k[i]], self._bases[i])
+            if float(np.sum(w[i] / self.den[i] ** 2)) > eps:  # may be active: form R
+                w[i, -1] = _floor_weight(C[i], P[i], self.B[i])
 
 
 def _rows_times(X: np.ndarray, A: np.ndarray) -> np.ndarray:
