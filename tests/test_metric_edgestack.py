@@ -73,18 +73,27 @@ def test_stacked_activations_are_the_per_edge_steps(stack):
     assert min(free) < eps < max(free)
     step = MetricEdgeStep(B2, gamma, eta, eps, inv, metrics)
     assert (len(step.metrics._groups) == 1) == stack
+    seen = set()  # (the activation took the bounds inactive first, a bound was active)
+    ball_times = step.metrics.ball_times
+
+    def spy(C, eps, O=None):
+        out = ball_times(C, eps, O)
+        seen.add((O is not None, out[2] > 0))
+        return out
+
+    step.metrics.ball_times = spy
     Z = np.zeros_like(step.Z)
-    for it in range(6):
-        Zr = Zr0 if it == 0 else scale * rng.normal(size=Zr0.shape)
+    for it, f in enumerate([1.0, 1e-3, 1e-3, 1e-3, 1.0, 1.0, 1e-3, 1e-3]):
+        Zr = Zr0 if it == 0 else f * scale * rng.normal(size=Zr0.shape)
         O_ref = _reference(B2, gamma, eta, eps, inv, metrics, Z, Zr)
         if it % 2:
             O = step.step_rows(Zr.reshape(len(Zr), -1), np.arange(len(Zr), dtype=np.intp))
         else:
             O = step(list(Zr))
         assert _rel(O, O_ref) <= 1e-12
-        assert _rel(step.Z, Z) <= 1e-12
         for z, z_ref in zip(step.Z, Z):  # edge by edge (their scales differ)
             assert _rel(z, z_ref) <= 1e-12
+    assert seen == {(True, False), (True, True), (False, False), (False, True)}
 
 
 def test_stacked_ball_steps_are_the_per_edge_steps(stack):
@@ -101,11 +110,13 @@ def test_stacked_ball_steps_are_the_per_edge_steps(stack):
     P = C[2] @ U
     assert np.vdot(C[2], C[2]) - np.vdot(P, P) < 1e-3 * np.vdot(C[2], C[2])
     for eps in (1e300, 1e-2, 1e-6):  # the bound inactive on every edge, then active
-        lam_s = edges.ball_times(C, eps)
+        lam_s, OB, active = edges.ball_times(C, eps, O)
+        assert (active > 0) == (eps < 1e300)
         for c, g, m, ls in zip(C, gamma, metrics, lam_s):
             assert _rel(ls, m.ball_step(c, g, eps)[1]) <= 1e-12
-    for os_, m in zip(edges.times(O), metrics):
-        assert _rel(os_, m.times(O)) <= 1e-12
+        for OS in (edges.times(O), edges.times(O, OB)):  # O B_n formed, or from ball_times
+            for os_, m in zip(OS, metrics):
+                assert _rel(os_, m.times(O)) <= 1e-12
 
 
 def test_secular_roots_are_the_rows_roots():

@@ -318,15 +318,23 @@ class EdgeMetrics:
             self._groups = [(slice(i, i + 1), _EdgeStack([m], g2[i : i + 1], side=False))
                             for i, m in enumerate(metrics)]
         self._n = len(metrics)
+        self._free = np.concatenate([group.free for _, group in self._groups])
 
-    def times(self, O: np.ndarray) -> np.ndarray:
-        """``O S_n`` for each edge, (n, Q, d)."""
+    def free(self, C: np.ndarray) -> np.ndarray:
+        """:meth:`ball_times` where no edge's norm bound is active: ``-C_n / (2 gamma_n)``."""
+        return C * self._free
+
+    def times(self, O: np.ndarray, OB: list | None = None) -> np.ndarray:
+        """``O S_n`` for each edge, (n, Q, d); ``OB`` as :meth:`ball_times` returns it."""
         out = np.empty((self._n, *O.shape))
-        for rows, group in self._groups:
-            out[rows] = group.times(O)
+        # The last edges' bases were read last by ball_times: the likeliest still in cache.
+        for j in reversed(range(len(self._groups))):
+            rows, group = self._groups[j]
+            out[rows] = group.times(O, None if OB is None else OB[j])
         return out
 
-    def ball_times(self, C: np.ndarray, eps: float) -> np.ndarray:
+    def ball_times(self, C: np.ndarray, eps: float,
+                   O: np.ndarray | None = None) -> tuple[np.ndarray, list | None, int]:
         """:meth:`Metric.ball_step`'s ``Lam S`` for each edge, (n, Q, d).
 
         Parameters
@@ -335,11 +343,22 @@ class EdgeMetrics:
             Each edge's linear term.
         eps : float
             Squared Frobenius bound.
+        O : ndarray, shape (Q, d), optional
+            Also multiply ``O`` by the edges' bases, in the same pass over each (for
+            :meth:`times` of this ``O``).
+
+        Returns
+        -------
+        (ndarray, list or None, int)
+            ``Lam S``; with ``O``, the products to pass to :meth:`times`; the number of
+            edges whose norm bound is active.
         """
-        out = np.empty_like(C)
+        out, OB, active = np.empty_like(C), [], 0
         for rows, group in self._groups:
-            out[rows] = group.ball_times(C[rows], eps)
-        return out
+            out[rows], ob, act = group.ball_times(C[rows], eps, O)
+            OB.append(ob)
+            active += act
+        return out, (OB if O is not None else None), active
 
 
 class _EdgeStack:
@@ -368,16 +387,27 @@ class _EdgeStack:
                 self.B[i, :, : B.shape[1]] = B
         self.side = np.hstack([m.matrix() for m in metrics]) if side else None
 
-    def times(self, O: np.ndarray) -> np.ndarray:
-        """``O S_n`` for each edge: ``(O B_n) diag(s_n - c_n) B_n^T + c_n O``."""
+    def times(self, O: np.ndarray, OB: np.ndarray | None) -> np.ndarray:
+        """``O S_n`` for each edge: ``(O B_n) diag(s_n - c_n) B_n^T + c_n O`` (``O B_n``
+        given, or formed)."""
         if self.side is not None:
             return (O @ self.side).reshape(O.shape[0], len(self.c), -1).transpose(1, 0, 2)
-        OB = np.matmul(O, self.B) * self.t[:, None, :]
-        return np.matmul(OB, self.B.transpose(0, 2, 1)) + self.c[:, None, None] * O
+        if OB is None:
+            OB = np.matmul(O, self.B)
+        return np.matmul(OB * self.t[:, None, :], self.B.transpose(0, 2, 1)) \
+            + self.c[:, None, None] * O
 
-    def ball_times(self, C: np.ndarray, eps: float) -> np.ndarray:
-        """:meth:`EdgeMetrics.ball_times` for these edges."""
-        P = np.matmul(C, self.B)
+    def ball_times(self, C: np.ndarray, eps: float,
+                   O: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None, int]:
+        """:meth:`EdgeMetrics.ball_times` for these edges (``O B_n``: one product with ``C_n
+        B_n`` where :meth:`times` uses it)."""
+        OB = None
+        if O is None or self.side is not None:
+            P = np.matmul(C, self.B)
+        else:
+            Q = C.shape[1]
+            PO = np.matmul(np.concatenate([C, np.broadcast_to(O, C.shape)], axis=1), self.B)
+            P, OB = PO[:, :Q], PO[:, Q:]
         n, K = self.t.shape
         w = np.zeros((n, K + 1))
         np.einsum("nqi,nqi->ni", P, P, out=w[:, :K])
@@ -394,7 +424,7 @@ class _EdgeStack:
             B = self.B if act.size == n else self.B[act]
             lam_s[act] = (np.matmul(P[act] * coef[:, None, :], B.transpose(0, 2, 1))
                           + bc[:, None, None] * C[act])
-        return lam_s
+        return lam_s, OB, act.size
 
     def _floor_weights(self, C: np.ndarray, P: np.ndarray, w: np.ndarray, eps: float) -> None:
         """The floor's weights ``||R_n||^2`` into ``w[:, -1]`` (:func:`_floor_weight`'s), with
