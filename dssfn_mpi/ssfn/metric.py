@@ -273,7 +273,7 @@ def _floor_weight(C: np.ndarray, P: np.ndarray, U: np.ndarray) -> float:
     return float(np.vdot(R, R))
 
 
-def _floor_cheap(cc, pp):
+def _floor_cheap(cc: float | np.ndarray, pp: float | np.ndarray) -> tuple:
     """``||C||^2 - ||P||^2`` and where it loses under a bit to cancellation (scalars or
     arrays)."""
     w = cc - pp
@@ -326,6 +326,8 @@ class EdgeMetrics:
 
     def times(self, O: np.ndarray, OB: list | None = None) -> np.ndarray:
         """``O S_n`` for each edge, (n, Q, d); ``OB`` as :meth:`ball_times` returns it."""
+        if len(self._groups) == 1:
+            return self._groups[0][1].times(O, None if OB is None else OB[0])
         out = np.empty((self._n, *O.shape))
         # The last edges' bases were read last by ball_times: the likeliest still in cache.
         for j in reversed(range(len(self._groups))):
@@ -353,6 +355,9 @@ class EdgeMetrics:
             ``Lam S``; with ``O``, the products to pass to :meth:`times`; the number of
             edges whose norm bound is active.
         """
+        if len(self._groups) == 1:
+            lam_s, ob, active = self._groups[0][1].ball_times(C, eps, O)
+            return lam_s, (None if O is None else [ob]), active
         out, OB, active = np.empty_like(C), [], 0
         for rows, group in self._groups:
             out[rows], ob, act = group.ball_times(C[rows], eps, O)
@@ -415,7 +420,7 @@ class _EdgeStack:
             self._floor_weights(C, P, w, eps)
         nu = secular_roots(w, self.den, eps)
         lam_s = C * self.free
-        act = np.flatnonzero(nu)
+        act = np.nonzero(nu)[0]
         if act.size:
             # Lam S = (P (a s - b c)) B^T + b c C: a = -1 / den, b = -1 / den_floor
             den = self.den[act] + nu[act, None]  # 2 gamma s + 2 nu

@@ -167,11 +167,11 @@ def secular_roots(a: np.ndarray, den: np.ndarray, eps: float) -> np.ndarray:
         The multipliers ``nu``.
     """
     nu = np.zeros(a.shape[0])
-    rows = np.flatnonzero(np.sum(a / den**2, axis=1) > eps)
+    rows = np.nonzero((a / den**2).sum(axis=1) > eps)[0]
     if not rows.size:
         return nu
     a, den = a[rows], den[rows]
-    hi = np.sqrt(np.sum(a, axis=1) / eps)
+    hi = np.sqrt(a.sum(axis=1) / eps)
     x, tol = np.zeros(rows.size), 4.0 * np.finfo(float).eps
     for _ in range(100):
         r = 1.0 / (den + x[:, None])
