@@ -39,7 +39,7 @@ import numpy as np
 from scipy.linalg.blas import daxpy as _daxpy
 from scipy.linalg.blas import ddot as _ddot
 
-from ..ssfn.metric import Metric
+from ..ssfn.metric import EdgeMetrics, Metric
 from ..ssfn.solver import LocalInverse, project_frobenius
 
 __all__ = [
@@ -397,10 +397,12 @@ class MetricEdgeStep(EdgeStep):
                  H_m = 2 G_m + sum_n gamma_mn S_mn
         Z_mn  += eta gamma_mn (Lam_mn - O_m) S_mn
 
-    numpy only (four ``Q x d x d`` products per edge, or five ``Q x d x k`` ones with a
-    :class:`~dssfn_mpi.ssfn.metric.LowRankMetric` of rank ``k``): the metric is used where
-    ``d`` is small. Parameters as :class:`EdgeStep`, with ``inv`` the inverse of ``H_m``
-    above (:class:`dssfn_mpi.ssfn.metric.DenseInverse`) and ``metrics`` one
+    numpy only, each step for all edges at once (:class:`~dssfn_mpi.ssfn.metric.EdgeMetrics`:
+    at most four ``Q x d x d`` products per edge, or ``Q x d x k`` ones with a
+    :class:`~dssfn_mpi.ssfn.metric.LowRankMetric` of rank ``k``; three where the edge's norm
+    bound is inactive): the metric is used where ``d`` is small. Parameters as
+    :class:`EdgeStep`, with ``inv`` the inverse of ``H_m`` above
+    (:class:`dssfn_mpi.ssfn.metric.DenseInverse`) and ``metrics`` one
     :class:`~dssfn_mpi.ssfn.metric.Metric` (or ``LowRankMetric``) per neighbour, in the order
     of ``gamma``.
     """
@@ -412,26 +414,71 @@ class MetricEdgeStep(EdgeStep):
         super().__init__(B2, gamma, eta, eps, inv, store=store, compiled=False)
         if len(metrics) != len(self._edges):
             raise ValueError(f"{len(metrics)} metrics for {len(self._edges)} edges")
-        self.metrics = list(metrics)
-        self._gamma = np.asarray(gamma, dtype=float).reshape(-1).tolist()
-        self._eps, self._eta = float(eps), float(eta)
+        self.metrics = EdgeMetrics(metrics, gamma)
+        self._gamma = np.asarray(gamma, dtype=float).reshape(-1)
+        self._eps, self._two_g = float(eps), 2.0 * self._gamma
+        self._eta_g = (float(eta) * self._gamma)[:, None, None]  # eta gamma_mn, per edge
+        self._inactive = True  # the last activation found no edge's norm bound active
 
     def rhs(self, Zr: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
         """The right-hand side of ``O_m``, and the ``Lam S`` half of the dual step."""
         if len(Zr) != len(self._edges):
             raise ValueError(f"{len(Zr)} neighbour values for {len(self._edges)} edges")
-        rhs = self._rhs
-        rhs[...] = self._b2.reshape(rhs.shape)
-        for z, zr, metric, g in zip(self.Z, Zr, self.metrics, self._gamma):
-            lam_s = metric.ball_times(z + zr.reshape(z.shape), g, self._eps)
-            rhs += z
-            rhs += (2.0 * g) * lam_s
-            z += (self._eta * g) * lam_s
-        return rhs
+        lam_s = self.metrics.ball_times(self.Z + np.reshape(Zr, self.Z.shape), self._eps)[0]
+        self._form_rhs(lam_s)
+        self.Z += self._eta_g * lam_s
+        return self._rhs
+
+    def _form_rhs(self, lam_s: np.ndarray) -> None:
+        """``rhs = 2 B_m + sum_n (Z_mn + 2 gamma_mn Lam_mn S_mn)`` into :attr:`rhs_buffer`."""
+        np.add(self._b2.reshape(self._rhs.shape), self.Z.sum(axis=0), out=self._rhs)
+        self._rhs_flat += self._two_g @ lam_s.reshape(len(lam_s), -1)
+
+    def rhs_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """:meth:`rhs` with ``Zr_n = table[rows[i], :Q d]``."""
+        if len(rows) != len(self._edges):
+            raise ValueError(f"{len(rows)} neighbour values for {len(self._edges)} edges")
+        return self.rhs(table[rows, : self._b2.size])
 
     def dual(self, O: np.ndarray) -> None:
         """``Z_mn -= eta gamma_mn O_m S_mn`` for every ``n``."""
         if O is not self.O:
             self.O[...] = O
-        for z, metric, g in zip(self.Z, self.metrics, self._gamma):
-            z -= (self._eta * g) * metric.times(self.O)
+        self.Z -= self._eta_g * self.metrics.times(self.O)
+
+    def step_rows(self, table: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """One activation given the neighbours' ``Z_{n,m}`` as rows (as in :meth:`rhs_rows`);
+        returns :attr:`O`.
+
+        Where the last activation found no edge's norm bound active, this one first takes
+        that for granted: ``Lam S = -C / (2 gamma)`` needs no product, so ``O_m`` comes
+        first and each edge's basis is read once for both ``C_n B_n`` and ``O_m B_n``
+        (:meth:`~dssfn_mpi.ssfn.metric.EdgeMetrics.ball_times`); should a bound be active
+        after all, the activation is the plain one (:meth:`rhs`, then :meth:`dual`).
+        """
+        if len(rows) != len(self._edges):
+            raise ValueError(f"{len(rows)} neighbour values for {len(self._edges)} edges")
+        C = self.Z + table[rows, : self._b2.size].reshape(self.Z.shape)
+        guess, OB = self._inactive, None
+        if guess:
+            self._form_rhs(self.metrics.free(C))
+            self.inv.apply(self._rhs, out=self.O)
+            lam_s, OB, active = self.metrics.ball_times(C, self._eps, self.O)
+        else:
+            lam_s, _, active = self.metrics.ball_times(C, self._eps)
+        if active or not guess:
+            self._form_rhs(lam_s)
+            self.inv.apply(self._rhs, out=self.O)
+            OB = None
+        self._inactive = not active
+        self.Z += self._eta_g * lam_s
+        self.Z -= self._eta_g * self.metrics.times(self.O, OB)
+        return self.O
+
+    def __call__(self, Zr: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+        """One activation given the neighbours' ``Z_{n,m}`` (as in :meth:`rhs`); returns
+        :attr:`O`."""
+        if len(Zr) != len(self._edges):
+            raise ValueError(f"{len(Zr)} neighbour values for {len(self._edges)} edges")
+        Zr = np.reshape(Zr, (len(self._edges), -1))
+        return self.step_rows(Zr, np.arange(len(Zr), dtype=np.intp))

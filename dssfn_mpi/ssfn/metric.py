@@ -31,10 +31,10 @@ import numpy as np
 import scipy.linalg
 from scipy.linalg.lapack import dpstrf
 
-from .solver import RhsCache, secular_root
+from .solver import RhsCache, secular_root, secular_roots
 
-__all__ = ["Metric", "LowRankMetric", "DenseInverse", "MetricWoodbury", "gram_metric",
-           "metric_from_grams", "LOW_RANK", "RIDGE"]
+__all__ = ["Metric", "LowRankMetric", "EdgeMetrics", "DenseInverse", "MetricWoodbury",
+           "gram_metric", "metric_from_grams", "LOW_RANK", "RIDGE", "STACK"]
 
 # The metric is a Gram matrix plus RIDGE times its mean eigenvalue: the input layer's Gram
 # can be singular (digits has constant pixels), and S must be positive definite. 1e-3 is
@@ -46,6 +46,13 @@ RIDGE = 1e-3
 # activation then takes five Q x d x k products in place of four Q x d x d ones, and each
 # edge d k values in place of d^2.
 LOW_RANK = 0.75
+
+# EdgeMetrics stacks a node's edge bases (zero-padded to d x K) and matrices S into one
+# array each, for one product per step over all edges, where d K and d^2 are at most STACK
+# (d <= 64): there an activation's cost is its calls, not its arithmetic. Wider ones are
+# multiplied edge by edge, in place: each edge's metric is one object held by both its
+# ends, and a stacked copy at each end would triple its memory.
+STACK = 4_096
 
 
 def gram_metric(*grams: np.ndarray) -> np.ndarray:
@@ -161,21 +168,14 @@ class Metric:
         -------
         (ndarray, ndarray)
             ``Lam`` and ``Lam S`` (both Q x d), the second without another product by ``S``.
+            A node's activation takes the second for all its edges at once
+            (:meth:`EdgeMetrics.ball_times`).
         """
-        LV = self._ball_v(C, gamma, eps)
-        return LV @ self.V.T, (LV * self.s) @ self.V.T
-
-    def ball_times(self, C: np.ndarray, gamma: float, eps: float) -> np.ndarray:
-        """:meth:`ball_step`'s ``Lam S`` alone (what the edge step uses)."""
-        return (self._ball_v(C, gamma, eps) * self.s) @ self.V.T
-
-    def _ball_v(self, C: np.ndarray, gamma: float, eps: float) -> np.ndarray:
-        """``Lam V`` of :meth:`ball_step`."""
         CV = C @ self.V
         w = np.einsum("qi,qi->i", CV, CV)
         den = 2.0 * gamma * self.s
-        den = den + secular_root(w, den, eps)  # 2 gamma s + 2 nu
-        return CV / -den
+        LV = CV / -(den + secular_root(w, den, eps))  # 2 gamma s + 2 nu
+        return LV @ self.V.T, (LV * self.s) @ self.V.T
 
     def project(self, W: np.ndarray, eps: float) -> np.ndarray:
         """``argmin ||Z - W||_S^2`` s.t. ``||Z||_F^2 <= eps`` (``W`` itself when inside)."""
@@ -236,15 +236,9 @@ class LowRankMetric:
     def ball_step(self, C: np.ndarray, gamma: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`Metric.ball_step`: ``Lam`` and ``Lam S`` (both Q x d)."""
         P, a, b = self._ball(C, gamma, eps)
-        return (P * (a - b)) @ self.U.T + b * C, self._ball_times(C, P, a, b)
-
-    def ball_times(self, C: np.ndarray, gamma: float, eps: float) -> np.ndarray:
-        """:meth:`ball_step`'s ``Lam S`` alone."""
-        return self._ball_times(C, *self._ball(C, gamma, eps))
-
-    def _ball_times(self, C: np.ndarray, P: np.ndarray, a: np.ndarray, b: float) -> np.ndarray:
         # Lam S = (P (a s)) U^T + b c R = (P (a s - b c)) U^T + b c C; |b c| <= |a s|.
-        return (P * (a * self.s - b * self.c)) @ self.U.T + (b * self.c) * C
+        LS = (P * (a * self.s - b * self.c)) @ self.U.T + (b * self.c) * C
+        return (P * (a - b)) @ self.U.T + b * C, LS
 
     def _ball(self, C: np.ndarray, gamma: float, eps: float) -> tuple[np.ndarray, np.ndarray,
                                                                         float]:
@@ -270,13 +264,183 @@ class LowRankMetric:
 
 def _floor_weight(C: np.ndarray, P: np.ndarray, U: np.ndarray) -> float:
     """``||R||^2`` for ``R = C - P U^T`` (``P = C U``): ``||C||^2 - ||P||^2`` where that
-    loses under a bit to cancellation, else from ``R`` (one more product)."""
-    cc = float(np.vdot(C, C))
-    w = cc - float(np.vdot(P, P))
-    if w >= 0.5 * cc:
+    loses under a bit to cancellation (:func:`_floor_cheap`), else from ``R`` (one more
+    product)."""
+    w, ok = _floor_cheap(float(np.vdot(C, C)), float(np.vdot(P, P)))
+    if ok:
         return w
     R = C - P @ U.T
     return float(np.vdot(R, R))
+
+
+def _floor_cheap(cc: float | np.ndarray, pp: float | np.ndarray) -> tuple:
+    """``||C||^2 - ||P||^2`` and where it loses under a bit to cancellation (scalars or
+    arrays)."""
+    w = cc - pp
+    return w, w >= 0.5 * cc
+
+
+# The most ||C||^2 - ||P||^2 can be under ||R||^2 by rounding, as a fraction of ||C||^2
+# (rounding gives about d times the unit roundoff): the bound that decides an edge's
+# norm bound is inactive without forming R.
+_FLOOR_SLACK = 1e-10
+
+
+class EdgeMetrics:
+    """A node's edge metrics and penalties, with the two steps of the edge form's activation
+    (:meth:`ball_times`, :meth:`times`) stacked over the edges.
+
+    Each edge is taken as ``S_n = B_n diag(s_n) B_n^T + c_n (I - B_n B_n^T)``: ``B_n = V``,
+    ``c_n = 0`` (no floor) for :class:`Metric`, ``B_n = U`` for :class:`LowRankMetric`.
+    Where ``d`` is small (:data:`STACK`) the node keeps its edges' bases in one array
+    (zero-padded to the widest) and their matrices ``S_n`` side by side, so that each step
+    is one product over all edges (``O S_n`` is ``O [S_1 ... S_n]``) and one secular
+    equation call (:func:`~dssfn_mpi.ssfn.solver.secular_roots`). Wider edges take their
+    steps one edge at a time, on their own bases (no copy; the products of an edge follow
+    each other while its basis is in cache). An edge whose norm bound is inactive takes
+    ``Lam S = -C / (2 gamma)``, with no product back from its basis.
+
+    Parameters
+    ----------
+    metrics : sequence of Metric or LowRankMetric
+        One per edge, all of the same ``d``.
+    gamma : ndarray, shape (n,)
+        Each edge's penalty, > 0.
+    """
+
+    def __init__(self, metrics, gamma: np.ndarray) -> None:
+        g2 = 2.0 * np.asarray(gamma, dtype=float).reshape(-1)
+        d = metrics[0].s.shape[0] if isinstance(metrics[0], Metric) else metrics[0].U.shape[0]
+        K = max(m.s.shape[0] for m in metrics)
+        if d * max(d, K) <= STACK:
+            self._groups = [(slice(0, len(metrics)), _EdgeStack(metrics, g2, side=True))]
+        else:
+            self._groups = [(slice(i, i + 1), _EdgeStack([m], g2[i : i + 1], side=False))
+                            for i, m in enumerate(metrics)]
+        self._n = len(metrics)
+        self._free = np.concatenate([group.free for _, group in self._groups])
+
+    def free(self, C: np.ndarray) -> np.ndarray:
+        """:meth:`ball_times` where no edge's norm bound is active: ``-C_n / (2 gamma_n)``."""
+        return C * self._free
+
+    def times(self, O: np.ndarray, OB: list | None = None) -> np.ndarray:
+        """``O S_n`` for each edge, (n, Q, d); ``OB`` as :meth:`ball_times` returns it."""
+        if len(self._groups) == 1:
+            return self._groups[0][1].times(O, None if OB is None else OB[0])
+        out = np.empty((self._n, *O.shape))
+        # The last edges' bases were read last by ball_times: the likeliest still in cache.
+        for j in reversed(range(len(self._groups))):
+            rows, group = self._groups[j]
+            out[rows] = group.times(O, None if OB is None else OB[j])
+        return out
+
+    def ball_times(self, C: np.ndarray, eps: float,
+                   O: np.ndarray | None = None) -> tuple[np.ndarray, list | None, int]:
+        """:meth:`Metric.ball_step`'s ``Lam S`` for each edge, (n, Q, d).
+
+        Parameters
+        ----------
+        C : ndarray, shape (n, Q, d)
+            Each edge's linear term.
+        eps : float
+            Squared Frobenius bound.
+        O : ndarray, shape (Q, d), optional
+            Also multiply ``O`` by the edges' bases, in the same pass over each (for
+            :meth:`times` of this ``O``).
+
+        Returns
+        -------
+        (ndarray, list or None, int)
+            ``Lam S``; with ``O``, the products to pass to :meth:`times`; the number of
+            edges whose norm bound is active.
+        """
+        if len(self._groups) == 1:
+            lam_s, ob, active = self._groups[0][1].ball_times(C, eps, O)
+            return lam_s, (None if O is None else [ob]), active
+        out, OB, active = np.empty_like(C), [], 0
+        for rows, group in self._groups:
+            out[rows], ob, act = group.ball_times(C[rows], eps, O)
+            OB.append(ob)
+            active += act
+        return out, (OB if O is not None else None), active
+
+
+class _EdgeStack:
+    """:class:`EdgeMetrics`' steps for some edges, their bases in one (m, d, K) array (a view
+    of the edge's own for one edge, else zero-padded copies) and, with ``side``, their
+    matrices in one (d, m d) array."""
+
+    def __init__(self, metrics, g2: np.ndarray, side: bool) -> None:
+        lows = [isinstance(m, LowRankMetric) for m in metrics]
+        bases = [m.U if low else m.V for m, low in zip(metrics, lows)]
+        n, K = len(metrics), max(B.shape[1] for B in bases)
+        s, self.t = np.ones((n, K)), np.zeros((n, K))  # t = s - c: O S's basis part
+        self.c = np.array([m.c if low else 0.0 for m, low in zip(metrics, lows)])
+        for i, m in enumerate(metrics):
+            s[i, : m.s.shape[0]] = m.s
+            self.t[i, : m.s.shape[0]] = m.s - self.c[i]
+        # 2 gamma (s, c): the secular equation's shifts (no floor: any shift, weight 0)
+        self.den = g2[:, None] * np.hstack([s, np.where(self.c > 0, self.c, 1.0)[:, None]])
+        self.free = (-1.0 / g2)[:, None, None]  # Lam S of an inactive bound, over C
+        self.floor = np.flatnonzero(lows)
+        if n == 1:
+            self.B = bases[0][None]
+        else:
+            self.B = np.zeros((n, bases[0].shape[0], K))
+            for i, B in enumerate(bases):
+                self.B[i, :, : B.shape[1]] = B
+        self.side = np.hstack([m.matrix() for m in metrics]) if side else None
+
+    def times(self, O: np.ndarray, OB: np.ndarray | None) -> np.ndarray:
+        """``O S_n`` for each edge: ``(O B_n) diag(s_n - c_n) B_n^T + c_n O`` (``O B_n``
+        given, or formed)."""
+        if self.side is not None:
+            return (O @ self.side).reshape(O.shape[0], len(self.c), -1).transpose(1, 0, 2)
+        if OB is None:
+            OB = np.matmul(O, self.B)
+        return np.matmul(OB * self.t[:, None, :], self.B.transpose(0, 2, 1)) \
+            + self.c[:, None, None] * O
+
+    def ball_times(self, C: np.ndarray, eps: float,
+                   O: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None, int]:
+        """:meth:`EdgeMetrics.ball_times` for these edges (``O B_n``: one product with ``C_n
+        B_n`` where :meth:`times` uses it)."""
+        OB = None
+        if O is None or self.side is not None:
+            P = np.matmul(C, self.B)
+        else:
+            Q = C.shape[1]
+            PO = np.matmul(np.concatenate([C, np.broadcast_to(O, C.shape)], axis=1), self.B)
+            P, OB = PO[:, :Q], PO[:, Q:]
+        n, K = self.t.shape
+        w = np.zeros((n, K + 1))
+        np.einsum("nqi,nqi->ni", P, P, out=w[:, :K])
+        if self.floor.size:
+            self._floor_weights(C, P, w, eps)
+        nu = secular_roots(w, self.den, eps)
+        lam_s = C * self.free
+        act = np.nonzero(nu)[0]
+        if act.size:
+            # Lam S = (P (a s - b c)) B^T + b c C: a = -1 / den, b = -1 / den_floor
+            den = self.den[act] + nu[act, None]  # 2 gamma s + 2 nu
+            bc = -self.c[act] / den[:, K]
+            coef = (self.t[act] + self.c[act, None]) / -den[:, :K] - bc[:, None]
+            B = self.B if act.size == n else self.B[act]
+            lam_s[act] = (np.matmul(P[act] * coef[:, None, :], B.transpose(0, 2, 1))
+                          + bc[:, None, None] * C[act])
+        return lam_s, OB, act.size
+
+    def _floor_weights(self, C: np.ndarray, P: np.ndarray, w: np.ndarray, eps: float) -> None:
+        """The floor's weights ``||R_n||^2`` into ``w[:, -1]`` (:func:`_floor_weight`'s), with
+        no product for ``R`` where the bound is inactive even at its largest value."""
+        fl = self.floor
+        cc = np.einsum("nqi,nqi->n", C[fl], C[fl])
+        wf, ok = _floor_cheap(cc, np.sum(w[fl, :-1], axis=1))
+        w[fl, -1] = np.maximum(wf, 0.0) + np.where(ok, 0.0, _FLOOR_SLACK * cc)
+        for i in fl[~ok].tolist():
+            if float(np.sum(w[i] / self.den[i] ** 2)) > eps:  # may be active: form R
+                w[i, -1] = _floor_weight(C[i], P[i], self.B[i])
 
 
 def _rows_times(X: np.ndarray, A: np.ndarray) -> np.ndarray:

@@ -48,6 +48,7 @@ __all__ = [
     "objective",
     "project_frobenius",
     "secular_root",
+    "secular_roots",
 ]
 
 
@@ -121,12 +122,7 @@ class ExactSolution:
 def secular_root(a: np.ndarray, den: np.ndarray, eps: float) -> float:
     """Smallest ``nu >= 0`` with ``q(nu) = sum_i a_i / (den_i + nu)^2 <= eps``.
 
-    ``q`` decreases in ``nu``, so the answer is 0 or the single root of ``q(nu) = eps``,
-    below ``sqrt(sum_i a_i / eps)``. The root is found by Newton's method on
-    ``phi(nu) = q(nu)^(-1/2) - eps^(-1/2)``, which is increasing and concave (the secular
-    equation of a trust-region step): from ``nu = 0``, where ``phi < 0``, every step stays
-    below the root and the steps shrink quadratically. The iteration stops at the first step
-    of at most a few units in the last place of ``nu`` (or one that rounding turned back).
+    The one-row case of :func:`secular_roots` (the method is described there).
 
     Parameters
     ----------
@@ -142,18 +138,54 @@ def secular_root(a: np.ndarray, den: np.ndarray, eps: float) -> float:
     float
         The multiplier ``nu``.
     """
-    if float(np.sum(a / den**2)) <= eps:
-        return 0.0
-    hi = float(np.sqrt(np.sum(a) / eps))
-    nu, tol = 0.0, 4.0 * np.finfo(float).eps
+    return float(secular_roots(np.reshape(a, (1, -1)), np.reshape(den, (1, -1)), eps)[0])
+
+
+def secular_roots(a: np.ndarray, den: np.ndarray, eps: float) -> np.ndarray:
+    """Row by row, the smallest ``nu >= 0`` with ``q(nu) = sum_i a_i / (den_i + nu)^2 <= eps``.
+
+    ``q`` decreases in ``nu``, so each answer is 0 or the single root of ``q(nu) = eps``,
+    below ``sqrt(sum_i a_i / eps)``. The root is found by Newton's method on
+    ``phi(nu) = q(nu)^(-1/2) - eps^(-1/2)``, which is increasing and concave (the secular
+    equation of a trust-region step): from ``nu = 0``, where ``phi < 0``, every step stays
+    below the root and the steps shrink quadratically. A row stops at its first step of at
+    most a few units in the last place of ``nu`` (or one that rounding turned back); the
+    rows still iterating are stepped together.
+
+    Parameters
+    ----------
+    a : ndarray, shape (n, k)
+        Non-negative weights, one equation per row (a zero weight adds no term).
+    den : ndarray, shape (n, k)
+        Positive shifts.
+    eps : float
+        The bound, positive.
+
+    Returns
+    -------
+    ndarray, shape (n,)
+        The multipliers ``nu``.
+    """
+    nu = np.zeros(a.shape[0])
+    rows = np.nonzero((a / den**2).sum(axis=1) > eps)[0]
+    if not rows.size:
+        return nu
+    a, den = a[rows], den[rows]
+    hi = np.sqrt(a.sum(axis=1) / eps)
+    x, tol = np.zeros(rows.size), 4.0 * np.finfo(float).eps
     for _ in range(100):
-        r = 1.0 / (den + nu)
+        r = 1.0 / (den + x[:, None])
         t = a * r * r
-        q = float(np.sum(t))
-        step = q * (np.sqrt(q / eps) - 1.0) / float(np.sum(t * r))  # -phi / phi'
-        if not step > tol * nu:
-            return max(nu, nu + step)
-        nu = min(nu + step, hi)
+        q = np.sum(t, axis=1)
+        step = q * (np.sqrt(q / eps) - 1.0) / np.sum(t * r, axis=1)  # -phi / phi'
+        done = ~(step > tol * x)
+        nu[rows[done]] = np.maximum(x[done], x[done] + step[done])
+        go = ~done
+        rows, a, den, hi = rows[go], a[go], den[go], hi[go]
+        x = np.minimum(x[go] + step[go], hi)
+        if not rows.size:
+            break
+    nu[rows] = x
     return nu
 
 
