@@ -127,7 +127,11 @@ def test_low_rank_iterates_are_the_dense_forms(monkeypatch, mode, M, topology, d
 @pytest.mark.timeout(300)
 def test_live_lockstep_in_low_rank_metrics_is_the_simulated_run(tmp_path, monkeypatch):
     """Each rank forms its edges' metrics from the exchanged ``G`` (low-rank here: six
-    samples per node), and the live iterates are the simulated ones, and the dense form's."""
+    samples per node), and the live iterates are the simulated ones, and the dense form's.
+
+    At the default ridge the two forms differ by the rounding of the dense eigendecomposition
+    (``eps s_max / c``) carried through the local inverse: 0.9e-12 - 1.3e-12 here, whichever
+    the order of the sums in ``K`` and in the product by ``H^-1``."""
     config, model = tmp_path / "cfg.toml", tmp_path / "live-model.h5"
     config.write_text("[dataset_options]\nn_train = 24\n")
     res = run_cli(4, "train", "--mode", "lockstep", "--dataset", "synthetic", "--layers", "1",
@@ -151,4 +155,4 @@ def test_live_lockstep_in_low_rank_metrics_is_the_simulated_run(tmp_path, monkey
     dense = _simulate("lockstep", 4, "ring", 2, 0.05, n_train=24, iters=40)
     for L, S, D in zip(live, low.Os, dense.Os):
         for a, b, c in zip(L, S, D):
-            assert _rel(a, b) <= 1e-10 and _rel(b, c) <= 1e-12
+            assert _rel(a, b) <= 1e-10 and _rel(b, c) <= 3e-12

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ssfn.metric import DenseInverse, MetricWoodbury
+from ..ssfn.metric import DenseInverse, MetricWoodbury, metric_sum
 from ..ssfn.solver import LocalInverse
 
 __all__ = ["Algorithm", "CENTRAL", "CONSENSUS", "LOCKSTEP", "ONE_SHOT", "ONE_SIDED",
@@ -46,8 +46,10 @@ def penalty_matrix(penalty: float | np.ndarray, metrics: Sequence[Any]) -> np.nd
     """``K = sum_n gamma_n S_n``: the penalties times their metrics (one per edge, or one).
 
     The one home of ``K``: the local matrix is ``2 G_m + K`` and ``--stop local`` reads it.
+    Formed by :func:`~dssfn_mpi.ssfn.metric.metric_sum` (the low-rank edge metrics in one
+    product).
     """
-    return sum(g * s.matrix() for g, s in zip(np.atleast_1d(penalty), metrics))
+    return metric_sum(np.atleast_1d(penalty), metrics)
 
 
 def local_inverse(Y: np.ndarray, G: np.ndarray | None, penalty: float | np.ndarray,

@@ -322,10 +322,11 @@ def _factorise(alg, probs, pens, metrics=None) -> tuple[list, np.ndarray]:
     phase)."""
     invs, factor_cpu = [], np.empty(len(probs))
     for m, p in enumerate(probs):
+        G = p.gram()
         c0 = time.thread_time()
-        invs.append(alg.inverse(p.Y, p.G, pens[m], None if metrics is None else metrics[m]))
+        invs.append(alg.inverse(p.Y, G, pens[m], None if metrics is None else metrics[m]))
         factor_cpu[m] = time.thread_time() - c0
-        p.G = None
+        p.G = p.G_sent = G = None
     return invs, factor_cpu
 
 

@@ -71,6 +71,14 @@ class Layer:
     penalty_cpu: float
     gram_trace: float
     pack_cpu: float = 0.0  # packing its statistics (the one-shot modes' factor phase)
+    G_sent: np.ndarray | None = None  # in place of G: its upper triangle, as sent (packed)
+
+    def gram(self) -> np.ndarray | None:
+        """``G_m`` as the node keeps it: :attr:`G`, or unpacked from :attr:`G_sent`;
+        None where neither is kept."""
+        if self.G_sent is None:
+            return self.G
+        return StatsLayout(self.Y.shape[0], 0).unpack(self.G_sent)[0]
 
 
 def layer_problems(cfg: TrainConfig, shards: Shards, layer: int, hidden: int, eps: float,
@@ -181,10 +189,10 @@ def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0,
     # As the engines send them: the packed upper triangle, unpacked (both ends of an async
     # edge then build their metric from the same numbers).
     layout = StatsLayout(probs[0].G.shape[0], 0)
+    if alg.metric_per_edge:
+        return _edge_metrics(alg, graph, probs, layout)
     for p in probs:
         p.G = layout.unpack(layout.pack(p.G, p.G[:0]))[0]
-    if alg.metric_per_edge:
-        return _edge_metrics(alg, graph, probs)
     Gs = [p.G for p in probs]
     gathered = exchange(alg, graph, Gs, rounds)
     out = []
@@ -204,21 +212,28 @@ def layer_metrics(cfg: TrainConfig, graph, probs: list[Layer], rounds: int = 0,
     return out
 
 
-def _edge_metrics(alg, graph, probs: list[Layer]) -> list[list]:
+def _edge_metrics(alg, graph, probs: list[Layer], layout: StatsLayout) -> list[list]:
     """Each node's metrics, one per neighbour, each edge's formed once and held by both ends
     as its eigendecomposition alone (:meth:`~dssfn_mpi.ssfn.metric.Metric.compact`); each end is
-    charged the CPU of forming it."""
+    charged the CPU of forming it.
+
+    Each node keeps what it sends in place of its ``G`` (:attr:`Layer.G_sent`, half the
+    memory), and each edge's ends are unpacked from it as they are needed."""
+    for p in probs:
+        p.G_sent, p.G = layout.pack(p.G, p.G[:0]), None
     built: dict[tuple[int, int], tuple] = {}
     out = []
     for m, p in enumerate(probs):
-        mets = []
+        mets, G = [], None
         for n in graph.neighbors(m):
             key = (min(m, n), max(m, n))
             if key in built:
                 metric, cpu = built.pop(key)
             else:
+                G = layout.unpack(p.G_sent)[0] if G is None else G
+                Gn = layout.unpack(probs[n].G_sent)[0]
                 c0 = time.thread_time()
-                metric = alg.metric(p.G, [probs[n].G])[0].compact()
+                metric = alg.metric(G, [Gn])[0].compact()
                 built[key] = metric, cpu = metric, time.thread_time() - c0
             mets.append(metric)
             p.penalty_cpu += cpu

@@ -27,14 +27,17 @@ so the steps are the same and cost ``O(Q d k)``; :func:`metric_from_grams` decid
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.linalg
-from scipy.linalg.lapack import dpstrf
+from scipy.linalg.blas import dspmv, dsyrk
+from scipy.linalg.lapack import dpotri, dpstrf
 
 from .solver import RhsCache, secular_root, secular_roots
 
 __all__ = ["Metric", "LowRankMetric", "EdgeMetrics", "DenseInverse", "MetricWoodbury",
-           "gram_metric", "metric_from_grams", "LOW_RANK", "RIDGE", "STACK"]
+           "gram_metric", "metric_from_grams", "metric_sum", "LOW_RANK", "RIDGE", "STACK"]
 
 # The metric is a Gram matrix plus RIDGE times its mean eigenvalue: the input layer's Gram
 # can be singular (digits has constant pixels), and S must be positive definite. 1e-3 is
@@ -76,8 +79,12 @@ def gram_metric(*grams: np.ndarray) -> np.ndarray:
 
 def _mean_gram(grams: tuple[np.ndarray, ...]) -> tuple[np.ndarray, float]:
     """The symmetrised mean of ``grams`` and the ridge ``c`` :func:`gram_metric` adds."""
-    G = np.mean(np.stack(grams), axis=0)
-    G = 0.5 * (G + G.T)
+    G = np.array(grams[0], dtype=float)
+    for g in grams[1:]:  # in order: np.mean over a stack's first axis, bit for bit
+        G += g
+    G /= len(grams)
+    G += G.T
+    G *= 0.5
     scale = float(np.trace(G)) / G.shape[0]
     return G, RIDGE * scale if scale > 0 else 1.0
 
@@ -112,6 +119,44 @@ def metric_from_grams(*grams: np.ndarray) -> Metric | LowRankMetric:
         return LowRankMetric(U, sigma**2, c)
     G[np.diag_indices(d)] += c
     return Metric(G)
+
+
+def metric_sum(weights: np.ndarray, metrics) -> np.ndarray:
+    """``sum_n w_n S_n`` as a ``d x d`` matrix, for weights ``w_n >= 0``.
+
+    The low-rank metrics (:class:`LowRankMetric`) enter as one symmetric rank-``k`` update
+    (BLAS ``dsyrk`` of their ``U_n diag(sqrt(w_n t_n))`` side by side) and their floors on
+    the diagonal, with no ``d x d`` matrix per metric; the dense ones (:class:`Metric`) are
+    added.
+
+    Parameters
+    ----------
+    weights : ndarray, shape (n,)
+        Non-negative (a node's edge penalties).
+    metrics : sequence of Metric or LowRankMetric
+        ``n`` metrics of the same ``d``.
+
+    Returns
+    -------
+    ndarray, shape (d, d)
+        Symmetric.
+    """
+    weights = np.asarray(weights, dtype=float).reshape(-1)
+    if np.any(weights < 0):
+        raise ValueError(f"the weights must be >= 0, got {weights.min():g}")
+    low = [(w, s) for w, s in zip(weights, metrics) if isinstance(s, LowRankMetric)]
+    d = metrics[0].s.size if not low else low[0][1].U.shape[0]
+    K = np.zeros((d, d))
+    if low:
+        V = np.hstack([s.U * np.sqrt(w * s.t) for w, s in low])
+        if V.shape[1]:
+            K = dsyrk(1.0, V.T, trans=1)  # V V^T, its upper triangle (Fortran order)
+            K += np.triu(K, 1).T
+        K[np.diag_indices(d)] += sum(w * s.c for w, s in low)
+    for w, s in zip(weights, metrics):
+        if not isinstance(s, LowRankMetric):
+            K += w * s.matrix()
+    return K
 
 
 class Metric:
@@ -452,22 +497,55 @@ def _rows_times(X: np.ndarray, A: np.ndarray) -> np.ndarray:
 
 
 class DenseInverse:
-    """Right-multiplication by ``H^-1`` for a symmetric positive definite ``H`` (Cholesky).
+    """Right-multiplication by ``H^-1`` for a symmetric positive definite ``H``.
 
     The metric forms' local matrix ``2 G_m + sum_n gamma_mn S_mn`` (or ``2 G_m + rho S``)
     is not a Gram plus a multiple of the identity, so the low-rank form of
     :class:`dssfn_mpi.ssfn.solver.LocalInverse` does not apply; the metric is used where ``d``
-    is small (the input layer).
+    is small (the input layer). ``H^-1`` comes from ``H``'s Cholesky factor (LAPACK
+    ``dpotrf``, ``dpotri``) and is held as its packed upper triangle, ``d (d + 1) / 2``
+    values (half the matrix), applied row by row (BLAS ``dspmv``).
     """
 
     def __init__(self, H: np.ndarray) -> None:
         d = H.shape[0]
-        cf = scipy.linalg.cho_factor(0.5 * (H + H.T), check_finite=False)
-        self._inv = scipy.linalg.cho_solve(cf, np.eye(d), check_finite=False)
+        U, _ = scipy.linalg.cho_factor(0.5 * (H + H.T), overwrite_a=True, check_finite=False)
+        inv, info = dpotri(U, overwrite_c=1)  # H^-1's upper triangle, Fortran order
+        if info != 0:
+            raise np.linalg.LinAlgError(f"dpotri: info {info}")
+        self.d = d
+        self._tri: np.ndarray | None = inv.T[_lower_indices(d)]  # dspmv's packed upper
+        self._full: np.ndarray | None = None
+
+    @property
+    def _inv(self) -> np.ndarray:
+        """``H^-1`` as a ``d x d`` matrix, for :class:`~dssfn_mpi.ssfn.solver.StackedInverse`
+        to stack; the slice it sets in its place is then what the node applies."""
+        if self._full is not None:
+            return self._full
+        full = np.empty((self.d, self.d))
+        full.T[_lower_indices(self.d)] = self._tri
+        full[_lower_indices(self.d)] = self._tri  # the lower triangle mirrors the upper
+        return full
+
+    @_inv.setter
+    def _inv(self, value: np.ndarray) -> None:
+        self._full, self._tri = value, None
 
     def apply(self, X: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Return ``X @ H^-1`` for ``X`` of shape (Q, d), into ``out`` if given."""
-        return np.matmul(X, self._inv, out=out)
+        if self._full is not None:
+            return np.matmul(X, self._full, out=out)
+        out = np.empty(X.shape) if out is None else out
+        for q, x in enumerate(X):
+            out[q] = dspmv(self.d, 1.0, self._tri, x)
+        return out
+
+
+@functools.lru_cache(maxsize=4)
+def _lower_indices(d: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.tril_indices(d)``, formed once per ``d``."""
+    return np.tril_indices(d)
 
 
 class MetricWoodbury:
