@@ -39,7 +39,6 @@ from .heartbeat import Heartbeat
 
 __all__ = ["AsyncResult", "NodeRun", "by_node", "solve_async"]
 
-#: The node field of an arrival in the queue: (time, ARRIVAL, node) sorts before every
 #: The node field of an arrival in the queue: (time, ARRIVAL, node) comes before every
 #: activation (time, node, k) that starts at that time.
 ARRIVAL = -1
