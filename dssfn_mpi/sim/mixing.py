@@ -107,8 +107,9 @@ class Mixer:
         power = 0 if self._power is not None else 2 * M ** 3 * squarings
         costs = {"rounds": float(self.rounds * self._sparse.nnz * values),
                  "dense": float(M * M * values + power)}
-        if costs["rounds"] > M * M * values and self.spectrum() is not None:
-            costs["spectral"] = float(M * (2 * self.spectrum()[0].shape[1] + 1) * values)
+        spectrum = self.spectrum() if costs["rounds"] > M * M * values else None
+        if spectrum is not None:
+            costs["spectral"] = float(M * (2 * spectrum[0].shape[1] + 1) * values)
         return costs
 
     def way(self, values: int) -> str:
@@ -117,11 +118,6 @@ class Mixer:
             return "rounds"
         costs = self._costs(values)
         return min(costs, key=costs.get)
-
-    def dense(self, values: int) -> bool:
-        """Whether mixing ``values`` numbers per node goes through a dense ``M x M`` product
-        (``W^rounds`` or the spectral form) rather than rounds of the sparse product."""
-        return self.way(values) != "rounds"
 
     def power(self) -> np.ndarray:
         """``W^rounds`` (dense), by repeated squaring."""

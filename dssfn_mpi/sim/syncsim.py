@@ -70,6 +70,8 @@ def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndar
     Zbar = [np.zeros_like(b) for b in B2s]
     flags = np.zeros(M, dtype=bool)
     times = _Times(run, layer, begin, message_bytes)
+    share = (0.0 if alg.collective
+             else mixer(graph, rounds).compute_seconds(B2s[0].shape, clock))
     all_done = False
     for k in range(run.cfg.iters):
         measured = np.empty(M)
@@ -85,8 +87,6 @@ def solve_sync(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.ndar
             means = [mean] * M
         else:
             means = mix(graph, x, rounds)
-        share = (0.0 if alg.collective
-                 else mixer(graph, rounds).compute_seconds(x[0].shape, clock))
         # The flags of iteration k-1 ride in this collective: all set, the layer ends
         # with Zbar_{k-1}, this iteration's dual step is not taken.
         all_done = not rule.fixed and k > 0 and bool(flags.all())
@@ -219,6 +219,8 @@ def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.
     flags = np.zeros(M, dtype=bool)
     times = _Times(run, layer, begin, message_bytes)
     mix = None if alg.collective else mixer(run.graph, run.rounds)
+    mixing = (0.0 if mix is None
+              else mix.compute_seconds(B2.shape[1:], run.opts.speed.cpu_clock()))
     all_done = False
     for k in range(run.cfg.iters):
         c0 = time.thread_time()
@@ -240,9 +242,7 @@ def _solve_stacked(run: Any, layer: int, invs: list[LocalInverse], B2s: list[np.
                 if check is not None:
                     flags[m] = check.sync_done(O[m], Zbar if Zbar.ndim == 2 else Zbar[m])
         cpu = (time.thread_time() - c2 + c1 - c0) / M
-        times.advance(k, cpu + (0.0 if mix is None else
-                                mix.compute_seconds(B2.shape[1:], run.opts.speed.cpu_clock())),
-                      None if rule.fixed else int(flags.sum()))
+        times.advance(k, cpu + mixing, None if rule.fixed else int(flags.sum()))
         if all_done:
             break
     return times.finish(np.broadcast_to(Zbar, B2.shape)), all_done
