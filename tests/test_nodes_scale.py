@@ -93,8 +93,9 @@ def _summary(records):
 
 
 def _records():
-    return [_rec("async", 16, (60, 90, 120)), _rec("async", 256, (3000, 2581, 3000),
-                                                   reached=False, rel=(0.03, 0.009, 0.026)),
+    return [_rec("async", 16, (60, 90, 120)),
+            dict(_rec("async", 256, (3000, 2581, 3000), reached=False, rel=(0.03, 0.009, 0.026)),
+                 iters=3000),
             _rec("async", 1024, (3000, 2000), status="stopped", rel=(0.2, 0.05)),
             _rec("sync", 16, (9, 11, 22)), _rec("sync", 256, (24, 39, 69)),
             _rec("sync", 16, (9, 11, 20), graph="d8"), _rec("async", 16, (20, 30, 40), graph="d8"),
@@ -113,7 +114,8 @@ def test_scale_table_counts_per_node_and_marks_capped_and_stopped_points():
     cells = {r.split("|")[1].strip(): [c.strip() for c in r.strip("|").split("|")[1:]]
              for r in rows if r.startswith("| ")}
     assert cells["16"] == ["270, 0.500 s", "42, 0.500 s", "90, 0.500 s", "40, 0.500 s"]
-    assert cells["256"][0] == "8581 (cap, 3.0e-02), 0.500 s"  # the worst layer's distance
+    # its own cap, and the worst layer's distance
+    assert cells["256"][0] == "8581 (cap 3000, 3.0e-02), 0.500 s"
     assert cells["1024"] == ["stopped, 2/3 layers: >= 5000", "-", "stopped, no layer", "failed"]
 
 

@@ -158,7 +158,7 @@ def _cell(rec: Mapping[str, Any] | None) -> str:
     time = rec.get("time_at_eps", math.nan)
     time_text = f"{time:.3f} s" if math.isfinite(time) else "-"
     if state == "capped":
-        return f"{count} (cap, {worst_distance(rec):.1e}), {time_text}"
+        return f"{count} (cap {rec.get('iters', '?')}, {worst_distance(rec):.1e}), {time_text}"
     if state == "stopped":
         done = _stopped_text(rec)
         return f"stopped, {done}: >= {count}" if done != "no layer" else "stopped, no layer"
@@ -182,11 +182,11 @@ def scale_markdown(summary: Mapping[str, Any]) -> str:
         cells = ["failed" if (g, m, v) in failed and (g, m, v) not in by
                  else _cell(by.get((g, m, v))) for g, m in cols]
         lines.append(f"| {v:g} | " + " | ".join(cells) + " |")
-    iters = summary["info"].get("iters", "?")
     lines += ["", f"Activations (async) or iterations per node until every layer (input "
                   f"layer included) of every node is within {summary['eps']:g} of O*, summed "
                   f"over the layers (each layer's most active node), then the time to eps "
-                  f"({recs[0]['kind']} seconds). (cap, D): a layer ended at the cap K = {iters}, "
-                  f"D its relative distance to O*; stopped: the job timeout ended the run, "
-                  f"the count is its finished layers'; failed: the run crashed; -: not run."]
+                  f"({recs[0]['kind']} seconds). (cap K, D): a layer ended at its cap of K "
+                  f"activations or iterations per node, D its relative distance to O*; "
+                  f"stopped: the job timeout ended the run, the count is its finished "
+                  f"layers'; failed: the run crashed; -: not run."]
     return "\n".join(lines)
