@@ -56,6 +56,7 @@ __all__ = [
     "Network",
     "Projection",
     "Trace",
+    "draw_jitter",
     "format_projection",
     "jitter_factors",
     "load_run",
@@ -176,11 +177,20 @@ def jitter_factors(jitter: tuple[str, float], shape: tuple[int, ...], seed: int)
     numpy.ndarray
         Factors of the given shape.
     """
-    rng = np.random.default_rng(seed)
+    return draw_jitter(np.random.default_rng(seed), jitter, shape)
+
+
+def draw_jitter(rng: np.random.Generator, jitter: tuple[str, float],
+                size: int | tuple[int, ...]) -> np.ndarray:
+    """The next ``size`` factors of :func:`jitter_factors` from ``rng``.
+
+    Each factor is drawn in turn, so drawing ``a`` then ``b`` factors gives the same values as
+    drawing ``a + b`` at once (the ``exp`` kind with mean 0 draws nothing: its factors are 1).
+    """
     kind, param = jitter
     if kind == "exp":
-        return 1.0 + rng.exponential(param, size=shape) if param > 0 else np.ones(shape)
-    return np.exp(rng.normal(0.0, param, size=shape))
+        return 1.0 + rng.exponential(param, size=size) if param > 0 else np.ones(size)
+    return np.exp(rng.normal(0.0, param, size=size))
 
 
 # --------------------------------------------------------------------------- the trace

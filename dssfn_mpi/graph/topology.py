@@ -29,6 +29,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components, shortest_path
 
 from ..errors import UserError, require
+from .spectrum import contraction_factor
 
 TOPOLOGIES = ("circular", "ring", "complete", "random-regular", "file")
 
@@ -231,6 +232,10 @@ class Graph:
         w[np.diag_indices(self.n_nodes)] = 1.0 - w.sum(axis=1)
         return w
 
+    @cached_property
+    def _mixing_rate(self) -> float:
+        return contraction_factor(self.metropolis_weights())
+
     def mixing_rate(self) -> float:
         """Return rho, the consensus contraction factor of the Metropolis matrix.
 
@@ -239,11 +244,10 @@ class Graph:
         float
             ``rho = ||W - 11^T / M||_2``: the largest ``|eigenvalue|`` of W once
             the consensus eigenvalue 1 is removed. 0 for the complete graph,
-            below 1 for any connected graph, 1 for a disconnected one.
+            below 1 for any connected graph, 1 for a disconnected one. Computed
+            once per graph (:func:`dssfn_mpi.graph.spectrum.contraction_factor`).
         """
-        m = self.n_nodes
-        w = self.metropolis_weights() - 1.0 / m
-        return float(np.max(np.abs(np.linalg.eigvalsh(w))))
+        return self._mixing_rate
 
     def mixing_rounds(self, tol: float = 1e-6, cap: int | None = None) -> int:
         """Return how many rounds of ``x <- W x`` shrink the disagreement by ``tol``.

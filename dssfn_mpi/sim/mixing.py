@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse
 
 from ..engines.updates import mix_round
+from ..graph.spectrum import eigenpairs_beyond
 
 __all__ = ["BLOCK", "Mixer", "mixer", "round_seconds"]
 
@@ -140,11 +140,7 @@ class Mixer:
             self._spectral = False
             if self.rounds > 0 and np.array_equal(self._W, self._W.T):
                 cut = SPECTRAL_FLOOR ** (1.0 / self.rounds)
-                parts = [scipy.linalg.eigh(self._W, subset_by_value=bounds,
-                                           check_finite=False)
-                         for bounds in ((-np.inf, -cut), (cut, np.inf))]
-                lam = np.concatenate([p[0] for p in parts])
-                V = np.concatenate([p[1] for p in parts], axis=1)
+                lam, V = eigenpairs_beyond(self._W, cut)
                 top = int(np.argmax(lam))
                 rest = np.delete(lam, top)
                 if abs(lam[top] - 1.0) < 1e-12 and not np.any(np.abs(rest) >= 1 - 1e-9):

@@ -31,10 +31,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis.replay import jitter_factors, parse_jitter
+from ..analysis.replay import draw_jitter, parse_jitter
 from ..errors import UserError, require
 
-__all__ = ["SpeedModel", "TraceCosts", "parse_classes", "parse_speed"]
+__all__ = ["JitterStream", "SpeedModel", "TraceCosts", "parse_classes", "parse_speed"]
+
+#: Factors a :class:`JitterStream` holds per node: a window on the node's activations.
+JITTER_BLOCK = 1024
+
+#: Factors drawn (and dropped) at a time when a :class:`JitterStream` skips ahead.
+_SKIP_CHUNK = 1 << 16
+
 
 def _no_clock() -> float:
     return 0.0
@@ -132,6 +139,99 @@ class TraceCosts:
         return cls(cpu=cpu, phase_cpu=tr.phase_cpu, source=str(path))
 
 
+def _skip(rng: np.random.Generator, jitter: tuple[str, float], count: int) -> None:
+    """Draw and drop the next ``count`` jitter factors of ``rng``."""
+    while count > 0:
+        draw_jitter(rng, jitter, min(count, _SKIP_CHUNK))
+        count -= _SKIP_CHUNK
+
+
+class JitterStream:
+    """The factors ``jitter_factors(jitter, (layers, M, K), seed)`` of
+    :func:`dssfn_mpi.analysis.replay.jitter_factors`, drawn as they are asked for.
+
+    That array is drawn in the order (layer, node, activation). The stream walks the order
+    once for each layer asked for, keeping only the random generator's state where each
+    node's factors start, then draws a node's factors again ``block`` activations at a time
+    around the one asked for: the same values, with ``M x block`` factors in memory instead
+    of ``layers x M x K``.
+
+    Parameters
+    ----------
+    jitter : tuple of (str, float)
+        From :func:`dssfn_mpi.analysis.replay.parse_jitter`.
+    shape : tuple of int
+        ``(layers, M, K)``.
+    seed : int
+        Seed of the generator, as for ``jitter_factors``.
+    block : int
+        Factors held per node.
+    """
+
+    def __init__(self, jitter: tuple[str, float], shape: tuple[int, int, int], seed: int,
+                 block: int = JITTER_BLOCK) -> None:
+        self.jitter = jitter
+        self.shape = tuple(int(n) for n in shape)
+        self.block = max(int(block), 1)
+        self._rng = np.random.default_rng(seed)  # at the first factor of the next layer walked
+        self._starts: list[list[dict]] = []  # per walked layer: each node's generator state
+        nodes = self.shape[1]
+        self._layer = -1
+        self._gens: list[np.random.Generator | None] = [None] * nodes
+        self._drawn = np.zeros(nodes, dtype=np.int64)  # the layer's factors each has drawn
+        self._window = np.zeros(nodes, dtype=np.int64)  # first activation of each node's row
+        self._buffer = np.empty((nodes, self.block))
+        self._rows = np.arange(nodes)
+
+    def _enter(self, layer: int, k: int) -> None:
+        """Make ``layer`` the current one (walking the layers before it once)."""
+        L, M, K = self.shape
+        if not (0 <= layer < L and 0 <= k < K):
+            raise IndexError(f"jitter of layer {layer}, activation {k} is outside {L} x {K}")
+        while len(self._starts) <= layer:
+            states = []
+            for _ in range(M):
+                states.append(self._rng.bit_generator.state)
+                _skip(self._rng, self.jitter, K)
+            self._starts.append(states)
+        if layer != self._layer:
+            self._layer = layer
+            self._gens = [None] * M
+            self._window[:] = -2 * self.block  # no row holds anything yet
+
+    def _fill(self, node: int, k: int) -> None:
+        """Draw node's row: the ``block`` factors of its window around activation ``k``."""
+        lo = k - k % self.block
+        gen = self._gens[node]
+        if gen is None or self._drawn[node] > lo:
+            bits = type(self._rng.bit_generator)()
+            bits.state = self._starts[self._layer][node]
+            gen = self._gens[node] = np.random.Generator(bits)
+            self._drawn[node] = 0
+        _skip(gen, self.jitter, lo - int(self._drawn[node]))
+        count = min(self.block, self.shape[2] - lo)
+        self._buffer[node, :count] = draw_jitter(gen, self.jitter, count)
+        self._drawn[node] = lo + count
+        self._window[node] = lo
+
+    def factor(self, layer: int, node: int, k: int) -> float:
+        """The factor of activation ``k`` of ``node`` in ``layer``."""
+        self._enter(layer, k)
+        if not 0 <= node < self.shape[1]:
+            raise IndexError(f"jitter of node {node}: there are {self.shape[1]} nodes")
+        if not 0 <= k - self._window[node] < self.block:
+            self._fill(node, k)
+        return float(self._buffer[node, k - self._window[node]])
+
+    def factors(self, layer: int, k: int) -> np.ndarray:
+        """The factors of activation ``k`` of every node in ``layer``, shape (M,)."""
+        self._enter(layer, k)
+        offset = k - self._window
+        for node in np.flatnonzero((offset < 0) | (offset >= self.block)):
+            self._fill(int(node), k)
+        return self._buffer[self._rows, k - self._window]
+
+
 @dataclass
 class SpeedModel:
     """Seconds of every simulated compute, from a base model and the nodes' factors.
@@ -144,8 +244,8 @@ class SpeedModel:
         Straggler and class factors of each node (multiplied): its activations'.
     phase_factor : ndarray, shape (M,), optional
         Class factors of each node: its layer-start phases' (default: ``node_factor``).
-    jitter : ndarray or None
-        ``(layers, M, K)`` per-activation factors, or None.
+    jitter : JitterStream or None
+        The per-activation factors of ``(layers, M, K)`` activations, or None.
     const : float
         The ``const`` model's seconds per activation.
     trace : TraceCosts or None
@@ -155,7 +255,7 @@ class SpeedModel:
     kind: str
     node_factor: np.ndarray
     phase_factor: np.ndarray | None = None
-    jitter: np.ndarray | None = None
+    jitter: JitterStream | None = None
     const: float = 0.0
     trace: TraceCosts | None = None
     description: str = field(default="")
@@ -181,7 +281,7 @@ class SpeedModel:
             factor[rank] *= f
         jit = None
         if jitter is not None:
-            jit = jitter_factors(parse_jitter(jitter), (layers, nodes, iters), seed)
+            jit = JitterStream(parse_jitter(jitter), (layers, nodes, iters), seed)
         costs = None
         if kind == "trace":
             costs = TraceCosts.load(str(param))
@@ -213,7 +313,7 @@ class SpeedModel:
         else:
             base = float(self.trace.cpu[layer, node, k])
         if self.jitter is not None:
-            base *= float(self.jitter[layer, node, k])
+            base *= self.jitter.factor(layer, node, k)
         return base * float(self.node_factor[node])
 
     def activations(self, layer: int, k: int, measured: np.ndarray) -> np.ndarray:
@@ -225,7 +325,7 @@ class SpeedModel:
         else:
             base = self.trace.cpu[layer, :, k].astype(float)
         if self.jitter is not None:
-            base = base * self.jitter[layer, :, k]
+            base = base * self.jitter.factors(layer, k)
         return base * self.node_factor
 
     def phases(self, layer: int, measured: np.ndarray) -> np.ndarray:
