@@ -145,3 +145,13 @@ def test_the_ring_time_table_ignores_other_graphs():
     row = next(ln for ln in table.splitlines() if ln.startswith("| 1024 |"))
     assert [c.strip() for c in row.strip("|").split("|")][1:5] == ["-", "-", "stopped", "0.500"]
     assert "failed" not in table and ttefigs.STOPPED_NOTE in table  # d = 8's is not the ring's
+
+
+def test_cap_text_names_one_cap_or_the_range_of_the_runs_caps():
+    from dssfn_mpi.bench.ttefigs import cap_text
+
+    recs = [dict(_rec("sync", 16, (9, 11, 22)), iters=10000),
+            dict(_rec("async", 16, (60, 90, 120)), iters=100000)]
+    assert cap_text(_summary(recs[:1])) == "10000"
+    assert cap_text(_summary(recs)) == "10000 - 100000 (per run)"
+    assert cap_text(_summary([_rec("sync", 16, (9,))])) == "3000"  # no record names its cap

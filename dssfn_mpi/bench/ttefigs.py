@@ -72,6 +72,15 @@ def tte_cell(rec: Mapping[str, Any] | None, key: str = "time_at_eps", spec: str 
     return text + (" (cap)" if rec.get("eps_reached") is False and text != "-" else "")
 
 
+def cap_text(summary: Mapping[str, Any]) -> str:
+    """The cap K of the summary's runs: one value, or the range where sweeps of one summary
+    had different caps (each run's own is its record's ``iters``)."""
+    caps = sorted({int(r["iters"]) for r in summary["records"] if r.get("iters") is not None})
+    if len(caps) > 1:
+        return f"{caps[0]} - {caps[-1]} (per run)"
+    return str(caps[0]) if caps else str(summary["info"].get("iters", "?"))
+
+
 def _title(summary: Mapping[str, Any], what: str) -> str:
     i = summary["info"]
     ds = ", ".join(i.get("datasets") or [str(i.get("dataset", "?"))])
@@ -81,7 +90,7 @@ def _title(summary: Mapping[str, Any], what: str) -> str:
     n = (", ".join(f"{widths[d]} ({d})" for d in sorted(widths)) if len(set(widths.values())) > 1
          else i.get("hidden", "?"))
     return (f"{what}: time to eps = {summary['eps']:g}, every layer (input layer included); "
-            f"{ds}, L = {i.get('layers', '?')}, n = {n}, cap K = {i.get('iters', '?')}")
+            f"{ds}, L = {i.get('layers', '?')}, n = {n}, cap K = {cap_text(summary)}")
 
 
 def _draw(ax, x: list, recs: list[dict], key: str, st: dict, label: str,
@@ -193,7 +202,7 @@ def _note(summary: Mapping[str, Any]) -> str:
             f"{summary['eps']:g} of O*. projected: the live run's trace replayed with one core "
             f"per rank, network {summary['network']}; simulated: dssfn-mpi simulate, simulated "
             f"seconds; measured: the live run's wall time, ranks sharing this machine's cores. "
-            f"(cap): not within eps at the cap K = {summary['info'].get('iters', '?')}, the "
+            f"(cap): not within eps at the cap K = {cap_text(summary)}, the "
             f"time at the cap.")
 
 
