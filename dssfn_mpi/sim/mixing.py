@@ -85,9 +85,8 @@ class Mixer:
         self._sparse = scipy.sparse.csr_matrix(W)
         self._power: np.ndarray | None = None
         self._spectral: tuple[np.ndarray, np.ndarray] | bool | None = None
-        off = W.copy()
-        off[np.diag_indices(self.nodes)] = 0.0
-        self.degrees = np.count_nonzero(off, axis=1)
+        # Each node's neighbours: its row's nonzeros off the diagonal (no dense copy of W).
+        self.degrees = np.diff(self._sparse.indptr) - (self._sparse.diagonal() != 0)
         self._round_cost: dict[tuple, np.ndarray] = {}
 
     def compute_seconds(self, shape: tuple[int, ...], clock: Callable[[], float]) -> np.ndarray:

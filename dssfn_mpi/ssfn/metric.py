@@ -145,7 +145,7 @@ def metric_sum(weights: np.ndarray, metrics) -> np.ndarray:
     if np.any(weights < 0):
         raise ValueError(f"the weights must be >= 0, got {weights.min():g}")
     low = [(w, s) for w, s in zip(weights, metrics) if isinstance(s, LowRankMetric)]
-    d = metrics[0].s.size if not low else low[0][1].U.shape[0]
+    d = metrics[0].d
     K = np.zeros((d, d))
     if low:
         V = np.hstack([s.U * np.sqrt(w * s.t) for w, s in low])
@@ -182,6 +182,11 @@ class Metric:
             inv = (self.V / self.s) @ self.V.T
             self._inverse = 0.5 * (inv + inv.T)
         return self._inverse
+
+    @property
+    def d(self) -> int:
+        """The dimension of ``S``."""
+        return self.s.shape[0]
 
     def compact(self) -> Metric:
         """Drop the matrix ``S`` and keep its eigendecomposition alone (half the memory):
@@ -258,6 +263,11 @@ class LowRankMetric:
             raise ValueError(f"the metric must be positive definite (floor {c:g})")
         self.U, self.t, self.c = np.ascontiguousarray(U), np.asarray(t, dtype=float), float(c)
         self.s = self.t + self.c
+
+    @property
+    def d(self) -> int:
+        """The dimension of ``S``."""
+        return self.U.shape[0]
 
     def compact(self) -> LowRankMetric:
         """Nothing to drop (no ``d x d`` matrix is held). Returns itself."""
@@ -355,7 +365,7 @@ class EdgeMetrics:
 
     def __init__(self, metrics, gamma: np.ndarray) -> None:
         g2 = 2.0 * np.asarray(gamma, dtype=float).reshape(-1)
-        d = metrics[0].s.shape[0] if isinstance(metrics[0], Metric) else metrics[0].U.shape[0]
+        d = metrics[0].d
         K = max(m.s.shape[0] for m in metrics)
         if d * max(d, K) <= STACK:
             self._groups = [(slice(0, len(metrics)), _EdgeStack(metrics, g2, side=True))]
