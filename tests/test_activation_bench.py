@@ -9,7 +9,7 @@ import h5py
 import numpy as np
 import pytest
 
-from dssfn_mpi.engines import kernels
+from dssfn_mpi.algorithms import kernels
 from dssfn_mpi.launch import mpi_env, mpirun_path
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(180)]

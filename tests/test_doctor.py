@@ -26,7 +26,7 @@ def test_doctor_passes_at_the_training_thread_level():
     assert "thread level: MPI_THREAD_FUNNELED" in res.stdout
     assert "window memory model (Win.Allocate): unified" in res.stdout
     # whether numba's compiled kernels are on, as this interpreter has them
-    from dssfn_mpi.engines.kernels import compiled_status
+    from dssfn_mpi.algorithms.kernels import compiled_status
 
     assert f"compiled kernels: {compiled_status()}" in res.stdout.splitlines()
 

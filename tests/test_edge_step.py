@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from dssfn_mpi.engines import kernels
-from dssfn_mpi.engines.updates import EdgeStep
+from dssfn_mpi.algorithms import kernels
+from dssfn_mpi.algorithms.updates import EdgeStep
 from dssfn_mpi.ssfn.solver import LocalInverse
 
 needs_numba = pytest.mark.skipif(not kernels.AVAILABLE,

@@ -73,3 +73,33 @@ def test_no_import_cycle_in_the_package():
 def test_the_cycle_finder_finds_one():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) == []
+
+
+#: The package's folders (and top-level modules) from the top down: each imports only from
+#: those below it (docs/ARCHITECTURE.md, "Folders").
+LAYERS = ("__main__", "cli", "bench", "sim", "run", "analysis", "config", "options", "engines",
+          "algorithms", "drivers", "ssfn", "datasets", "graph", "mailbox", "runlog", "launch",
+          "errors", "fileio", "fmt")
+
+
+def _folder_arrows() -> set[tuple[str, str, str, str]]:
+    """``(folder, imported folder, module, imported module)`` of every import that crosses
+    folders."""
+    modules = _modules()
+    out = set()
+    for name, path in modules.items():
+        for target in _imports(name, path, set(modules)):
+            a, b = name.split(".")[1], target.split(".")[1]
+            if a != b:
+                out.add((a, b, name, target))
+    return out
+
+
+def test_every_folder_imports_only_from_the_folders_below_it():
+    arrows = _folder_arrows()
+    folders = {a for a, *_ in arrows} | {b for _, b, *_ in arrows}
+    assert folders <= set(LAYERS), f"add {sorted(folders - set(LAYERS))} to LAYERS"
+    up = sorted(f"{m} -> {t}" for a, b, m, t in arrows if LAYERS.index(b) < LAYERS.index(a))
+    assert up == []
+    # the walk sees the arrows it checks: the engines drive the algorithms
+    assert ("engines", "algorithms") in {(a, b) for a, b, *_ in arrows}

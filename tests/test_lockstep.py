@@ -16,11 +16,11 @@ from modeltools import assert_timed_is_projection, simulate_saved, worst_gap
 from mpitools import run_cli
 
 from dssfn_mpi.algorithms import lookup
-from dssfn_mpi.algorithms.base import LOCKSTEP
 from dssfn_mpi.algorithms.edge import EdgeADMM
 from dssfn_mpi.algorithms.stoprule import reason_code
 from dssfn_mpi.analysis.network import parse_network
 from dssfn_mpi.config import TrainConfig
+from dssfn_mpi.drivers import LOCKSTEP
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.sim.layerloop import SimOptions, simulate
 from dssfn_mpi.sim.speed import SpeedModel

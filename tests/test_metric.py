@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from dssfn_mpi.engines.updates import (
+from dssfn_mpi.algorithms.updates import (
     EdgeStep,
     MetricEdgeStep,
     consensus_dual,

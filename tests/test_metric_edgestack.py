@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dssfn_mpi.engines.updates import MetricEdgeStep
+from dssfn_mpi.algorithms.updates import MetricEdgeStep
 from dssfn_mpi.ssfn import metric as metric_mod
 from dssfn_mpi.ssfn.metric import DenseInverse, LowRankMetric, Metric, metric_from_grams
 from dssfn_mpi.ssfn.solver import secular_root, secular_roots

@@ -1,13 +1,7 @@
-"""``dssfn-mpi simulate`` against live runs: the same iterates and the replay's times.
+"""``dssfn-mpi simulate``: the event loop's rules on small hand-checkable cases.
 
-Three live 4-rank runs (async, sync, sync-graph; digits, n = 100, L = 2, K = 30,
-ring) are the references: the simulator re-executes each (async with the
-neighbour versions every activation read, from ``/trace/versions``) and must
-give every node's solution of every layer to 1e-10, and with the run's own
-trace as the speed model its layer times must equal ``dssfn-mpi replay``'s on
-the same network (a 5 % bound is the requirement; the rules are the same, so
-they agree to rounding). The rest checks the event loop's rules on small
-hand-checkable cases.
+Every registered algorithm's simulation against its live run (the same iterates, bytes
+and the replay's times) is in tests/test_common_checks.py.
 """
 
 from __future__ import annotations
@@ -18,10 +12,10 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
+from dssfn_mpi.algorithms import kernels
 from dssfn_mpi.algorithms.stoprule import reason_code
-from dssfn_mpi.analysis.replay import load_run, parse_network, project
+from dssfn_mpi.analysis.replay import parse_network
 from dssfn_mpi.cli import main
-from dssfn_mpi.engines import kernels
 from dssfn_mpi.graph.topology import make_topology
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.sim.speed import SpeedModel, parse_classes
@@ -34,34 +28,9 @@ ITERATIVE = ("async", "sync", "sync-graph")
 MODES = (*ITERATIVE, "oneshot", "oneshot-graph")
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory):
-    """Each mode's live run log and saved model."""
-    root = tmp_path_factory.mktemp("live")
-    out = {}
-    for mode in MODES:
-        run, model = root / f"{mode}.h5", root / f"{mode}-model.h5"
-        res = run_cli(4, "train", *SMALL, "--mode", mode, "--out", str(run),
-                      "--save-model", str(model), "--quiet")
-        assert res.returncode == 0, res.stderr
-        out[mode] = (run, model)
-    return out
-
-
 def _max_relative(a, b) -> float:
     return max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
                for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb))
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_simulated_iterates_equal_the_live_ones(live, tmp_path, mode):
-    run, model = live[mode]
-    sim_model = tmp_path / "sim-model.h5"
-    assert main(["simulate", "--schedule", str(run), "--save-model", str(sim_model),
-                 "--quiet"]) == 0
-    a, b = load_model(model), load_model(sim_model)
-    assert len(b.nodes) == 4 and len(b.nodes[0]) == 3
-    assert _max_relative(a, b) <= 1e-10
 
 
 def test_the_paper_update_is_re_executed_as_live(tmp_path):
@@ -73,47 +42,6 @@ def test_the_paper_update_is_re_executed_as_live(tmp_path):
     assert main(["simulate", "--schedule", str(run), "--save-model", str(sim_model),
                  "--quiet"]) == 0
     assert _max_relative(load_model(model), load_model(sim_model)) <= 1e-10
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_bytes_sent_mean_the_same_live_and_simulated(live, tmp_path, mode):
-    """Payload bytes, by the algorithm's one rule: equal where the activations are."""
-    run, _ = live[mode]
-    out = tmp_path / "sim.h5"
-    assert main(["simulate", "--schedule", str(run), "--out", str(out), "--quiet"]) == 0
-    a, b = read_runlog(run).layers, read_runlog(out).layers
-    assert np.array_equal(a["activations"], b["activations"])
-    assert (a["bytes_sent"] > 0).all()
-    assert np.array_equal(a["bytes_sent"], b["bytes_sent"])
-    assert np.array_equal(a["puts"], b["puts"])
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("network", ["shm", "eth10"])
-def test_simulated_times_agree_with_replay(live, tmp_path, mode, network):
-    run, _ = live[mode]
-    out = tmp_path / "sim.h5"
-    assert main(["simulate", "--schedule", str(run), "--speed", f"trace:{run}",
-                 "--network", network, "--out", str(out), "--quiet"]) == 0
-    proj = project(load_run(run), parse_network(network))
-    ends = read_runlog(out).extra["sim_layer_end"].max(axis=1)
-    layers = np.diff(np.concatenate([[0.0], ends]))
-    want = np.array([lp.seconds for lp in proj.layers])
-    assert np.allclose(layers, want, rtol=0.05, atol=0)
-    assert ends[-1] == pytest.approx(proj.total_seconds, rel=0.05)
-
-
-def test_event_loop_with_the_trace_gives_the_replay_times(live, tmp_path):
-    """Not the schedule: the simulator's own reads, timed by the async run's trace."""
-    run, _ = live["async"]
-    out = tmp_path / "sim.h5"
-    assert main(["simulate", *SMALL, "--mode", "async", "--nodes", "4",
-                 "--speed", f"trace:{run}", "--out", str(out), "--quiet"]) == 0
-    log = read_runlog(out)
-    proj = project(load_run(run), parse_network("shm"))
-    assert log.attrs["sim_total_seconds"] == pytest.approx(proj.total_seconds, rel=1e-9)
-    assert log.attrs["simulated"] is True or log.attrs["simulated"] == 1
-    assert (log.layers["activations"] == 30).all()
 
 
 @pytest.mark.parametrize("mode, bound", [("oneshot", 1e-10), ("oneshot-graph", 1e-8)])

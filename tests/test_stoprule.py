@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from dssfn_mpi.algorithms import kernels
 from dssfn_mpi.algorithms.stoprule import (
     MAX_STEPS,
     RATE_WINDOW,
@@ -13,8 +14,7 @@ from dssfn_mpi.algorithms.stoprule import (
     reason_code,
     remaining_path,
 )
-from dssfn_mpi.engines import kernels
-from dssfn_mpi.engines.updates import EdgeStep
+from dssfn_mpi.algorithms.updates import EdgeStep
 from dssfn_mpi.errors import UserError
 from dssfn_mpi.ssfn.solver import LocalInverse
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
+from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.engines.trace import PHASES, LayerTrace, TraceTables, snapshot_points, trace_plan
 from dssfn_mpi.runlog import append_run, read_runlog, read_sweep, schema, write_runlog
 from dssfn_mpi.ssfn.equivalence import relative_distance
@@ -70,8 +71,8 @@ def test_the_size_limit_decides_whether_the_trace_is_recorded() -> None:
     graph = SimpleNamespace(n_nodes=4, degree=lambda m: 2)
 
     def cfg(mode: str, limit: float) -> SimpleNamespace:
-        return SimpleNamespace(mode=mode, iters=100, layers=9, snapshot_every=0,
-                               trace_limit_mb=limit)
+        return SimpleNamespace(mode=mode, algorithm=lookup(mode), iters=100, layers=9,
+                               snapshot_every=0, trace_limit_mb=limit)
 
     # async: 10 layers x 4 ranks x 100 activations x (4 + 2) x 8 bytes = 192000 bytes.
     assert trace_plan(cfg("async", 0.192), graph).record

@@ -62,7 +62,7 @@ def test_async_edge_update_reaches_exact_solution(tmp_path):
     torn, fallbacks = log.layers["torn_retries"], log.layers["fallbacks"]
     assert np.all(torn >= 0) and np.all(fallbacks >= 0) and np.all(torn >= fallbacks)
     assert np.all(log.layers["mix_rounds"] == -1)
-    from dssfn_mpi.engines.kernels import compiled_status
+    from dssfn_mpi.algorithms.kernels import compiled_status
 
     assert log.attrs["compiled_kernels"] == compiled_status()  # the ranks' interpreter is this one
 

@@ -7,21 +7,8 @@ the replay (:mod:`dssfn_mpi.analysis.replay`) and the run log read their message
 them. Nothing outside this package asks which mode runs: it asks the mode's algorithm
 (:func:`dssfn_mpi.algorithms.registry.lookup`).
 
-Driver kinds (:attr:`Algorithm.driver`) and how each exchanges (:attr:`Algorithm.averaging`):
-
-``one-sided``
-    every node activates at its own pace, reads its neighbours' latest messages from its
-    window and puts its own into theirs (ARock; no handshake, no collective);
-``lockstep``
-    the same per-node step, every node activating once per round: round k reads exactly
-    the neighbours' messages of round k-1 (Jacobi), exchanged with the neighbours alone;
-``consensus``
-    every node runs iterations in lockstep, each averaging one vector over the network:
-    by one allreduce (``allreduce``) or by rounds of neighbour mixing (``mixing``);
-``one-shot``
-    every node averages its statistics once (``allreduce`` or ``mixing``) and solves exactly;
-``central``
-    one process solves the layer on all the data.
+Its driver kind (:attr:`Algorithm.driver`, one of :data:`dssfn_mpi.drivers.DRIVERS`) says how
+it runs and exchanges; :attr:`Algorithm.averaging` how a consensus or one-shot driver averages.
 """
 
 from __future__ import annotations
@@ -31,14 +18,12 @@ from typing import Any
 
 import numpy as np
 
+from ..drivers import CONSENSUS, Driver
 from ..ssfn.metric import DenseInverse, MetricWoodbury, metric_sum
 from ..ssfn.solver import LocalInverse
 
-__all__ = ["Algorithm", "CENTRAL", "CONSENSUS", "LOCKSTEP", "ONE_SHOT", "ONE_SIDED",
-           "local_inverse", "needs_gram", "penalty_matrix"]
+__all__ = ["Algorithm", "local_inverse", "needs_gram", "penalty_matrix"]
 
-ONE_SIDED, CONSENSUS, ONE_SHOT, CENTRAL = "one-sided", "consensus", "one-shot", "central"
-LOCKSTEP = "lockstep"
 _F8 = 8  # bytes of a float64
 
 
@@ -87,9 +72,8 @@ class Algorithm:
         The ``--mode`` value.
     update : str or None
         The ``--update`` value it answers to (None: any; the run log records "").
-    driver : str
-        :data:`ONE_SIDED`, :data:`LOCKSTEP`, :data:`CONSENSUS`, :data:`ONE_SHOT` or
-        :data:`CENTRAL`.
+    driver : Driver
+        Its driver kind (:mod:`dssfn_mpi.drivers`): how a layer of it runs.
     averaging : str or None
         ``allreduce`` or ``mixing`` (consensus and one-shot drivers), else None.
     penalty_option : str or None
@@ -116,7 +100,7 @@ class Algorithm:
 
     name = ""
     update: str | None = None
-    driver = CONSENSUS
+    driver: Driver = CONSENSUS
     averaging: str | None = None
     penalty_option: str | None = None
     metric_form = False
@@ -130,6 +114,9 @@ class Algorithm:
     relax = 1.0
     #: The default ``--eta`` (the step of the per-neighbour drivers, in (0, 2)).
     step_size = 1.0
+    #: Its fixed point is the exact solution O* of every layer (the common checks,
+    #: tests/test_common_checks.py, hold every node to it).
+    exact = True
 
     def configured(self, cfg: Any) -> Algorithm:
         """The algorithm with the run's own options (``cfg``) applied; itself by default."""
@@ -139,19 +126,19 @@ class Algorithm:
     @property
     def direct(self) -> bool:
         """Solved in one step (no penalty, no iteration count, no stopping rule)."""
-        return self.driver in (ONE_SHOT, CENTRAL)
+        return self.driver.direct
 
     @property
     def one_sided(self) -> bool:
         """Asynchronous, with one-sided writes into the neighbours' windows."""
-        return self.driver == ONE_SIDED
+        return self.driver.one_sided
 
     @property
     def per_neighbour(self) -> bool:
         """Runs the one-sided step interface (``step``, ``step_rows``): one message, one
         penalty and one metric per neighbour, formed from what the neighbours alone send
         (the one-sided and lockstep drivers)."""
-        return self.driver in (ONE_SIDED, LOCKSTEP)
+        return self.driver.per_neighbour
 
     @property
     def collective(self) -> bool:
@@ -167,12 +154,12 @@ class Algorithm:
     def decentralized(self) -> bool:
         """Runs on a graph of nodes (everything but the central reference): it has a
         trace, a timeline, a simulation and an equivalence check."""
-        return self.driver != CENTRAL
+        return self.driver.decentralized
 
     @property
     def exchanges_statistics(self) -> bool:
         """Sends its packed statistics ``(G_m, B_m)`` (one-shot) rather than iterates."""
-        return self.driver == ONE_SHOT
+        return self.driver.exchanges_statistics
 
     @property
     def edge_penalties(self) -> bool:

@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from ..engines.updates import consensus_dual, consensus_primal
+from ..drivers import CONSENSUS
 from ..ssfn.metric import Metric, gram_metric
 from ..ssfn.solver import auto_penalty, metric_penalty
-from .base import CONSENSUS, Algorithm
+from .base import Algorithm
+from .updates import consensus_dual, consensus_primal
 
 __all__ = ["MIX_TOLERANCE", "ConsensusADMM"]
 

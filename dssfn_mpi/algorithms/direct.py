@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..drivers import CENTRAL, ONE_SHOT
 from ..ssfn.gramstats import stats_bytes, stats_rounds
-from .base import CENTRAL, ONE_SHOT, Algorithm
+from .base import Algorithm
 
 __all__ = ["Central", "OneShot"]
 

@@ -3,7 +3,7 @@ and its synchronous control (``--mode lockstep``: the same update in Jacobi roun
 
 One consensus variable per edge; node m keeps ``Z_{m,n}`` for each neighbour n and
 sends it to n after every activation (one-sided, or in the round's neighbour exchange).
-The per-node arithmetic is :class:`~dssfn_mpi.engines.updates.EdgeStep` (``--update
+The per-node arithmetic is :class:`~dssfn_mpi.algorithms.updates.EdgeStep` (``--update
 edge``, exact) or eq. 7 of the paper (``--update paper``); docs/ALGORITHMS.md section 4.
 """
 
@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from ..engines.updates import EdgeStep, MetricEdgeStep, paper_activation
+from ..drivers import ONE_SIDED, Driver
 from ..ssfn.metric import LowRankMetric, Metric, metric_from_grams
 from ..ssfn.solver import edge_penalties, metric_penalty
-from .base import ONE_SIDED, Algorithm, penalty_matrix
+from .base import Algorithm, penalty_matrix
 from .stoprule import NodeCheck
+from .updates import EdgeStep, MetricEdgeStep, paper_activation
 
 __all__ = ["EdgeADMM", "PaperStep", "PaperUpdate"]
 
@@ -27,7 +28,7 @@ class EdgeADMM(Algorithm):
 
     Parameters
     ----------
-    name, driver, summary : str, optional
+    name, driver, summary : str, Driver, str, optional
         Another ``--mode`` name, driver kind and ``--help`` line for the same update
         (``EdgeADMM("lockstep", LOCKSTEP, ...)``: the synchronous control); the class's
         when omitted.
@@ -48,7 +49,7 @@ class EdgeADMM(Algorithm):
     #: (docs/ALGORITHMS.md, "Default relaxations"); the lockstep control takes 1.8.
     step_size = 1.6
 
-    def __init__(self, name: str | None = None, driver: str | None = None,
+    def __init__(self, name: str | None = None, driver: Driver | None = None,
                  summary: str | None = None, step_size: float | None = None) -> None:
         self.name = name or self.name
         self.driver = driver or self.driver
@@ -73,7 +74,7 @@ class EdgeADMM(Algorithm):
 
     def step(self, B2: np.ndarray, gamma: np.ndarray, eta: float, eps: float, inv: Any,
              metric: Any = None, store: tuple[np.ndarray, int] | None = None) -> Any:
-        """The node's activation for one layer (:class:`~dssfn_mpi.engines.updates.EdgeStep`):
+        """The node's activation for one layer (:class:`~dssfn_mpi.algorithms.updates.EdgeStep`):
         holds ``Z`` (in ``store`` when given); ``step_rows(table, rows)`` runs one."""
         if metric is None:
             return EdgeStep(B2, gamma, eta, eps, inv, store=store)
@@ -117,6 +118,7 @@ class PaperUpdate(EdgeADMM):
     step_size = 1.0
     metric_form = False
     local_stop = False
+    exact = False
     summary = "async with the paper's eq. 7 update (biased when the norm bound is active)"
 
     def step(self, B2: np.ndarray, gamma: np.ndarray, eta: float, eps: float, inv: Any,

@@ -27,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
+from ..drivers import ONE_SIDED, Driver
 from ..ssfn.metric import Metric, gram_metric
 from ..ssfn.solver import auto_penalty, metric_penalty, project_frobenius
-from .base import ONE_SIDED, Algorithm
+from .base import Algorithm
 
 __all__ = ["AUTO_HOOD_GRAPH", "HoodStep", "MetricHoodStep", "NeighbourhoodADMM"]
 
@@ -198,7 +199,7 @@ class NeighbourhoodADMM(Algorithm):
     #: 0.5 - 0.7 converge, 1 does not); in lockstep 1 converges.
     step_size = 0.6
 
-    def __init__(self, name: str | None = None, driver: str | None = None,
+    def __init__(self, name: str | None = None, driver: Driver | None = None,
                  summary: str | None = None, step_size: float | None = None) -> None:
         self.name = name or self.name
         self.driver = driver or self.driver

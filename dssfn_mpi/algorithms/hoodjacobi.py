@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .base import LOCKSTEP
+from ..drivers import LOCKSTEP
 from .hood import HoodStep, NeighbourhoodADMM
 
 __all__ = ["JacobiHoodStep", "JacobiNeighbourhoodADMM"]

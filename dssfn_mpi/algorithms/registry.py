@@ -6,8 +6,9 @@ Adding an algorithm is one module in this package and one line in :data:`ALGORIT
 
 from __future__ import annotations
 
+from ..drivers import LOCKSTEP
 from ..errors import UserError
-from .base import LOCKSTEP, Algorithm
+from .base import Algorithm
 from .consensus import ConsensusADMM
 from .direct import Central, OneShot
 from .edge import EdgeADMM, PaperUpdate

@@ -252,7 +252,7 @@ class NodeCheck:
 
         ``rhs`` is the activation's right-hand side ``2 B_m + sum_n (Z_mn +
         2 gamma_mn Lam_mn)`` with the ``Z_mn`` before the activation (the edge
-        step's buffer, :meth:`dssfn_mpi.engines.updates.EdgeStep.rhs_rows`);
+        step's buffer, :meth:`dssfn_mpi.algorithms.updates.EdgeStep.rhs_rows`);
         the ``local`` rule needs it.
         """
         if self._diff is None:

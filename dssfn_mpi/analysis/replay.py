@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..algorithms import lookup, names
+from ..drivers import Penalty
 from ..engines.trace import (
     PHASES,  # default order of /trace/phase_* (the attribute ``phases`` rules)
 )
@@ -44,11 +45,7 @@ from ..runlog import PathLike, RunLog, is_sweep, read_runlog, read_sweep
 from .network import Network, allreduce_library, parse_network
 from .timeline import (
     TimingModel,
-    bounded_delay,
-    graph_times,
     hop_distances,
-    oneshot_end,
-    sync_times,
 )
 
 __all__ = [
@@ -280,8 +277,7 @@ def read_trace(run: RunLog) -> Trace:
         puts_apart=alg.one_sided and "comm_start" in trace and bool(np.isfinite(
             np.asarray(trace["comm_start"], dtype=np.float64)[layers]).any()),
         mix_rounds=_mix_rounds(alg, tattrs, config, source),
-        auto_penalty=(not alg.direct
-                      and config.get(alg.penalty_option or "rho", "auto") == "auto"),
+        auto_penalty=_auto_penalty(alg, config),
         activation=None if rel is None else np.asarray(traj["activation"], dtype=np.int64),
         rel_distance=None if rel is None else np.asarray(rel, dtype=np.float64)[layers],
         measured=np.array([max(row[np.isfinite(row)], default=math.nan) for row in total]),
@@ -334,61 +330,18 @@ def _mix_rounds(alg, tattrs: dict[str, Any], config: dict[str, Any], source: str
 # --------------------------------------------------------------------------- the timeline
 
 
+def _auto_penalty(alg: Any, config: dict) -> bool:
+    """Whether the run's layers start with the auto penalty's exchange (the drivers' one
+    decision, :meth:`~dssfn_mpi.drivers.Driver.penalty_source`, from the run's settings)."""
+    value = config.get(alg.penalty_option or "rho", "auto")
+    fixed = None if isinstance(value, str) else value
+    return alg.driver.penalty_source(fixed, False) is Penalty.AUTO
+
+
 def _model(tr: Trace, net: Network) -> TimingModel:
     return TimingModel(mode=tr.mode, neighbors=tr.neighbors, hops=tr.hops, network=net,
                        mix_rounds=tr.mix_rounds, auto_penalty=tr.auto_penalty,
                        allreduce=tr.allreduce)
-
-
-def _solve_async(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
-                 cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (M, K) of every activation under the bounded-delay rule.
-
-    A put returns once Z is in the neighbour's memory: with the puts apart
-    from ``cpu``, each activation lasts its compute plus one message time and
-    its Z has arrived when it ends; an older trace's ``cpu`` holds its run's
-    own puts, and the message time is counted as delivery after the end.
-    """
-    put = model.network.message_seconds(tr.message_bytes[i])
-    if tr.puts_apart:
-        return bounded_delay(begin, cpu + put, tr.neighbors, tr.max_lead, tr.counts[i])
-    return bounded_delay(begin, cpu, tr.neighbors, tr.max_lead, tr.counts[i], arrive=put)
-
-
-def _solve_sync(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
-                cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every iteration ends on all ranks at the slowest compute plus the allreduce."""
-    return sync_times(begin, cpu, model.allreduce_seconds(tr.message_bytes[i]))
-
-
-def _solve_graph(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
-                 cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Compute, then ``mix_rounds`` neighbour rounds, every iteration."""
-    return graph_times(begin, cpu, tr.hops, tr.mix_rounds,
-                       model.network.message_seconds(tr.message_bytes[i]))
-
-
-def _solve_lockstep(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
-                    cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Compute, then the round's neighbour exchanges (sync-graph's rule; one exchange, or
-    the algorithm's :meth:`~dssfn_mpi.algorithms.Algorithm.round_exchanges`)."""
-    return graph_times(begin, cpu, tr.hops,
-                       *lookup(tr.mode).round_exchanges(model.network, tr.message_bytes[i]))
-
-
-def _solve_oneshot(tr: Trace, i: int, model: TimingModel, begin: np.ndarray,
-                   cpu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The statistics' exchange, then each rank's exact solve (its one traced step)."""
-    ready = oneshot_end(tr.mode, begin, tr.hops, tr.mix_rounds, tr.message_bytes[i],
-                        model.network, tr.allreduce)
-    return begin[:, None], (ready + cpu[:, 0])[:, None]
-
-
-#: The timeline of a layer by its driver kind and averaging (:mod:`dssfn_mpi.algorithms`).
-_SOLVERS = {("one-sided", None): _solve_async, ("lockstep", None): _solve_lockstep,
-            ("consensus", "allreduce"): _solve_sync,
-            ("consensus", "mixing"): _solve_graph, ("one-shot", "allreduce"): _solve_oneshot,
-            ("one-shot", "mixing"): _solve_oneshot}
 
 
 def _time_to_eps(end: np.ndarray, activation: np.ndarray | None, rel: np.ndarray | None,
@@ -445,8 +398,7 @@ def timeline(run: RunLog, network: Network, slow: dict[int, float] | None = None
         begin = model.layer_begin(t0, tr.phase_cpu[i], ends[i - 2] if i >= 2 else None,
                                   int(tr.metric_bytes[i]))
         alg = model.algorithm
-        start, end = _SOLVERS[(alg.driver, alg.averaging)](tr, i, model, begin,
-                                                           np.nan_to_num(tr.cpu[i]))
+        start, end = alg.driver.replay(alg, tr, i, model, begin, np.nan_to_num(tr.cpu[i]))
         # A rank that ended the layer early (--stop) stays at its last end from there on.
         last = np.minimum(tr.counts[i], tr.cpu.shape[2]) - 1
         after = np.arange(end.shape[1])[None, :] > last[:, None]

@@ -15,7 +15,7 @@ a local inverse of ``n x n`` from ``--samples`` random samples) exactly as
   holding a write made since the last read (the neighbours put a fresh ``Z``
   before every repetition, then wait), so every slot is copied and validated;
 * ``update``: the update arithmetic without the local inverse
-  (:meth:`dssfn_mpi.engines.updates.EdgeStep.rhs_rows` and ``dual_rows``: the
+  (:meth:`dssfn_mpi.algorithms.updates.EdgeStep.rhs_rows` and ``dual_rows``: the
   compiled loops when numba is installed, ``--numpy`` for the numpy path);
 * ``inverse``: :meth:`dssfn_mpi.ssfn.solver.LocalInverse.apply`, the activation's
   ``(Q x n)(n x n)`` product;
@@ -160,7 +160,7 @@ class _Shared:
 def _hub(mb: Any, sh: _Shared, inv: Any, degree: int, q: int, n: int, reps: int,
          compiled: bool | None) -> dict[str, np.ndarray]:
     """Rank 0's repetitions: one activation and its floor each; seconds (parts, reps)."""
-    from ..engines.updates import EdgeStep
+    from ..algorithms.updates import EdgeStep
 
     rng = np.random.default_rng(7)
     size = q * n
@@ -304,7 +304,7 @@ def measure(comm: Any, degrees: tuple[int, ...] = (1, 2, 4, 8, 16), classes: int
         ``cpu_seconds`` and ``wall_seconds``, each of shape
         ``(len(degrees), len(PARTS), reps)``, and ``info``.
     """
-    from ..engines import kernels
+    from ..algorithms import kernels
     from ..ssfn.solver import LocalInverse
     from .mailbox import BenchMailbox
     from .syncstep import measure_sync

@@ -9,7 +9,7 @@ measures, on this machine and in this process (one BLAS thread), per width n:
 - ``factor``: wall seconds of the ADMM engines' once-per-layer factorisation
   (:class:`~dssfn_mpi.ssfn.solver.LocalInverse`, dense), which the one-shot step replaces;
 - ``iteration``: wall seconds of one sync ADMM iteration's compute on a node
-  (:func:`~dssfn_mpi.engines.updates.consensus_primal` and ``consensus_dual``);
+  (:func:`~dssfn_mpi.algorithms.updates.consensus_primal` and ``consensus_dual``);
 
 and projects, with the replay's network models (:mod:`dssfn_mpi.analysis.network`,
 Open MPI's allreduce rule as on this machine) for M nodes:
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..algorithms.updates import consensus_dual, consensus_primal
 from ..analysis.network import NETWORKS, allreduce_seconds
-from ..engines.updates import consensus_dual, consensus_primal
 from ..ssfn.gramstats import StatsLayout, stats_bytes
 from ..ssfn.solver import LocalInverse, exact_solve
 

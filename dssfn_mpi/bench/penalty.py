@@ -19,7 +19,7 @@ each layer problem is solved by
   with fresh reads (no staleness: the MPI engine's runs are noisier) and one
   penalty on every edge,
 
-each step being the engines' own (:mod:`dssfn_mpi.engines.updates`), for K
+each step being the engines' own (:mod:`dssfn_mpi.algorithms.updates`), for K
 iterations per node with penalty ``auto x 2^k``. One line per layer gives
 lam*, the condition number ``cond(G + lam* I)`` of the stacked layer problem,
 the ``auto`` penalty, the best multiplier and every multiplier's max relative
@@ -55,9 +55,9 @@ import sys
 
 import numpy as np
 
+from ..algorithms.updates import EdgeStep, consensus_dual, consensus_primal
 from ..datasets import load_dataset
 from ..datasets.partition import partition
-from ..engines.updates import EdgeStep, consensus_dual, consensus_primal
 from ..errors import UserError
 from ..graph.topology import Graph, make_topology
 from ..ssfn.model import default_eps, default_width, layer_features, one_hot

@@ -9,7 +9,7 @@ all). The parts, in thread CPU and wall time:
 
 * ``local``: the iteration's arithmetic (``consensus_primal`` with its product,
   ``consensus_dual``, and sync-graph's mixing sums), what the engines run
-  (:mod:`dssfn_mpi.engines.updates`);
+  (:mod:`dssfn_mpi.algorithms.updates`);
 * ``collective``: the ``Iallreduce`` of ``Q x n`` (sync) or the
   ``Ineighbor_allgather`` over the star (sync-graph), awaited by sleeping
   between tests (no spinning CPU; the CPU of those tests while the other ranks
@@ -57,7 +57,7 @@ def _one(sub: Any, dcomm: Any, engine: str, inv: Any, B2: np.ndarray, w_self: fl
 
     from mpi4py import MPI
 
-    from ..engines.updates import consensus_dual, consensus_primal, mix_round
+    from ..algorithms.updates import consensus_dual, consensus_primal, mix_round
 
     q, n = B2.shape
     rho, eps, size = 1.0, 1e6, sub.Get_size()

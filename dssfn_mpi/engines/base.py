@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..config import TrainConfig
 from ..errors import RankError
 from ..mailbox.waiting import WaitPolicy
 from ..ssfn.solver import ExactSolution
@@ -21,11 +20,12 @@ __all__ = ["Engine", "LayerProblem", "RunContext", "SolveStats", "Throttle", "aw
 
 @dataclass
 class RunContext:
-    """What a rank knows about the run: its communicator, graph and settings."""
+    """What a rank knows about the run: its communicator, graph and settings (``cfg``, a
+    :class:`~dssfn_mpi.config.TrainConfig`)."""
 
     comm: Any
     graph: Any
-    cfg: TrainConfig
+    cfg: Any
     n_classes: int
     max_width: int
     first_layer: int = 0  # > 0 when resuming from a checkpoint

@@ -29,9 +29,9 @@ class NeighbourEngine(Engine):
         # first: numba's cache is not safe against processes writing it at once (numba issue
         # 4807), and the others then load what rank 0 wrote.
         if ctx.rank == 0:
-            from . import kernels  # noqa: F401
+            from ..algorithms import kernels  # noqa: F401
         ctx.comm.Barrier()
-        from . import kernels  # noqa: F401, F811
+        from ..algorithms import kernels  # noqa: F401, F811
 
         self.ctx = ctx
         self.alg = ctx.cfg.algorithm

@@ -15,10 +15,9 @@ import time
 
 import numpy as np
 
-from ..algorithms.consensus import MIX_TOLERANCE  # noqa: F401 (where it was defined)
+from ..algorithms.updates import mix_round
 from .base import RunContext, await_request
 from .sync_allreduce import SyncAllreduceEngine
-from .updates import mix_round
 
 
 class SyncGraphEngine(SyncAllreduceEngine):

@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms import lookup
 from ..ssfn.equivalence import relative_distance
 
 __all__ = ["PHASES", "LayerTrace", "TracePlan", "TraceTables", "snapshot_points", "trace_plan"]
@@ -105,7 +104,7 @@ def trace_plan(cfg: Any, graph: Any) -> TracePlan:
     TracePlan
     """
     # The one-shot modes' layer is one step: the exchange and the exact solve.
-    alg = lookup(cfg.mode)
+    alg = cfg.algorithm
     K, M = (1 if alg.direct else cfg.iters), graph.n_nodes
     every = cfg.snapshot_every or max(1, K // 20)
     width = max(graph.degree(m) for m in range(M)) if alg.one_sided else 0

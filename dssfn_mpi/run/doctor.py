@@ -131,7 +131,7 @@ def doctor_report(comm: MPI.Intracomm, facts: dict[str, Any] | None = None) -> s
     ]
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         lines.append(f"{var}: {os.environ.get(var, '(unset)')}")
-    from ..engines.kernels import compiled_status  # numba's import and cache: rank 0 only
+    from ..algorithms.kernels import compiled_status  # numba's import and cache: rank 0 only
 
     lines.append(f"compiled kernels: {compiled_status()}")
     lines.append(_passive_line(facts))

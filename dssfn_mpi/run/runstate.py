@@ -392,7 +392,7 @@ def _compiled_kernels(cfg: TrainConfig) -> str:
     mailbox's seqlock, the edge form's loops); "n/a" elsewhere, without importing numba."""
     if not cfg.algorithm.per_neighbour:
         return "n/a"
-    from ..engines.kernels import compiled_status
+    from ..algorithms.kernels import compiled_status
 
     return compiled_status()
 

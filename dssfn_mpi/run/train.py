@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import TrainConfig
+from ..drivers import Penalty
 from ..engines.base import Engine, LayerProblem
-from ..engines.drivers import make_engine
 from ..engines.trace import trace_plan
 from ..errors import InjectedFailure
 from ..ssfn.equivalence import exact_target
@@ -75,7 +75,7 @@ def run_training(
         trace groups); ``None`` elsewhere.
     """
     state = prepare_run(cfg, comm, command_line, resume)
-    engine = make_engine(state.context())
+    engine = cfg.algorithm.driver.engine(state.context())
     if state.rank == 0:
         state.attrs["rma_write_path"] = engine.write_path
     watch = _put_watchdog(state, engine)
@@ -179,11 +179,12 @@ def _penalty(cfg: TrainConfig, engine: Engine, layer: int, Y: np.ndarray, T: np.
     (``metric_shards``: every rank's shard size) it is the engine's rule of the metric
     form instead, from the graph and the width over the mean shard size.
     """
-    if engine.direct:  # solved exactly: no penalty
-        return float("nan")
     fixed = cfg.penalty_at(layer)
-    if fixed is not None:
+    source = cfg.algorithm.driver.penalty_source(fixed, metric_shards is not None)
+    if source is Penalty.NONE:  # solved exactly: no penalty
+        return float("nan")
+    if source is Penalty.FIXED:
         return fixed
-    if metric_shards is not None:
+    if source is Penalty.METRIC:
         return engine.metric_penalty(width_ratio(Y.shape[0], metric_shards))
     return engine.auto_penalty(layer, penalty_stats(Y, T, G, eps))

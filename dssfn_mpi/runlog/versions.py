@@ -53,6 +53,6 @@ def software_versions() -> dict[str, str]:
         "hdf5": h5py.version.hdf5_version,
         "mpi4py": _dist_version("mpi4py"),
         "mpi_library": mpi_library,
-        # The async edge form runs compiled loops when numba is installed (engines/kernels.py).
+        # The async edge form runs compiled loops when numba is installed (algorithms/kernels.py).
         "numba": _dist_version("numba"),
     }

@@ -1,7 +1,7 @@
 """``dssfn-mpi simulate``: the engines' arithmetic for M nodes in one process, in simulated time.
 
 Every node's activation (iteration) runs the functions the live engines run
-(:mod:`dssfn_mpi.engines.updates`, :mod:`dssfn_mpi.algorithms.stoprule`); what
+(:mod:`dssfn_mpi.algorithms.updates`, :mod:`dssfn_mpi.algorithms.stoprule`); what
 is simulated is *when* each one happens and what it reads: a priority queue
 of activations in simulated time, under a speed model (:mod:`.speed`) and one
 of the replay's network models (:mod:`dssfn_mpi.analysis.network`), by the timing rules

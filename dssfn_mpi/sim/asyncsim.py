@@ -4,7 +4,7 @@ Per node m and activation k (the rules of :mod:`dssfn_mpi.engines.async_arock`
 and of :mod:`dssfn_mpi.analysis.timeline`, docs/REPLAY.md): it starts when the node's
 activation k-1 ended and, under ``--max-lead s``, version k-s of every neighbour has arrived
 (that neighbour's activation k-s-1 ended); it reads the latest ``Z_{n,m}`` that
-has arrived from each neighbour; it runs :class:`~dssfn_mpi.engines.updates.EdgeStep`
+has arrived from each neighbour; it runs :class:`~dssfn_mpi.algorithms.updates.EdgeStep`
 (the engine's own step, compiled when numba is installed, as live); it lasts
 its compute (:mod:`.speed`) plus its puts, one message of the network model,
 and its new ``Z`` arrives at its neighbours when it ends.
@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..algorithms.stoprule import NodeCheck, StopRule
+from ..algorithms.updates import EdgeStep
 from ..analysis.network import Network
 from ..analysis.timeline import activation_start, lead_activation
-from ..engines.updates import EdgeStep
 from .heartbeat import Heartbeat
 
 __all__ = ["AsyncResult", "NodeRun", "by_node", "solve_async"]
@@ -83,7 +83,7 @@ class _Outboxes:
     """Every node's ``Z_{m,n}`` rows as its neighbours see them: the ones delivered.
 
     One table holds them all, so that an activation reads its neighbours' rows in place
-    (:meth:`~dssfn_mpi.engines.updates.EdgeStep.step_rows`). The rows in flight are the
+    (:meth:`~dssfn_mpi.algorithms.updates.EdgeStep.step_rows`). The rows in flight are the
     node's own ``Z``: its next activation, which changes it, starts once they arrived.
     """
 

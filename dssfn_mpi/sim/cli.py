@@ -12,7 +12,7 @@ __all__ = ["SIM_SETTINGS", "add_simulate_arguments", "run_simulate"]
 
 #: The TrainConfig settings that apply to a simulation (train's flags for them).
 SIM_SETTINGS = frozenset({
-    "dataset", "data_dir", "partition", "mode", "topology", "degree", "edges", "layers",
+    "dataset", "data_dir", "partition", "mode", "update", "topology", "degree", "edges", "layers",
     "hidden", "iters", "stop", "gamma", "eta", "relax", "rho", "norm_bound", "mix_rounds",
     "mix_tol", "max_lead", "metric", "seed", "slow", "out", "overwrite", "check", "evaluate",
     "save_model",

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 
 from ..algorithms import lookup, names
-from ..algorithms.base import LOCKSTEP
 from ..analysis.network import Network
-from ..analysis.timeline import TimingModel, bounded_delay, hop_distances, neighbor_table
+from ..analysis.timeline import TimingModel, hop_distances, neighbor_table
 from ..config import TrainConfig
+from ..drivers import Penalty
 from ..engines.base import SolveStats
 from ..engines.staleness import staleness
 from ..errors import UserError, require
@@ -43,14 +43,9 @@ from ..ssfn.equivalence import check_fields
 from ..ssfn.gramstats import StatsLayout
 from ..ssfn.model import accuracy
 from ..ssfn.solver import exact_solve, width_ratio
-from .asyncsim import NodeRun, solve_async
-from .heartbeat import Heartbeat
-from .lockstepsim import solve_lockstep
+from .asyncsim import NodeRun
 from .nodes import layer_metrics, layer_problems, load_shards, penalties
-from .oneshotsim import solve_oneshot
-from .schedule import node_runs, replay_reads
 from .speed import SpeedModel
-from .syncsim import solve_sync
 from .testset import TestSet
 
 __all__ = ["SIM_MODES", "SimOptions", "SimResult", "SolveContext", "simulate", "solve_layer"]
@@ -214,7 +209,7 @@ class _Setup:
 
 def _setup(cfg: TrainConfig, opts: SimOptions, command_line: str) -> _Setup:
     """The graph, the shards, the data-dependent defaults and the run's attributes."""
-    from ..engines.kernels import compiled_status
+    from ..algorithms.kernels import compiled_status
     from ..run.runstate import make_graph, rank_table, run_attributes
     from ..runlog import check_output_path, software_versions
 
@@ -234,7 +229,7 @@ def _setup(cfg: TrainConfig, opts: SimOptions, command_line: str) -> _Setup:
     timing = TimingModel(
         mode=cfg.mode, neighbors=neighbor_table(neighbors), hops=hop_distances(neighbors),
         network=net, mix_rounds=rounds, allreduce=opts.allreduce,
-        auto_penalty=not alg.direct and getattr(cfg, alg.penalty_option) == "auto")
+        auto_penalty=alg.driver.penalty_source(cfg.penalty_at(0), False) is Penalty.AUTO)
     attrs = {
         **run_attributes(cfg, graph, shards.name, Q, hidden, eps, command_line),
         "shard_sizes": np.array(shards.sizes, dtype=np.int64),
@@ -370,49 +365,17 @@ class _Record:
 
 def solve_layer(run: SolveContext, layer: int, invs, B2s, pens, metrics, target, begin,
                 message_bytes: int) -> tuple[list[NodeRun], bool]:
-    """Simulate one layer's solve of the run's algorithm: each node's run and whether all
-    were done.
+    """Simulate one layer's solve of the run's algorithm by its driver kind: each node's
+    run and whether all were done.
 
     ``invs``, ``B2s`` and ``pens`` are each node's local inverse, ``2 B_m`` and
     penalty (edge penalties: one per neighbour, in the order of its neighbours);
     ``metrics`` each node's Gram metric (:func:`~dssfn_mpi.sim.nodes.layer_metrics`)
     on a layer solved in it, else None; ``target`` the layer's exact solution (or None);
-    ``begin`` when each node's solve begins.
+    ``begin`` when each node's solve begins (:mod:`dssfn_mpi.sim.layersolve`).
     """
-    cfg, opts, eps, rule, rounds = run.cfg, run.opts, run.eps, run.rule, run.rounds
-    hops, neighbors, graph = run.hops, run.neighbors, run.graph
-    M, net, alg = opts.nodes, opts.network, cfg.algorithm
-    O_star = None if target is None else target.O
-    if alg.exchanges_statistics:  # invs: the nodes' packed statistics
-        Q, d = B2s[0].shape
-        return solve_oneshot(layer, alg, graph, StatsLayout(d, Q), invs, eps, begin,
-                             rounds, opts.speed, net, opts.allreduce, hops), True
-    metrics = metrics or [None] * M
-    checks = [None if rule.fixed else
-              alg.node_check(rule, O_star, B2s[m], pens[m], cfg.eta, metrics[m])
-              for m in range(M)]
-    if alg.per_neighbour:
-        steps = [alg.step(B2s[m], pens[m], cfg.eta, eps, invs[m], metrics[m])
-                 for m in range(M)]
-        if alg.driver == LOCKSTEP:
-            return solve_lockstep(run, layer, steps, checks, begin, message_bytes)
-        if opts.schedule is not None:
-            path, versions = opts.schedule
-            require(layer < versions.shape[0], f"{path}: its trace has no layer {layer}")
-            final, cpu = replay_reads(steps, neighbors, versions[layer], path)
-            put = net.message_seconds(message_bytes)
-            K = cpu.shape[1]
-            cost = np.array([[opts.speed.activation(layer, m, k, cpu[m, k]) for k in range(K)]
-                             for m in range(M)]) + put
-            start, end = bounded_delay(begin, cost, neighbor_table(neighbors), cfg.max_lead)
-            return node_runs(final, start, end, cost, put, versions[layer], neighbors,
-                             begin), False
-        res = solve_async(layer, steps, checks, neighbors, begin, rule, cfg.iters,
-                          cfg.max_lead, opts.speed, net, message_bytes,
-                          Heartbeat(f"layer {layer} {cfg.mode}", opts.heartbeat))
-        return res.nodes, res.all_done
-    return solve_sync(run, layer, invs, B2s, [float(p) for p in pens], checks, begin,
-                      message_bytes, metrics)
+    return run.cfg.algorithm.driver.simulate(run, layer, invs, B2s, pens, metrics, target,
+                                             begin, message_bytes)
 
 
 def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: float,

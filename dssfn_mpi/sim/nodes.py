@@ -19,6 +19,7 @@ import numpy as np
 
 from ..algorithms import needs_gram
 from ..config import TrainConfig
+from ..drivers import Penalty
 from ..run.layerstep import layer_inputs
 from ..ssfn.gramstats import StatsLayout
 from ..ssfn.model import one_hot
@@ -149,12 +150,13 @@ def penalties(cfg: TrainConfig, graph, layer: int, stats: list[np.ndarray],
     node (:func:`~dssfn_mpi.ssfn.solver.width_ratio`), which the metric form's rule reads.
     """
     M, alg = graph.n_nodes, cfg.algorithm
-    if alg.direct:  # solved exactly: no penalty
-        return [float("nan")] * M
     fixed = cfg.penalty_at(layer)
-    if fixed is not None:
+    source = alg.driver.penalty_source(fixed, cfg.metric_at(layer))
+    if source is Penalty.NONE:  # solved exactly: no penalty
+        return [float("nan")] * M
+    if source is Penalty.FIXED:
         return [alg.fixed_penalty(fixed, graph.degree(m)) for m in range(M)]
-    if cfg.metric_at(layer):  # from the graph alone
+    if source is Penalty.METRIC:  # from the graph alone
         return [alg.metric_penalty(graph, m, ratio) for m in range(M)]
     gathered = exchange(alg, graph, [np.array(s, dtype=float) for s in stats], rounds)
     return [alg.auto_penalty(stats[m], gathered[m], graph, m) for m in range(M)]

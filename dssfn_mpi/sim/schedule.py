@@ -3,7 +3,7 @@
 A traced run log (``/trace/versions[l, m, k, i]``: the version of neighbour
 ``i``'s ``Z`` that activation k of rank m read; 0 = nothing yet) fixes the
 async engine's numerics completely: given the same data, penalties and reads,
-:class:`~dssfn_mpi.engines.updates.EdgeStep` gives the same iterates. Here the
+:class:`~dssfn_mpi.algorithms.updates.EdgeStep` gives the same iterates. Here the
 activations run in an order that respects those reads (an activation waits
 until its neighbours have produced the versions it needs), keeping every
 version of every node's outbox, so memory grows with K: this mode is for
@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from ..engines.updates import EdgeStep
+from ..algorithms.updates import EdgeStep
 from ..errors import UserError
 from .asyncsim import NodeRun
 

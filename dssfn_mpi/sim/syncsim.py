@@ -1,10 +1,10 @@
 """The sync engines in simulated time: every node's iteration in lockstep.
 
-Per iteration, each node runs :func:`~dssfn_mpi.engines.updates.consensus_primal`;
+Per iteration, each node runs :func:`~dssfn_mpi.algorithms.updates.consensus_primal`;
 the average of ``O_m + U_m`` is the network mean (``sync``, one allreduce) or
-``mix_rounds`` rounds of :func:`~dssfn_mpi.engines.updates.mix_round` with
+``mix_rounds`` rounds of :func:`~dssfn_mpi.algorithms.updates.mix_round` with
 Metropolis weights (``sync-graph``); then
-:func:`~dssfn_mpi.engines.updates.consensus_dual`. Times follow the rules of
+:func:`~dssfn_mpi.algorithms.updates.consensus_dual`. Times follow the rules of
 :mod:`dssfn_mpi.analysis.timeline` (docs/REPLAY.md), one iteration at a time: an
 iteration ends on every node at the slowest node's compute end plus the
 allreduce (:func:`~dssfn_mpi.analysis.timeline.collective_end`); in sync-graph, round r

@@ -120,7 +120,7 @@ class EdgeStep:
     (Lam_mn - O_m)``: the formulas of this module, up to rounding.
 
     Two implementations of the same steps: compiled loops
-    (:mod:`dssfn_mpi.engines.kernels`, three passes over each block in all) when
+    (:mod:`dssfn_mpi.algorithms.kernels`, three passes over each block in all) when
     numba is installed, and in-place BLAS calls, five per neighbour (the
     reference; :meth:`rhs` and :meth:`dual` always run it). Measured with
     ``python -m dssfn_mpi.bench.activation``.

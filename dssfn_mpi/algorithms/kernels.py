@@ -1,6 +1,6 @@
 """The edge-form activation's per-neighbour arithmetic as compiled loops (numba).
 
-:class:`dssfn_mpi.engines.updates.EdgeStep` does an activation's work outside
+:class:`dssfn_mpi.algorithms.updates.EdgeStep` does an activation's work outside
 the local inverse in two parts. In numpy that is five BLAS calls per neighbour
 (each a pass over its ``Q x n`` block and a Python call) plus one update for
 all; here it is one compiled loop over the neighbours with two passes over each
