@@ -29,7 +29,7 @@ import numpy as np
 from scipy.sparse import coo_matrix, csr_matrix, diags
 
 from ..errors import UserError, require
-from ..fmt import number, setting
+from ..fmt import MISSING, number, setting
 from . import families
 from .distance import all_sources_diameter, eccentricity
 from .spectrum import DENSE_MAX_NODES, algebraic_connectivity, contraction_factor
@@ -395,7 +395,7 @@ def facts_line(attrs: dict) -> str:
     """
     low, high = attrs.get("graph_min_degree"), attrs.get("degree")
     degree = setting(high)
-    if setting(low) != "-" and low != high:
+    if setting(low) != MISSING and low != high:
         degree = f"{low}-{degree}"
     return (f"{setting(attrs.get('topology'))}: degree {degree}, "
             f"diameter {setting(attrs.get('graph_diameter'))}, "
