@@ -204,10 +204,11 @@ class TrainConfig:
         "nodes' Gram matrices, agreed per edge with each neighbour, averaged by sync) or "
         "identity (the paper's scalar penalty on every layer); --update paper is scalar",
         "gram")
-    topology: str = option("method", "circular (default), ring, complete, random-regular, file",
-                           "circular")
+    topology: str = option("method", "circular (default), ring, complete, random-regular, "
+                           "exponential (i linked to i +- 2^k), file", "circular")
     degree: int | None = option("method", "node degree d of circular/random-regular graphs "
-                                "(1..M-1; default 2, 1 when M = 2)")
+                                "(1..M-1; default 2, 1 when M = 2); ring, complete and "
+                                "exponential fix their own")
     edges: str | None = option("method", "edge-list file for --topology file")
     layers: int = option("method", "hidden layers L; layers 0..L are solved ({default})", 10)
     hidden: int | None = option("method", "hidden width n (default 2Q + 1000)")

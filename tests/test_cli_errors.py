@@ -35,6 +35,10 @@ SMALL = ("--dataset", "synthetic", "--layers", "1", "--hidden", "30", "--iters",
         (("--hidden", "6"), ("--hidden 6", "2Q")),
         (("--mode", "magic"), ("--mode",)),
         (("--degree", "7"), ("degree",)),
+        (("--topology", "exponential", "--degree", "2"),
+         ("an exponential graph on 2 nodes has degree 1, not 2",)),
+        (("--topology", "random-regular", "--degree", "2"),
+         ("degree 2 is out of range for random-regular on 2 nodes",)),
         (("--slow", "9:2"), ("--slow",)),
         (("--slow", "1:0.5"), ("FACTOR",)),
         (("--dataset", "imagenet"), ("imagenet",)),
@@ -59,6 +63,14 @@ def test_bad_settings_under_mpirun(tmp_path, args, fragments):
     res = run_cli(2, "train", *SMALL, "--out", str(out), *args)
     _assert_user_error(res, *fragments)
     assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_random_regular_with_an_odd_degree_sum_is_refused(tmp_path):
+    out = tmp_path / "run.h5"
+    res = run_cli(5, "train", *SMALL, "--topology", "random-regular", "--degree", "3",
+                  "--out", str(out))
+    _assert_user_error(res, "random-regular graph needs n_nodes*degree even (got 5*3=15)")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -121,3 +121,21 @@ def test_format_report_errors(tmp_path: Path) -> None:
     bad.write_text("not hdf5")
     with pytest.raises(UserError, match="not an HDF5 file"):
         format_report(bad)
+
+
+def test_format_report_shows_the_graph_facts(tmp_path: Path) -> None:
+    from dssfn_mpi.analysis.report import report_json
+    from dssfn_mpi.graph.topology import make_topology
+
+    graph = make_topology("exponential", 8)
+    path = tmp_path / "run.h5"
+    write_runlog(path, {"nodes": 8, "topology": graph.name, **graph.facts()},
+                 {"gamma": np.ones((1, 8))})
+    assert "graph exponential: degree 5, diameter 2, spectral gap 0.6667" in format_report(path)
+    attrs = report_json(path)["attrs"]
+    assert (attrs["degree"], attrs["graph_min_degree"], attrs["graph_diameter"]) == (5, 5, 2)
+    assert attrs["graph_spectral_gap"] == pytest.approx(2 / 3)
+    # an older run log, before the facts: the defaults print as "-"
+    old = tmp_path / "old.h5"
+    write_runlog(old, {"nodes": 2, "topology": "ring", "degree": 1}, {"gamma": np.ones((1, 2))})
+    assert "graph ring: degree 1, diameter -, spectral gap -" in format_report(old)

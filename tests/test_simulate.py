@@ -166,6 +166,12 @@ def test_classes_are_assigned_in_node_order():
     (["--schedule", "/nonexistent.h5"], "no such run log"),
     (["--nodes", "4", "--mode", "lockstep", "--max-lead", "0"],
      "--max-lead applies to the one-sided modes (async, hood), not --mode lockstep"),
+    (["--nodes", "5", "--topology", "random-regular", "--degree", "3"],
+     "n_nodes*degree even (got 5*3=15)"),
+    (["--nodes", "6", "--topology", "random-regular", "--degree", "6"],
+     "degree 6 is out of range for random-regular on 6 nodes"),
+    (["--nodes", "8", "--topology", "exponential", "--degree", "4"],
+     "an exponential graph on 8 nodes has degree 5, not 4"),
 ])
 def test_user_errors_are_one_line(capsys, tmp_path, args, message):
     out = tmp_path / "run.h5"
@@ -192,3 +198,21 @@ def test_report_reads_a_simulated_run(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "simulated" in text
     assert json.loads(read_runlog(out).attrs["config"])["iters"] == 10
+
+
+def test_an_exponential_run_records_and_prints_its_graph(tmp_path, capsys):
+    out = tmp_path / "exp.h5"
+    assert main(["simulate", "--dataset", "digits", "--nodes", "8", "--topology", "exponential",
+                 "--layers", "1", "--iters", "5", "--out", str(out)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == ("simulating 8 nodes, async: graph exponential: degree 5, diameter 2, "
+                     "spectral gap 0.6667")
+    attrs = read_runlog(out).attrs
+    assert (attrs["topology"], attrs["degree"], attrs["graph_min_degree"]) == ("exponential", 5, 5)
+    assert attrs["graph_diameter"] == 2
+    # against the dense spectrum of the Metropolis matrix (its last eigenvalue the consensus 1)
+    W = make_topology("exponential", 8).metropolis_weights()
+    assert attrs["graph_spectral_gap"] == pytest.approx(
+        1 - np.abs(np.linalg.eigvalsh(W)[:-1]).max(), abs=1e-12)
+    assert attrs["graph_algebraic_connectivity"] == pytest.approx(4.0)
+    assert json.loads(attrs["config"])["topology"] == "exponential"

@@ -168,6 +168,7 @@ def test_describe_fields() -> None:
         "min_degree",
         "max_degree",
         "diameter",
+        "spectral_gap",
         "algebraic_connectivity",
     }
 
@@ -381,7 +382,7 @@ def test_read_edge_list_missing_file(tmp_path) -> None:
         (
             dict(name="torus", n_nodes=4),
             r"unknown topology 'torus': choose one of "
-            r"circular, ring, complete, random-regular, file$",
+            r"circular, ring, complete, random-regular, exponential, file$",
         ),
         (dict(name="circular", n_nodes=0), r"at least 1 node, got 0"),
         (dict(name="complete", n_nodes=-3), r"at least 1 node, got -3"),

@@ -240,3 +240,17 @@ def test_oneshot_graph_reaches_the_stated_accuracy_and_o_star_only_in_the_limit(
                  "--mix-rounds", "3", name="b.h5")
     assert few.layers["rel_distance"].min() > 1e-4, few.layers["rel_distance"]
     assert few.layers["consensus_spread"].min() > 1e-4
+
+
+def test_async_on_the_exponential_graph_reaches_the_exact_solution(tmp_path):
+    # M = 4: offsets +-1, +-2 (mod 4), i.e. 1, 2, 3: every pair linked, degree 3, diameter 1,
+    # Metropolis W = 11^T / 4 (spectral gap 1). The run log records these facts.
+    log = _train(tmp_path, 4, "--mode", "async", "--topology", "exponential", "--iters", "1000")
+    rel = log.layers["rel_distance"]
+    assert rel.max() <= 1e-6, rel
+    a = log.attrs
+    assert (a["topology"], a["degree"], a["graph_min_degree"], a["graph_diameter"]) == (
+        "exponential", 3, 3, 1)
+    assert a["graph_spectral_gap"] == pytest.approx(1.0, abs=1e-12)
+    assert np.all(log.ranks["degree"] == 3)
+    assert np.all(log.layers["puts"] == 3 * log.layers["activations"])

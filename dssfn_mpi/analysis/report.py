@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ..fmt import MISSING, number, percent, setting
+from ..graph.topology import facts_line
 from ..runlog import PathLike, RunLog, is_sweep, read_runlog, read_sweep
 
 __all__ = ["format_report", "report_json"]
@@ -94,6 +95,7 @@ def _header(run: RunLog) -> list[str]:
         f"layers {setting(a.get('layers'))}  hidden {setting(a.get('hidden'))}  "
         f"iters {setting(a.get('iters'))}  complete {'yes' if run.complete else 'no'}  "
         f"(layers done {done})  compiled kernels {setting(a.get('compiled_kernels'))}",
+        f"graph {facts_line(a)}",
         *(_sim_lines(a) if a.get("simulated") else _mpi_lines(a)),
     ]
 
@@ -184,7 +186,8 @@ def _format_run(run: RunLog) -> str:
 
 
 #: Run attributes the JSON report carries (those the text header shows).
-_JSON_ATTRS = ("mode", "update", "dataset", "nodes", "topology", "degree", "layers", "hidden",
+_JSON_ATTRS = ("mode", "update", "dataset", "nodes", "topology", "degree", "graph_min_degree",
+               "graph_diameter", "graph_spectral_gap", "layers", "hidden",
                "iters", "simulated", "sim_speed", "sim_network", "mpi_library", "mpi_osc",
                "mpi_thread_level", "mpi_window_model", "mpi_passive_put",
                "mpi_passive_put_seconds", "rma_write_path", "compiled_kernels")

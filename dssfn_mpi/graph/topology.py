@@ -4,10 +4,12 @@ The paper runs every experiment on a *circular* graph: node ``m`` is linked to
 ``m +- 1, ..., m +- d/2 (mod M)``, so every node has ``d`` neighbours; ``d = 2``
 is the ring and ``d = 1`` with ``M = 2`` the single edge of its figure 3. This
 module builds that graph and a few others (complete, seeded random-regular,
-or an edge-list file), checks that the result is connected, and answers the
-questions the engines and the benchmarks ask of it: neighbours, diameter,
-algebraic connectivity, a Metropolis-Hastings mixing matrix and how many
-gossip rounds that matrix needs to reach consensus.
+exponential, or an edge-list file; the families' edges are
+:mod:`dssfn_mpi.graph.families`), checks that the result is connected, and answers the
+questions the engines and the benchmarks ask of it: neighbours, diameter
+(:mod:`dssfn_mpi.graph.distance`), algebraic connectivity, a Metropolis-Hastings mixing
+matrix, its spectral gap and how many gossip rounds it needs to reach consensus
+(:mod:`dssfn_mpi.graph.spectrum`). Every one of these is cheap at M = 4,096.
 
 Node ids are 0-based and equal MPI ranks. All graphs are undirected and simple
 (no self-loops, no repeated edges) and must be connected. The one exception to
@@ -20,25 +22,19 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components, shortest_path
+from scipy.sparse import coo_matrix, csr_matrix, diags
 
 from ..errors import UserError, require
-from .spectrum import contraction_factor
+from ..fmt import MISSING, number, setting
+from . import families
+from .distance import all_sources_diameter, eccentricity
+from .spectrum import DENSE_MAX_NODES, algebraic_connectivity, contraction_factor
 
-TOPOLOGIES = ("circular", "ring", "complete", "random-regular", "file")
-
-# Keeps the random-regular stream apart from other users of the same seed.
-_RANDOM_REGULAR_TAG = 0x52524547
-# A random d-regular graph with d >= 3 is connected with high probability and a
-# random Hamiltonian cycle always is, so this many tries is never reached in
-# practice; it only guards against an endless loop.
-_MAX_RANDOM_TRIES = 200
+TOPOLOGIES = ("circular", "ring", "complete", "random-regular", "exponential", "file")
 
 
 @dataclass(frozen=True)
@@ -177,23 +173,50 @@ class Graph:
         a = self.adjacency_matrix()
         return np.diag(a.sum(axis=1)) - a
 
-    def _sparse(self):
+    def _sparse(self) -> csr_matrix:
+        """The adjacency as a sparse matrix, each edge once (upper triangle)."""
         e = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
         ones = np.ones(len(e))
         return coo_matrix((ones, (e[:, 0], e[:, 1])), shape=(self.n_nodes, self.n_nodes)).tocsr()
+
+    def _neighbor_table(self) -> np.ndarray:
+        """Each node's neighbours as rows of an (M, max degree) array, padded with M."""
+        table = np.full((self.n_nodes, max(self.max_degree, 1)), self.n_nodes, dtype=np.int64)
+        for m, nbrs in enumerate(self._adjacency):
+            table[m, :len(nbrs)] = nbrs
+        return table
+
+    @cached_property
+    def is_circulant(self) -> bool:
+        """True when shifting every node by one (``m -> m + 1 mod M``) maps edges to edges:
+        node m's neighbours are ``m + s (mod M)`` for node 0's offsets s. Circular, ring,
+        complete and exponential graphs are; the graph then looks the same from every node
+        (vertex-transitive)."""
+        if not self.edges:
+            return True
+        e = np.asarray(self.edges, dtype=np.int64)
+        shifted = np.sort((e + 1) % self.n_nodes, axis=1)
+        shifted = shifted[np.lexsort((shifted[:, 1], shifted[:, 0]))]
+        return bool(np.array_equal(shifted, e))
 
     @cached_property
     def diameter(self) -> int:
         """Longest shortest-path length in hops (0 for a single node).
 
-        Raises ``ValueError`` for a disconnected graph, whose diameter is infinite.
+        Exact and cheap at M = 4,096: one breadth-first search from node 0 on a circulant
+        graph (:attr:`is_circulant`: every node sees the same distances), else a search from
+        every node at once (:mod:`dssfn_mpi.graph.distance`). Raises ``ValueError`` for a
+        disconnected graph, whose diameter is infinite.
         """
         if self.n_nodes == 1:
             return 0
-        dist = shortest_path(self._sparse(), directed=False, unweighted=True)
-        if not np.all(np.isfinite(dist)):
-            raise ValueError(f"graph {self.name} is disconnected: its diameter is infinite")
-        return int(dist.max())
+        try:
+            if self.is_circulant:
+                return eccentricity(self._sparse(), 0)
+            return all_sources_diameter(self._sparse(), self._neighbor_table())
+        except ValueError:
+            raise ValueError(
+                f"graph {self.name} is disconnected: its diameter is infinite") from None
 
     @cached_property
     def algebraic_connectivity(self) -> float:
@@ -201,40 +224,57 @@ class Graph:
 
         Positive exactly when the graph is connected; ``M`` for the complete
         graph, ``2 - 2 cos(2 pi / M)`` for the ring. The single-node graph has
-        no second eigenvalue and reports 0.
+        no second eigenvalue and reports 0. Computed once per graph
+        (:func:`dssfn_mpi.graph.spectrum.algebraic_connectivity`: dense up to 1,024 nodes,
+        from the sparse Laplacian beyond).
         """
         if self.n_nodes == 1:
             return 0.0
-        eig = np.linalg.eigvalsh(self.laplacian())
-        # Rounding can leave the exact 0 of a disconnected graph slightly negative.
-        return max(float(eig[1]), 0.0)
+        a = self._sparse()
+        return algebraic_connectivity(diags(self.degrees.astype(np.float64)) - (a + a.T))
 
-    def metropolis_weights(self) -> np.ndarray:
-        """Return the Metropolis-Hastings mixing matrix W (dense, M x M).
+    def _edge_weights(self) -> tuple[np.ndarray, np.ndarray]:
+        """The edges as an (E, 2) array and their Metropolis weights ``1 / (1 + max(d_i, d_j))``."""
+        e = np.asarray(self.edges, dtype=np.int64).reshape(-1, 2)
+        deg = self.degrees
+        return e, 1.0 / (1.0 + np.maximum(deg[e[:, 0]], deg[e[:, 1]]))
+
+    def metropolis_weights(self, sparse: bool = False) -> np.ndarray | csr_matrix:
+        """Return the Metropolis-Hastings mixing matrix W (M x M).
 
         ``W[i, j] = 1 / (1 + max(d_i, d_j))`` on every edge, 0 between
         non-neighbours, and ``W[i, i] = 1 - sum_{j != i} W[i, j]``.
 
+        Parameters
+        ----------
+        sparse : bool
+            Return a scipy CSR matrix instead of a dense array (no M x M copy).
+
         Returns
         -------
-        numpy.ndarray
+        numpy.ndarray or scipy.sparse.csr_matrix
             Symmetric and doubly stochastic, with a positive diagonal (each row's
             off-diagonal sum is at most ``d_i / (1 + d_i)``), so on a connected
             graph ``x <- W x`` converges to the average.
         """
-        w = np.zeros((self.n_nodes, self.n_nodes))
-        if self.edges:
-            e = np.asarray(self.edges)
-            deg = self.degrees
-            vals = 1.0 / (1.0 + np.maximum(deg[e[:, 0]], deg[e[:, 1]]))
-            w[e[:, 0], e[:, 1]] = vals
-            w[e[:, 1], e[:, 0]] = vals
-        w[np.diag_indices(self.n_nodes)] = 1.0 - w.sum(axis=1)
+        e, vals = self._edge_weights()
+        M = self.n_nodes
+        if sparse:
+            off = coo_matrix((np.concatenate([vals, vals]),
+                              (np.concatenate([e[:, 0], e[:, 1]]),
+                               np.concatenate([e[:, 1], e[:, 0]]))), shape=(M, M)).tocsr()
+            diag = 1.0 - np.asarray(off.sum(axis=1)).ravel()
+            return (off + coo_matrix((diag, (np.arange(M), np.arange(M))), shape=(M, M))).tocsr()
+        w = np.zeros((M, M))
+        w[e[:, 0], e[:, 1]] = vals
+        w[e[:, 1], e[:, 0]] = vals
+        w[np.diag_indices(M)] = 1.0 - w.sum(axis=1)
         return w
 
     @cached_property
     def _mixing_rate(self) -> float:
-        return contraction_factor(self.metropolis_weights())
+        # The dense W where the dense spectrum is taken; beyond, no M x M copy.
+        return contraction_factor(self.metropolis_weights(sparse=self.n_nodes > DENSE_MAX_NODES))
 
     def mixing_rate(self) -> float:
         """Return rho, the consensus contraction factor of the Metropolis matrix.
@@ -290,6 +330,31 @@ class Graph:
         rounds = max(math.ceil(math.log(tol) / math.log(rho) - 1e-9), 1)
         return int(rounds if cap is None else min(rounds, cap))
 
+    @property
+    def spectral_gap(self) -> float:
+        """``1 - rho``, rho the consensus contraction factor of :meth:`mixing_rate`: 1 for the
+        complete graph (and a single node), 0 for a disconnected one; the rounds to a
+        tolerance ``tol`` grow as ``log(1 / tol) / gap`` when it is small."""
+        return 1.0 - self.mixing_rate()
+
+    def facts(self) -> dict:
+        """The graph's facts as the run log's root attributes record them.
+
+        Returns
+        -------
+        dict
+            ``degree`` (the largest), ``graph_min_degree``, ``graph_diameter``,
+            ``graph_spectral_gap`` and ``graph_algebraic_connectivity``
+            (docs/RUNLOG.md).
+        """
+        return {
+            "degree": self.max_degree,
+            "graph_min_degree": self.min_degree,
+            "graph_diameter": int(self.diameter),
+            "graph_spectral_gap": float(self.spectral_gap),
+            "graph_algebraic_connectivity": float(self.algebraic_connectivity),
+        }
+
     def describe(self) -> dict:
         """Return a JSON-friendly summary of the graph.
 
@@ -297,7 +362,8 @@ class Graph:
         -------
         dict
             Keys ``name``, ``n_nodes``, ``n_edges``, ``min_degree``,
-            ``max_degree``, ``diameter``, ``algebraic_connectivity``.
+            ``max_degree``, ``diameter``, ``spectral_gap``,
+            ``algebraic_connectivity``.
         """
         return {
             "name": self.name,
@@ -306,30 +372,37 @@ class Graph:
             "min_degree": self.min_degree,
             "max_degree": self.max_degree,
             "diameter": self.diameter,
+            "spectral_gap": self.spectral_gap,
             "algebraic_connectivity": self.algebraic_connectivity,
         }
 
 
-# -- construction helpers ------------------------------------------------------
-def _normalise_edges(edges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    return tuple(sorted({(min(i, j), max(i, j)) for i, j in edges}))
+def facts_line(attrs: dict) -> str:
+    """The graph's facts in one line, from the run log's root attributes.
+
+    Parameters
+    ----------
+    attrs : dict
+        ``topology``, ``degree``, ``graph_min_degree``, ``graph_diameter`` and
+        ``graph_spectral_gap`` (:meth:`Graph.facts`); a missing one (an older run log)
+        prints ``-``.
+
+    Returns
+    -------
+    str
+        E.g. ``"exponential: degree 5, diameter 2, spectral gap 0.5"``; an irregular
+        graph's degree reads ``min-max``.
+    """
+    low, high = attrs.get("graph_min_degree"), attrs.get("degree")
+    degree = setting(high)
+    if setting(low) != MISSING and low != high:
+        degree = f"{low}-{degree}"
+    return (f"{setting(attrs.get('topology'))}: degree {degree}, "
+            f"diameter {setting(attrs.get('graph_diameter'))}, "
+            f"spectral gap {number(attrs.get('graph_spectral_gap'), '.4g')}")
 
 
-def _require_connected(n_nodes: int, edges: tuple[tuple[int, int], ...], what: str) -> None:
-    """Raise UserError naming an unreachable node when the graph is disconnected."""
-    if n_nodes == 1:
-        return
-    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    adj = coo_matrix((np.ones(len(e)), (e[:, 0], e[:, 1])), shape=(n_nodes, n_nodes))
-    n_comp, labels = connected_components(adj, directed=False)
-    if n_comp > 1:
-        unreachable = int(np.flatnonzero(labels != labels[0])[0])
-        raise UserError(
-            f"{what} is disconnected: node {unreachable} is unreachable from node 0 "
-            f"({n_comp} components); add edges so that every node is reachable"
-        )
-
-
+# -- construction ------------------------------------------------------------------
 def _as_int(value, what: str) -> int:
     """Accept Python and numpy integers (not bools, not floats) as an int."""
     require(
@@ -337,100 +410,6 @@ def _as_int(value, what: str) -> int:
         f"{what} must be an integer, got {value!r}",
     )
     return int(value)
-
-
-def _circular_edges(n: int, d: int) -> list[tuple[int, int]]:
-    offsets = list(range(1, d // 2 + 1))
-    if d % 2 == 1:
-        offsets.append(n // 2)  # the diametrically opposite node
-    return [(m, (m + k) % n) for m in range(n) for k in offsets]
-
-
-def _check_circular_degree(n: int, d: int, topology: str) -> None:
-    if n == 1:
-        require(d == 0, f"degree {d} is out of range for {topology} on 1 node: use 0 (or omit it)")
-        return
-    # d = 1 connects only m and m + M/2, a perfect matching: connected only for M = 2.
-    lo = 1 if n == 2 else 2
-    hi = n - 1
-    valid = f"{lo}" if lo == hi else f"{lo}..{hi}"
-    require(lo <= d <= hi, f"degree {d} is out of range for {topology} on {n} nodes: use {valid}")
-
-
-def _circular(n: int, d: int) -> Graph:
-    _check_circular_degree(n, d, "circular")
-    require(
-        d % 2 == 0 or n % 2 == 0,
-        f"circular graph with odd degree d={d} needs an even number of nodes (got M={n}); "
-        "use an even d or an even node count",
-    )
-    edges = _normalise_edges(_circular_edges(n, d))
-    _require_connected(n, edges, f"circular(d={d}) on {n} nodes")
-    return Graph(n, edges, f"circular(d={d})")
-
-
-def _default_degree(n: int) -> int:
-    return 0 if n == 1 else (1 if n == 2 else 2)
-
-
-def _random_regular(n: int, d: int, seed: int) -> Graph:
-    _check_circular_degree(n, d, "random-regular")
-    require(
-        (n * d) % 2 == 0,
-        f"random-regular graph needs n_nodes*degree even (got {n}*{d}={n * d}); "
-        "use an even degree or an even node count",
-    )
-    name = f"random-regular(d={d},seed={seed})"
-    for attempt in range(_MAX_RANDOM_TRIES):
-        rng = np.random.default_rng([seed, _RANDOM_REGULAR_TAG, attempt])
-        edges = _random_regular_edges(n, d, rng)
-        try:
-            _require_connected(n, edges, name)
-        except UserError:
-            continue  # rare for d >= 3; try the next derived seed
-        return Graph(n, edges, name)
-    raise RuntimeError(f"no connected {name} graph on {n} nodes in {_MAX_RANDOM_TRIES} tries")
-
-
-def _random_regular_edges(n: int, d: int, rng: np.random.Generator) -> tuple[tuple[int, int], ...]:
-    """Draw a d-regular simple graph: a random cycle for d = 2, else edge switches.
-
-    For ``d >= 3`` we start from the circular graph (d-regular and simple) and
-    apply degree-preserving double-edge switches ``{a,b},{c,e} -> {a,e},{c,b}``,
-    rejecting any switch that would create a self-loop or a repeated edge.
-    Ten attempted switches per edge mix the chain well for the sizes MPI
-    runs use; connectivity is checked by the caller.
-    """
-    if n == 1:
-        return ()
-    if d == 2:
-        # A random Hamiltonian cycle: every 2-regular connected graph is one.
-        order = rng.permutation(n)
-        return _normalise_edges(zip(order.tolist(), np.roll(order, -1).tolist()))
-    edges = [list(e) for e in _normalise_edges(_circular_edges(n, d))]
-    n_edges = len(edges)
-    present = {(i, j) for i, j in edges}
-    n_tries = 10 * n_edges
-    picks = rng.integers(0, n_edges, size=(n_tries, 2))
-    flips = rng.integers(0, 2, size=n_tries)
-    for (p, q), flip in zip(picks.tolist(), flips.tolist()):
-        if p == q:
-            continue
-        a, b = edges[p]
-        c, e = edges[q]
-        if flip:
-            c, e = e, c
-        new1 = (min(a, e), max(a, e))
-        new2 = (min(c, b), max(c, b))
-        if a == e or c == b or new1 in present or new2 in present or new1 == new2:
-            continue
-        present.discard((min(a, b), max(a, b)))
-        present.discard((min(c, e), max(c, e)))
-        present.add(new1)
-        present.add(new2)
-        edges[p] = list(new1)
-        edges[q] = list(new2)
-    return tuple(sorted(present))
 
 
 def make_topology(
@@ -459,15 +438,20 @@ def make_topology(
         ``random-regular``
             A seeded random connected d-regular graph; needs ``M * d`` even.
             Same degree range and default as ``circular``.
+        ``exponential``
+            Node i linked to ``i +- 2^k (mod M)`` for ``k = 0 .. ceil(log2 M) - 1``
+            (:func:`dssfn_mpi.graph.families.exponential_offsets`): regular, diameter
+            about ``log2 M``; its degree follows from M (``2 log2 M - 1`` for M a power
+            of two).
         ``file``
             Edges read from ``path`` by :func:`read_edge_list`.
     n_nodes : int
         Number of nodes M (the MPI world size), at least 1. With M = 1 every
         topology gives the trivial graph: one node, no edges, degree 0.
     degree : int or None
-        Node degree d for ``circular`` and ``random-regular``. For ``ring`` and
-        ``complete`` it may be given only if it equals their fixed degree; it
-        must be omitted for ``file``.
+        Node degree d for ``circular`` and ``random-regular``. For ``ring``,
+        ``complete`` and ``exponential`` it may be given only if it equals their
+        fixed degree; it must be omitted for ``file``.
     seed : int
         Seed of ``random-regular`` (ignored by the others). Same seed, same graph.
     path : str or None
@@ -481,8 +465,10 @@ def make_topology(
     Raises
     ------
     UserError
-        Unknown name, bad node count, degree out of range, odd degree with odd
-        M, missing or unexpected path, or a disconnected graph.
+        Unknown name, bad node count, degree out of range (or other than a fixed
+        one), odd degree with odd M, ``M * d`` odd for ``random-regular``, missing or
+        unexpected path, or a disconnected graph (a file, or no connected
+        random-regular draw).
     """
     key = str(name).strip().lower()
     require(
@@ -507,31 +493,39 @@ def make_topology(
         "drop the path or use topology 'file'",
     )
     d = None if degree is None else _as_int(degree, "degree")
-
-    if key == "complete":
-        require(
-            d is None or d == n - 1,
-            f"a complete graph on {n} nodes has degree {n - 1}, not {d}; "
-            "drop the degree or use topology 'circular'",
-        )
-        edges = tuple((i, j) for i in range(n) for j in range(i + 1, n))
-        return Graph(n, edges, "complete")
-    if key == "ring":
-        ring_d = _default_degree(n)
-        require(
-            d is None or d == ring_d,
-            f"a ring on {n} nodes has degree {ring_d}, not {d}; "
-            "drop the degree or use topology 'circular'",
-        )
-        return Graph(n, _circular(n, ring_d).edges, "ring")
-
+    if key in _FIXED_DEGREE:
+        return _fixed_degree_graph(key, n, d)
     if d is None:
-        d = _default_degree(n)
+        d = families.default_degree(n)
     if key == "circular":
-        return _circular(n, d)
+        return Graph(n, families.circular_edges(n, d), f"circular(d={d})")
     seed = _as_int(seed, "seed")
     require(seed >= 0, f"seed must be a non-negative integer, got {seed}")
-    return _random_regular(n, d, seed)
+    return Graph(n, *families.random_regular_edges(n, d, seed))
+
+
+#: The topologies whose degree follows from M, as their refusal of another degree names them.
+_FIXED_DEGREE = {"complete": "a complete graph", "ring": "a ring",
+                 "exponential": "an exponential graph"}
+
+
+def _fixed_degree_graph(key: str, n: int, d: int | None) -> Graph:
+    """The complete graph, the ring or the exponential graph on ``n`` nodes; a degree ``d``
+    other than theirs is a user error."""
+    fixed = {"complete": n - 1, "ring": families.default_degree(n),
+             "exponential": len(families.exponential_offsets(n))}[key]
+    require(
+        d is None or d == fixed,
+        f"{_FIXED_DEGREE[key]} on {n} nodes has degree {fixed}, not {d}; "
+        "drop the degree or use topology 'circular'",
+    )
+    if key == "complete":
+        edges = tuple((i, j) for i in range(n) for j in range(i + 1, n))
+    elif key == "ring":
+        edges = families.circular_edges(n, fixed)
+    else:
+        edges = families.exponential_edges(n)
+    return Graph(n, edges, key)
 
 
 def read_edge_list(path: str | os.PathLike, n_nodes: int | None = None) -> Graph:
@@ -619,5 +613,5 @@ def read_edge_list(path: str | os.PathLike, n_nodes: int | None = None) -> Graph
         )
     n = n_nodes if n_nodes is not None else 1 + max(j for _, j in first_line)
     edges = tuple(sorted(first_line))
-    _require_connected(n, edges, f"graph file({label}) on {n} nodes")
+    families.require_connected(n, edges, f"graph file({label}) on {n} nodes")
     return Graph(n, edges, f"file({label})")

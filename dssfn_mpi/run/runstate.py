@@ -366,16 +366,13 @@ def run_attributes(cfg: TrainConfig, graph: Any, dataset: str, n_classes: int, h
     dict
         Attribute name to value, as :func:`dssfn_mpi.runlog.write_runlog` takes them.
     """
-    degrees = [graph.degree(m) for m in range(graph.n_nodes)]
     return {
         "mode": cfg.mode,
         "update": cfg.algorithm.update or "",
         "dataset": dataset,
         "nodes": graph.n_nodes,
         "topology": graph.name,
-        "graph_diameter": int(graph.diameter),
-        "graph_algebraic_connectivity": float(graph.algebraic_connectivity),
-        "degree": int(max(degrees)) if degrees else 0,
+        **graph.facts(),  # degree, diameter, spectral gap, ...
         "layers": cfg.layers,
         "hidden": hidden,
         "iters": cfg.iters,

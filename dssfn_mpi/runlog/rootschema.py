@@ -61,7 +61,14 @@ ATTRIBUTES: dict[str, tuple[str, Any, str]] = {
     "dataset": (_STR, "", "dataset name"),
     "nodes": (_INT, -1, "M, number of MPI ranks = graph nodes"),
     "topology": (_STR, "", "communication graph name"),
-    "degree": (_INT, -1, "degree parameter of the topology (-1: not applicable)"),
+    "degree": (_INT, -1, "the graph's largest node degree (a regular graph's degree)"),
+    # The graph's facts (dssfn_mpi.graph.topology.Graph.facts).
+    "graph_min_degree": (_INT, -1, "the graph's smallest node degree (= degree if regular)"),
+    "graph_diameter": (_INT, -1, "the graph's diameter: its longest shortest path [hops]"),
+    "graph_spectral_gap": (_FLOAT, float("nan"), "1 - the largest |eigenvalue| of the "
+                           "graph's Metropolis mixing matrix besides its 1"),
+    "graph_algebraic_connectivity": (_FLOAT, float("nan"), "second-smallest eigenvalue of "
+                                     "the graph's Laplacian"),
     "layers": (_INT, -1, "L, index of the last layer; a complete run has L+1 rows"),
     "hidden": (_INT, -1, "n, hidden width of layers 1..L"),
     "iters": (_INT, -1, "solver iterations per layer"),

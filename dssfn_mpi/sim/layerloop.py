@@ -32,6 +32,7 @@ from ..drivers import Penalty
 from ..engines.base import SolveStats
 from ..engines.staleness import staleness
 from ..errors import UserError, require
+from ..graph.topology import facts_line
 from ..run.layerstep import (
     aims_at_target,
     layer_row,
@@ -140,7 +141,8 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     command_line : str
         Recorded in the run log.
     quiet : bool
-        No progress lines (per layer, and inside a long layer).
+        No start line (M, mode and the graph's facts), no progress lines (per layer, and
+        inside a long layer).
 
     Returns
     -------
@@ -156,6 +158,8 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         opts = dataclasses.replace(opts, heartbeat=0.0)
     run = _setup(cfg, opts, command_line)
     M = opts.nodes
+    if not quiet:
+        print(f"simulating {M} nodes, {cfg.mode}: graph {facts_line(run.attrs)}", flush=True)
     rec = _Record(Os=[[] for _ in range(M)])
     Ys, Os, prev_Os = list(run.shards.X), None, None
     tests = TestSet(run.shards.Xt, run.shards.yt if cfg.evaluate else run.shards.yt[:0], M,
