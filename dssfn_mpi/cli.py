@@ -287,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     Each is declared by its ``_add_*_parser``, which also names the function that runs
     it (``set_defaults(func=...)``: ``func(args, argv)`` returns the exit status).
     """
-    from .bench.parser import add_bench_parser
+    from .bench.sweeps.parser import add_bench_parser
     from .options import HelpFormatter
 
     parser = _Parser(
@@ -478,7 +478,7 @@ def _cmd_data(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _cmd_plot(args: argparse.Namespace, argv: list[str]) -> int:
     try:
-        from .bench.plot import plot_file  # noqa: F401  (matplotlib present?)
+        from .bench.figures.plot import plot_file  # noqa: F401  (matplotlib present?)
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] != "matplotlib":
             raise  # something else is broken: a bug, keep its traceback
@@ -490,7 +490,7 @@ def _cmd_plot(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _plot_action(args: argparse.Namespace) -> int:
     """What ``plot`` was asked: one file, ``--all`` or ``--add``."""
-    from .bench import resultsdir
+    from .bench.pages import resultsdir
 
     if args.all:
         if args.file or args.add:
@@ -509,7 +509,7 @@ def _plot_action(args: argparse.Namespace) -> int:
         return 0
     if not args.file:
         raise UserError("plot needs a FILE, --all or --add FILE")
-    from .bench.plot import plot_file
+    from .bench.figures.plot import plot_file
 
     for path in plot_file(args.file, args.out or "figures", args.network, args.eps):
         print(path)

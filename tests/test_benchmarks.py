@@ -16,11 +16,11 @@ import h5py
 import numpy as np
 import pytest
 
-from dssfn_mpi.bench.collect import run_collect
-from dssfn_mpi.bench.plot import plot_file
-from dssfn_mpi.bench.presets import apply_overrides, get_preset
-from dssfn_mpi.bench.specs import slow_ranks
-from dssfn_mpi.bench.table2 import PAPER_TABLE2, table2_markdown
+from dssfn_mpi.bench.figures.plot import plot_file
+from dssfn_mpi.bench.summaries.table2 import PAPER_TABLE2, table2_markdown
+from dssfn_mpi.bench.sweeps.collect import run_collect
+from dssfn_mpi.bench.sweeps.presets import apply_overrides, get_preset
+from dssfn_mpi.bench.sweeps.specs import slow_ranks
 from dssfn_mpi.cli import main
 from dssfn_mpi.errors import UserError
 from dssfn_mpi.launch import mpirun_path
@@ -223,7 +223,7 @@ def test_rma_microbenchmark(tmp_path, capsys):
         assert g["passive_check/create"].attrs["error"]
     names = {p.name for p in plot_file(out, tmp_path)}
     assert {"rma_latency.png", "rma_activation.pdf"} <= names
-    from dssfn_mpi.bench.rmaviews import rma_markdown
+    from dssfn_mpi.bench.figures.rmaviews import rma_markdown
 
     head = rma_markdown(out).splitlines()[0]
     assert head == "| Z | bytes | osc=sm, store | osc=sm, put | osc=rdma, put |"
@@ -247,7 +247,7 @@ def test_failing_configuration_is_recorded_and_sweep_goes_on(tmp_path, capsys, m
     out = tmp_path / "f.h5"
     # sync-graph's command gets --iters 0, which train refuses (bench's own --set refuses
     # it before any job); async at the same degree runs.
-    from dssfn_mpi.bench import specs
+    from dssfn_mpi.bench.sweeps import specs
 
     monkeypatch.setattr(specs, "_mode_iters",
                         lambda p, mode: ["--iters", "0"] if mode == "sync-graph" else [])
@@ -265,7 +265,7 @@ def test_failing_configuration_is_recorded_and_sweep_goes_on(tmp_path, capsys, m
     assert good.attrs["bench_status"] == "ok" and good.complete
     assert not list(tmp_path.glob(".f.h5.runs*"))  # temporary logs cleaned up
     # the figures' titles name the datasets of the runs, not the failed entry's none
-    from dssfn_mpi.bench.records import sweep_summaries
+    from dssfn_mpi.bench.summaries.records import sweep_summaries
 
     assert sweep_summaries(runs)["degree"]["info"]["datasets"] == [str(good.attrs["dataset"])]
 
@@ -393,13 +393,13 @@ def test_only_dssfn_mpi_is_installed():
 
 
 def test_benchmarks_readme_lists_every_benchmark():
-    from dssfn_mpi.bench.presets import PRESETS
+    from dssfn_mpi.bench.sweeps.presets import PRESETS
 
     text = (REPO / "benchmarks" / "README.md").read_text()
     for name in [*PRESETS, "collect"]:
         assert f"| `{name}` |" in text and f"dssfn-mpi bench {name} " in text, name
     assert "dssfn-mpi plot " in text
-    assert "python -m dssfn_mpi.bench.rma " in text
+    assert "python -m dssfn_mpi.bench.micro.rma " in text
     for tool in ("accuracy", "penalty", "activation", "links"):
         assert f"dssfn-mpi bench {tool} " in text, tool
 
@@ -427,7 +427,7 @@ def test_collect_dry_run_needs_files(tmp_path):
 
 def test_table2_markdown_uses_each_settings_own_central():
     # The paper setting's central model is the authors' ADMM, not the exact solve.
-    import dssfn_mpi.bench.table2 as t2
+    import dssfn_mpi.bench.summaries.table2 as t2
 
     def row(setting, mode, acc):
         return {"dataset": "vowel", "setting": setting, "mode": mode, "seeds": 1, "failed": 0,
@@ -452,7 +452,7 @@ def test_penalty_sweep_backs_the_auto_rho():
     # within 4x of the best of auto/8, auto, 8 auto, and close to O*.
     import io
 
-    from dssfn_mpi.bench.penalty import sweep
+    from dssfn_mpi.bench.studies.penalty import sweep
 
     out = io.StringIO()
     rows = sweep("digits", 1, "sync", powers=(-3, 0, 3), out=out)
@@ -473,7 +473,7 @@ def test_auto_gamma_is_within_1_5x_of_the_best_multiplier_where_the_linear_rule_
     # more than 1e-2 from O* after 1.5x the best count (fresh reads, the kinder model).
     import io
 
-    from dssfn_mpi.bench.penalty import _layers, edge_arock, to_eps
+    from dssfn_mpi.bench.studies.penalty import _layers, edge_arock, to_eps
     from dssfn_mpi.graph.topology import make_topology
 
     out = io.StringIO()
@@ -492,7 +492,7 @@ def test_auto_gamma_is_within_1_5x_of_the_best_multiplier_where_the_linear_rule_
 
 def test_penalty_sweeps_every_mode_whose_algorithm_takes_a_penalty():
     from dssfn_mpi.algorithms import lookup, names
-    from dssfn_mpi.bench.penalty import SERIAL, penalised_modes
+    from dssfn_mpi.bench.studies.penalty import SERIAL, penalised_modes
 
     modes = penalised_modes()
     assert set(modes) == {m for m in names() if lookup(m).penalty_option}
@@ -506,7 +506,7 @@ def test_penalty_table_rows_and_sync_graph_mixing_like_the_allreduce():
     # allreduce needs, within an iteration.
     import io
 
-    from dssfn_mpi.bench.penalty import table
+    from dssfn_mpi.bench.studies.penalty import table
 
     out = io.StringIO()
     rows = table(["digits"], ["sync", "sync-graph"], ["ring:4"], 1, iters=300, powers=(0, 1),
@@ -526,8 +526,8 @@ def test_penalty_metric_table_counts_the_input_layer_as_simulate(tmp_path, mode,
     # default relaxation and at --relax 1.
     import io
 
-    from dssfn_mpi.bench.penalty import table
-    from dssfn_mpi.bench.specs import relax_args
+    from dssfn_mpi.bench.studies.penalty import table
+    from dssfn_mpi.bench.sweeps.specs import relax_args
     from dssfn_mpi.cli import main
     from dssfn_mpi.runlog import read_runlog
 
@@ -553,8 +553,8 @@ import math  # noqa: E402
 
 from benchfakes import install, traced_run  # noqa: E402
 
-from dssfn_mpi.bench.projection import run_time_to_eps  # noqa: E402
-from dssfn_mpi.bench.summary import summarize  # noqa: E402
+from dssfn_mpi.bench.summaries.projection import run_time_to_eps  # noqa: E402
+from dssfn_mpi.bench.summaries.summary import summarize  # noqa: E402
 
 
 @pytest.fixture
@@ -631,8 +631,8 @@ def _degree_runs() -> dict:
 
 
 def test_sweep_markdown_measured_projected_and_time_to_eps(fake_replay):
-    from dssfn_mpi.bench.records import sweep_summaries
-    from dssfn_mpi.bench.tables import sweep_markdown
+    from dssfn_mpi.bench.summaries.records import sweep_summaries
+    from dssfn_mpi.bench.summaries.tables import sweep_markdown
 
     text = sweep_markdown(sweep_summaries(_degree_runs(), network="ib", eps=1e-2)["degree"])
     head = text.splitlines()[0]
@@ -650,7 +650,7 @@ def test_sweep_markdown_measured_projected_and_time_to_eps(fake_replay):
 
 
 def test_table2_time_table_with_sync_graph_and_paper_ratio(fake_replay):
-    from dssfn_mpi.bench.table2 import paper_ratio, table2_markdown, table2_rows
+    from dssfn_mpi.bench.summaries.table2 import paper_ratio, table2_markdown, table2_rows
 
     runs = {}
     for mode, c in (("central", 0.0), ("sync", 0.02), ("sync-graph", 0.1), ("async", 0.01)):
@@ -662,7 +662,7 @@ def test_table2_time_table_with_sync_graph_and_paper_ratio(fake_replay):
     assert rows["sync-graph"]["projected"] == pytest.approx(1.8)
     assert rows["async"]["projected"] == pytest.approx(1.08)
     assert math.isnan(rows["central"]["projected"])
-    from dssfn_mpi.bench.records import sweep_summaries
+    from dssfn_mpi.bench.summaries.records import sweep_summaries
 
     text = table2_markdown(sweep_summaries(runs)["table2"])
     line = next(ln for ln in text.splitlines() if ln.startswith("| vowel | exact | 1 | 2.0"))
@@ -690,7 +690,7 @@ def _straggler_runs() -> dict:
 
 
 def test_straggler_rows_project_the_slowed_case_from_the_unslowed_run(fake_replay):
-    from dssfn_mpi.bench.tables import straggler_markdown, straggler_rows
+    from dssfn_mpi.bench.summaries.tables import straggler_markdown, straggler_rows
 
     rows = {(r["pattern"], r["mode"]): r for r in straggler_rows(_straggler_runs())}
     assert rows[("none", "async")]["projected"] == pytest.approx(1.08)
@@ -703,14 +703,14 @@ def test_straggler_rows_project_the_slowed_case_from_the_unslowed_run(fake_repla
     assert rows[("one", "sync")]["projected_live"] == pytest.approx(1.4)
     assert any(c[2] == {0: 5.0} and c[0] == "mem:sync-graph-4-1.0-none"
                for c in fake_replay.calls)
-    from dssfn_mpi.bench.records import sweep_summaries
+    from dssfn_mpi.bench.summaries.records import sweep_summaries
 
     text = straggler_markdown(sweep_summaries(_straggler_runs())["straggler"])
     assert "| one (0) | 5 | sync-graph | - | - | - | - | - | 1.400 |" in text
 
 
 def test_jitter_rows_project_noise_and_a_straggler(fake_replay):
-    from dssfn_mpi.bench.jitter import baseline_runs, jitter_markdown, jitter_rows
+    from dssfn_mpi.bench.summaries.jitter import baseline_runs, jitter_markdown, jitter_rows
 
     runs = _straggler_runs()
     base, what = baseline_runs(runs)
@@ -724,7 +724,7 @@ def test_jitter_rows_project_noise_and_a_straggler(fake_replay):
     assert rows["rank 0 x5"]["seconds"]["async"] == pytest.approx(1.4)
     seeds = {c[4] for c in fake_replay.calls if c[3] == ("exp", 1.0)}
     assert seeds == {0, 1}  # jitter averaged over replay seeds
-    from dssfn_mpi.bench.records import sweep_summaries
+    from dssfn_mpi.bench.summaries.records import sweep_summaries
 
     text = jitter_markdown(sweep_summaries(runs)["straggler"])
     assert "| no jitter |" in text and "sync / async" in text and "sync-graph / async" in text
@@ -735,7 +735,7 @@ def test_jitter_rows_project_noise_and_a_straggler(fake_replay):
 
 
 def test_plot_runs_draws_the_time_views(fake_replay, tmp_path):
-    from dssfn_mpi.bench.plot import plot_runs
+    from dssfn_mpi.bench.figures.plot import plot_runs
 
     runs = {**_degree_runs(), **_straggler_runs()}
     for name, run in list(runs.items()):
@@ -751,7 +751,7 @@ def test_plot_runs_draws_the_time_views(fake_replay, tmp_path):
 
 
 def test_plot_refuses_a_bad_network_before_writing(fake_replay, tmp_path):
-    from dssfn_mpi.bench.plot import plot_runs
+    from dssfn_mpi.bench.figures.plot import plot_runs
 
     with pytest.raises(UserError, match="--network"):
         plot_runs(_degree_runs(), tmp_path, network="wifi")
@@ -761,7 +761,7 @@ def test_plot_refuses_a_bad_network_before_writing(fake_replay, tmp_path):
 
 
 def test_paper_width_presets_and_sync_graph_everywhere():
-    from dssfn_mpi.bench.specs import straggler_specs, table2_specs
+    from dssfn_mpi.bench.sweeps.specs import straggler_specs, table2_specs
 
     for bench in ("degree", "nodes"):
         p = get_preset(bench, "mid")
@@ -784,7 +784,7 @@ def test_paper_width_presets_and_sync_graph_everywhere():
 
 
 def test_straggler_sweeps_the_bounded_delay_and_runs_to_accuracy():
-    from dssfn_mpi.bench.specs import straggler_specs
+    from dssfn_mpi.bench.sweeps.specs import straggler_specs
 
     p = apply_overrides(get_preset("straggler", "quick"), ["stop=eps:1e-2", "iters=3000"])
     p = dataclasses.replace(p, modes=("async-lead16", "async-unbounded", "sync"))

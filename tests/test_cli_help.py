@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from dssfn_mpi import cli
-from dssfn_mpi.bench.jobs import prepare_output
-from dssfn_mpi.bench.parser import SWEEPS, TOOLS
+from dssfn_mpi.bench.sweeps.jobs import prepare_output
+from dssfn_mpi.bench.sweeps.parser import SWEEPS, TOOLS
 from dssfn_mpi.config import TrainConfig, config_from_args, load_config_file
 from dssfn_mpi.errors import UserError
 from dssfn_mpi.options import HelpFormatter
@@ -133,7 +133,7 @@ def test_doctor_says_to_run_it_under_mpirun_n_2_and_exit_75_is_the_stop_status(c
 
 
 def test_every_command_and_bench_subcommand_names_the_function_that_runs_it():
-    from dssfn_mpi.bench.command import SPECS
+    from dssfn_mpi.bench.sweeps.command import SPECS
 
     assert set(SPECS) == set(SWEEPS)  # every sweep builds its configurations
     commands = _subparser()._actions

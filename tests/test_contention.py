@@ -16,10 +16,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dssfn_mpi.bench.busy import BUSY_MARKER, busy_command, busy_processes, exit_on_signals
-from dssfn_mpi.bench.jobs import run_job
-from dssfn_mpi.bench.plot import plot_file
-from dssfn_mpi.bench.presets import WAIT_POLICIES
+from dssfn_mpi.bench.figures.plot import plot_file
+from dssfn_mpi.bench.sweeps.busy import BUSY_MARKER, busy_command, busy_processes, exit_on_signals
+from dssfn_mpi.bench.sweeps.jobs import run_job
+from dssfn_mpi.bench.sweeps.presets import WAIT_POLICIES
 from dssfn_mpi.cli import main
 from dssfn_mpi.launch import mpi_env, mpirun_path
 from dssfn_mpi.runlog import read_sweep
@@ -103,7 +103,7 @@ def test_dry_run_lists_every_mode_policy_and_busy_count(tmp_path, capsys, monkey
 
 
 def test_table_rows_are_medians_over_repetitions(monkeypatch):
-    import dssfn_mpi.bench.tables as tables
+    import dssfn_mpi.bench.summaries.tables as tables
 
     def fake_run(mode: str, busy: int, rep: int, status: str = "ok") -> SimpleNamespace:
         return SimpleNamespace(attrs={"bench_mode": mode, "bench_wait": "auto",
@@ -168,7 +168,7 @@ def test_busy_process_ends_by_itself_at_its_deadline_and_when_its_owner_dies():
     # An owner killed with SIGKILL runs no clean-up: its busy process notices the loss.
     owner = subprocess.Popen([sys.executable, "-c", textwrap.dedent("""
         import sys, time
-        from dssfn_mpi.bench.busy import busy_processes
+        from dssfn_mpi.bench.sweeps.busy import busy_processes
         with busy_processes(1, 600.0):
             print("started", flush=True)
             time.sleep(600)

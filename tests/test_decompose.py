@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from dssfn_mpi.bench.decompose import decompose_figure, decompose_markdown, decompose_specs
-from dssfn_mpi.bench.presets import apply_overrides, get_preset
-from dssfn_mpi.bench.specs import _variant_args, relax_args
+from dssfn_mpi.bench.figures.decomposefig import decompose_figure
+from dssfn_mpi.bench.sweeps.decompose import decompose_markdown, decompose_specs
+from dssfn_mpi.bench.sweeps.presets import apply_overrides, get_preset
+from dssfn_mpi.bench.sweeps.specs import _variant_args, relax_args
 from dssfn_mpi.cli import build_parser
 from dssfn_mpi.errors import UserError
 
@@ -121,7 +122,7 @@ def test_with_neighbourhood_consensus_the_graph_and_formulation_split():
 
 
 def test_a_simulated_only_noise_table_has_no_empty_projected_columns():
-    from dssfn_mpi.bench.ttefigs import noise_markdown
+    from dssfn_mpi.bench.figures.ttefigs import noise_markdown
 
     runs = (("sync@1.8", "none", 0.1), ("async@1.8", "none", 0.2), ("async@1.8", "slow:5", 0.3))
     recs = [{"ok": True, "mode": m, "kind": "simulated", "case": c, "eps_reached": True,

@@ -1,5 +1,6 @@
-"""The links benchmark's pure parts (dssfn_mpi.bench.links, bench.netns); the measurement
-itself needs root and runs by hand (docs/REPLAY.md, "Validation on rate-capped links")."""
+"""The links benchmark's pure parts (dssfn_mpi.bench.studies.links and netns); the
+measurement itself needs root and runs by hand (docs/REPLAY.md, "Validation on rate-capped
+links")."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import h5py
 import numpy as np
 import pytest
 
-from dssfn_mpi.bench import links, netns
+from dssfn_mpi.bench.studies import links, netns
 from dssfn_mpi.errors import UserError
 
 
@@ -100,6 +101,6 @@ def test_refuses_clearly_without_ip(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(netns.shutil, "which", lambda tool: None if tool == "ip" else tool)
     assert links.main(["run", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == ("dssfn_mpi.bench.links: error: the links benchmark needs ip on PATH "
+    assert err == ("dssfn_mpi.bench.studies.links: error: the links benchmark needs ip on PATH "
                    "(iproute2, util-linux)")
     assert not (tmp_path / "x").exists()

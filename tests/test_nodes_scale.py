@@ -12,8 +12,8 @@ from dssfn_mpi.errors import UserError
 
 
 def _preset(**changes):
-    from dssfn_mpi.bench.presets import apply_overrides, get_preset
-    from dssfn_mpi.bench.specs import eps_form
+    from dssfn_mpi.bench.sweeps.presets import apply_overrides, get_preset
+    from dssfn_mpi.bench.sweeps.specs import eps_form
 
     p = apply_overrides(get_preset("nodes", "mid"), [f"{k}={v}" for k, v in changes.items()])
     return eps_form(p, 1e-2, modes_given=False)
@@ -25,7 +25,7 @@ def _arg(spec, flag):
 
 
 def test_nodes_sweep_runs_each_degree_where_the_graph_exists():
-    from dssfn_mpi.bench.specs import nodes_specs, simulated_specs
+    from dssfn_mpi.bench.sweeps.specs import nodes_specs, simulated_specs
 
     p = _preset(degrees="2,8", sim_values="2,8,12,1024", values="4,12")
     sim = simulated_specs("nodes", p, None)
@@ -45,7 +45,7 @@ def test_nodes_sweep_runs_each_degree_where_the_graph_exists():
 
 
 def test_a_degree_below_two_is_a_user_error():
-    from dssfn_mpi.bench.specs import nodes_specs
+    from dssfn_mpi.bench.sweeps.specs import nodes_specs
 
     with pytest.raises(UserError, match="degree must be >= 2"):
         nodes_specs(_preset(degrees="1"), None)
@@ -64,7 +64,7 @@ def test_no_live_dry_run_prints_only_simulations(capsys, tmp_path):
 
 
 def test_a_job_at_its_timeout_is_stopped_with_the_layers_it_finished():
-    from dssfn_mpi.bench.jobs import JobResult, error_line, job_status
+    from dssfn_mpi.bench.sweeps.jobs import JobResult, error_line, job_status
 
     late = JobResult(-9, 601.0, "", "", timed_out=True)
     half = SimpleNamespace(complete=False, layers_done=2)
@@ -106,7 +106,7 @@ def _records():
 
 
 def test_scale_table_counts_per_node_and_marks_capped_and_stopped_points():
-    from dssfn_mpi.bench.scalefig import scale_markdown
+    from dssfn_mpi.bench.figures.scalefig import scale_markdown
 
     table = scale_markdown(_summary(_records()))
     head, _sep, *rows = table.splitlines()
@@ -120,8 +120,8 @@ def test_scale_table_counts_per_node_and_marks_capped_and_stopped_points():
 
 
 def test_scale_figure_has_a_panel_per_graph_and_marks_each_state():
-    from dssfn_mpi.bench.figstyle import plt
-    from dssfn_mpi.bench.scalefig import scale_figure
+    from dssfn_mpi.bench.figures.figstyle import plt
+    from dssfn_mpi.bench.figures.scalefig import scale_figure
 
     fig = scale_figure(_summary(_records()))
     top = fig.axes[:2] if fig.axes[0].get_title().startswith("ring") else None
@@ -137,7 +137,7 @@ def test_scale_figure_has_a_panel_per_graph_and_marks_each_state():
 
 
 def test_the_ring_time_table_ignores_other_graphs():
-    from dssfn_mpi.bench import ttefigs
+    from dssfn_mpi.bench.figures import ttefigs
 
     table = ttefigs.tte_markdown(_summary([*_records(), _rec("sync", 1024, (30, 40, 70))]))
     assert table.count("| 16 |") == 1
@@ -148,7 +148,7 @@ def test_the_ring_time_table_ignores_other_graphs():
 
 
 def test_cap_text_names_one_cap_or_the_range_of_the_runs_caps():
-    from dssfn_mpi.bench.ttefigs import cap_text
+    from dssfn_mpi.bench.figures.ttefigs import cap_text
 
     recs = [dict(_rec("sync", 16, (9, 11, 22)), iters=10000),
             dict(_rec("async", 16, (60, 90, 120)), iters=100000)]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from dssfn_mpi.analysis.network import NETWORKS, allreduce_seconds
-from dssfn_mpi.bench.oneshot import main, measure
+from dssfn_mpi.bench.micro.oneshot import main, measure
 
 
 def test_break_even_in_bytes_is_n_over_2q_and_times_are_projected(tmp_path):

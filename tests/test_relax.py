@@ -19,8 +19,8 @@ from mpitools import run_cli
 
 from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.algorithms.registry import names
-from dssfn_mpi.bench import specs as S
-from dssfn_mpi.bench.presets import apply_overrides, get_preset
+from dssfn_mpi.bench.sweeps import specs as S
+from dssfn_mpi.bench.sweeps.presets import apply_overrides, get_preset
 from dssfn_mpi.cli import main
 from dssfn_mpi.config import TrainConfig, apply_preset
 from dssfn_mpi.errors import UserError

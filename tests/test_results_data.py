@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from dssfn_mpi.bench import mdtables, resultsdir
+from dssfn_mpi.bench.pages import mdtables, resultsdir
 from dssfn_mpi.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def test_an_edited_number_in_the_answer_is_caught():
 
 
 def test_the_answer_is_computed_from_unrounded_data(tmp_path):
-    from dssfn_mpi.bench import answer
+    from dssfn_mpi.bench.pages import answer
 
     got = answer.facts(DATA)
     s = answer.load(DATA)
@@ -139,8 +139,8 @@ def test_manifest_records_every_file_within_the_budget():
 def test_add_and_build_from_a_data_folder(tmp_path):
     src = DATA / "oneshot_cost.json"
     data = tmp_path / "data"
-    resultsdir.add_file(data, src, "python -m dssfn_mpi.bench.oneshot", {"oneshot_cost": "cost"},
-                        machine_note="quiet")
+    resultsdir.add_file(data, src, "python -m dssfn_mpi.bench.micro.oneshot",
+                        {"oneshot_cost": "cost"}, machine_note="quiet")
     entry = resultsdir.read_manifest(data)["files"]["oneshot_cost.json"]
     assert entry["kind"] == "oneshot" and entry["machine"]["cpus"] >= 1
     assert entry["machine"]["note"] == "quiet"
@@ -185,8 +185,8 @@ def _unreached_points(fig):
 
 
 def test_unreached_points_are_drawn_hollow_not_dropped():
-    from dssfn_mpi.bench import ttefigs
-    from dssfn_mpi.bench.figstyle import plt
+    from dssfn_mpi.bench.figures import ttefigs
+    from dssfn_mpi.bench.figures.figstyle import plt
 
     recs = [_rec("async", 2, 0.9, reached=False), _rec("async", 8, 0.3),
             _rec("sync", 2, 0.2), _rec("sync", 8, 0.2),
@@ -208,8 +208,8 @@ def test_unreached_points_are_drawn_hollow_not_dropped():
 
 
 def test_a_failed_run_is_named_failed_not_left_blank():
-    from dssfn_mpi.bench import ttefigs
-    from dssfn_mpi.bench.tables import FAILED_NOTE, sweep_markdown
+    from dssfn_mpi.bench.figures import ttefigs
+    from dssfn_mpi.bench.summaries.tables import FAILED_NOTE, sweep_markdown
 
     dead = dict(_rec("sync", 64, math.nan, kind="simulated"), status="failed", ok=False)
     summary = _summary("nodes", [_rec("sync", 20, 0.2), _rec("sync", 20, 0.1, kind="simulated"),
@@ -226,8 +226,8 @@ def test_a_failed_run_is_named_failed_not_left_blank():
 
 
 def test_noise_and_table2_views_mark_unreached_cases():
-    from dssfn_mpi.bench import ttefigs
-    from dssfn_mpi.bench.figstyle import plt
+    from dssfn_mpi.bench.figures import ttefigs
+    from dssfn_mpi.bench.figures.figstyle import plt
 
     recs = [_rec("async", 1, 0.3), _rec("sync", 1, 0.1),
             _rec("async", 5, 2.0, reached=False, case="slow:5"),
@@ -259,7 +259,7 @@ def test_eps_reached_reads_every_layer_and_counts_oneshot_exact():
     import numpy as np
     from benchfakes import traced_run
 
-    from dssfn_mpi.bench.records import eps_reached
+    from dssfn_mpi.bench.summaries.records import eps_reached
 
     run = traced_run("async", 2, config={"stop": "eps:1e-2"})
     run.layers["stop_reason"] = np.array([[1, 1], [1, 1]])
@@ -275,7 +275,7 @@ def test_eps_reached_reads_every_layer_and_counts_oneshot_exact():
 def test_a_summary_redraws_what_its_sweep_draws(tmp_path, monkeypatch):
     from benchfakes import install, traced_run
 
-    from dssfn_mpi.bench.plot import plot_file, plot_runs
+    from dssfn_mpi.bench.figures.plot import plot_file, plot_runs
 
     install(monkeypatch)
     runs = {f"{m}-d{d:02d}": traced_run(m, 2, bench="degree", bench_mode=m, bench_value=d,
@@ -296,8 +296,8 @@ def test_a_summary_redraws_what_its_sweep_draws(tmp_path, monkeypatch):
 
 
 def test_time_to_eps_form_adds_the_oneshot_baseline_and_simulated_runs():
-    from dssfn_mpi.bench.presets import get_preset
-    from dssfn_mpi.bench.specs import eps_form, nodes_specs, simulated_specs
+    from dssfn_mpi.bench.sweeps.presets import get_preset
+    from dssfn_mpi.bench.sweeps.specs import eps_form, nodes_specs, simulated_specs
 
     p = eps_form(get_preset("nodes", "mid"), 1e-2, modes_given=False)
     assert p.stop == "eps:0.01" and p.iters == 3000
@@ -313,8 +313,8 @@ def test_time_to_eps_form_adds_the_oneshot_baseline_and_simulated_runs():
 
 
 def test_noise_preset_every_engine_at_the_papers_graph():
-    from dssfn_mpi.bench.presets import get_preset
-    from dssfn_mpi.bench.specs import noise_specs
+    from dssfn_mpi.bench.sweeps.presets import get_preset
+    from dssfn_mpi.bench.sweeps.specs import noise_specs
 
     p = get_preset("noise", "mid")
     assert (p.nodes, p.degree, p.stop, p.values) == (20, 8, "eps:1e-2", (2.0, 5.0, 10.0))
@@ -332,7 +332,7 @@ def test_noise_preset_every_engine_at_the_papers_graph():
 
 
 def test_one_colour_per_engine():
-    from dssfn_mpi.bench.figstyle import ENGINE_COLOURS, style
+    from dssfn_mpi.bench.figures.figstyle import ENGINE_COLOURS, style
 
     assert len(set(ENGINE_COLOURS.values())) == len(ENGINE_COLOURS)
     for variant in ("async-unbounded", "async-lead16", "async-lead64"):
@@ -403,7 +403,7 @@ def test_plot_all_names_a_figure_nobody_draws(tmp_path):
 
 
 def test_rma_tables_and_figures_name_the_write_path(monkeypatch, tmp_path):
-    from dssfn_mpi.bench import rmaviews
+    from dssfn_mpi.bench.figures import rmaviews
 
     rma = DATA / "rma.h5"
     assert resultsdir.read_manifest(DATA)["files"]["rma.h5"]["figures"] == {

@@ -1,8 +1,8 @@
-"""``python -m dssfn_mpi.bench.simcost --runs``: simulated runs' costs from their run logs."""
+"""``python -m dssfn_mpi.bench.micro.simcost --runs``: simulated runs' costs from their run logs."""
 
 from __future__ import annotations
 
-from dssfn_mpi.bench import simcost
+from dssfn_mpi.bench.micro import simcost
 from dssfn_mpi.cli import main
 from dssfn_mpi.runlog import read_runlog
 

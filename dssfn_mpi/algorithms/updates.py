@@ -1,7 +1,7 @@
 """The per-iteration update math of the decentralized engines, without MPI.
 
 Pure functions on arrays: the engines call them inside their loops around the
-communication, and the serial penalty study (:mod:`dssfn_mpi.bench.penalty`)
+communication, and the serial penalty study (:mod:`dssfn_mpi.bench.studies.penalty`)
 calls the same functions, so what it tunes is what the engines run.
 
 Notation (docs/ALGORITHMS.md): node m with ``d_m`` neighbours holds ``B_m = T_m
@@ -123,7 +123,7 @@ class EdgeStep:
     (:mod:`dssfn_mpi.algorithms.kernels`, three passes over each block in all) when
     numba is installed, and in-place BLAS calls, five per neighbour (the
     reference; :meth:`rhs` and :meth:`dual` always run it). Measured with
-    ``python -m dssfn_mpi.bench.activation``.
+    ``python -m dssfn_mpi.bench.micro.activation``.
 
     Parameters
     ----------

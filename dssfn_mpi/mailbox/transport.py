@@ -81,7 +81,7 @@ class ZMailbox:
     :mod:`dssfn_mpi.mailbox.rmawindow`), :attr:`writer` and :attr:`reader` (the two
     sides of the seqlock below, :mod:`dssfn_mpi.mailbox.slotwriter` and
     :mod:`dssfn_mpi.mailbox.slotreader`). The benchmark's and the tests' entry points
-    for one neighbour are in :class:`dssfn_mpi.bench.mailbox.BenchMailbox`.
+    for one neighbour are in :class:`dssfn_mpi.bench.micro.mailbox.BenchMailbox`.
 
     Synchronisation
         Every rank holds one passive epoch on the window from creation to

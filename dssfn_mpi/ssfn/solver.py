@@ -373,7 +373,7 @@ class LocalInverse:
 # connectivity. The high end is s for consensus ADMM, whose exact average agrees at once
 # along the features' common direction (the top eigenvector), and sqrt(g s) for the edge
 # form, whose nodes must also agree along it. Fitted on activations (iterations) to 1e-2
-# of O* with fresh reads (dssfn_mpi/bench/penalty.py's steps) at layers 1, 3, 5 of
+# of O* with fresh reads (dssfn_mpi/bench/studies/penalty.py's steps) at layers 1, 3, 5 of
 # digits, satimage, vowel and letter on the ring of 4 and of 20, the circular graph
 # M = 20, d = 8, the complete graph M = 8 and a random 3-regular graph M = 16 (sync:
 # M = 4, 8, 16, 20): the best constant penalty of every case lies within 1.9x (async)

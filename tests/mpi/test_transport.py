@@ -78,7 +78,7 @@ def _value(writer: int, version: int) -> float:
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("make_graph", [ring, complete], ids=["ring", "complete"])
 def test_round_trip_values_shapes_versions_and_counters(make_graph):
-    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.bench.micro.mailbox import BenchMailbox
     from dssfn_mpi.mailbox.slotlayout import HEADER_WORDS
 
     comm = _comm()
@@ -144,7 +144,7 @@ def test_put_all_and_read_views_round_trip(make_graph):
     # The engine's pair: put_all writes what d puts would (versions, counters), and
     # read_views returns the same values as read_all, as read-only views, with
     # zeros for an unwritten layer and the kept copy for an unchanged slot.
-    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.bench.micro.mailbox import BenchMailbox
     from dssfn_mpi.mailbox.slotlayout import HEADER_WORDS
 
     comm = _comm()
@@ -266,7 +266,7 @@ def _stress(
     so against a writer that never pauses almost every read falls back and the
     number of fresh reads depends only on scheduling luck (80 in 8 s on a CI run).
     """
-    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.bench.micro.mailbox import BenchMailbox
     from dssfn_mpi.mailbox.slotlayout import HEADER_WORDS, VERSION
 
     me, size = comm.Get_rank(), comm.Get_size()
@@ -435,7 +435,7 @@ def test_reader_never_waits_for_a_writer_stuck_mid_write(compiled):
     # Deterministic version of the fallback: A stops between "begin" and "end" of a
     # write (as if descheduled there); B's reads must neither wait nor return the
     # half-written data, but the last consistent value, and count the fallback.
-    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.bench.micro.mailbox import BenchMailbox
     from dssfn_mpi.mailbox.slotlayout import BEGIN, END, HEADER_WORDS, LAYER
     from dssfn_mpi.mailbox.slotreader import ATTEMPTS as _ATTEMPTS
 
@@ -535,7 +535,7 @@ def test_reader_never_waits_for_a_writer_stuck_mid_write(compiled):
 
 @pytest.mark.mpi(min_size=2)
 def test_parity_keeps_final_previous_layer_readable():
-    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.bench.micro.mailbox import BenchMailbox
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
@@ -661,7 +661,7 @@ def test_passive_put_with_created_window_is_reported_not_raised():
 
 @pytest.mark.mpi(min_size=2)
 def test_free_is_idempotent_and_copies_outlive_the_window():
-    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.bench.micro.mailbox import BenchMailbox
 
     comm = _comm()
     me, size = comm.Get_rank(), comm.Get_size()
@@ -706,7 +706,7 @@ def test_free_is_idempotent_and_copies_outlive_the_window():
 
 @pytest.mark.mpi(min_size=2)
 def test_misuse_is_rejected_consistently():
-    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.bench.micro.mailbox import BenchMailbox
     from dssfn_mpi.errors import UserError
 
     comm = _comm()
@@ -764,7 +764,7 @@ _EXIT_SCRIPT = textwrap.dedent(
     """
     import numpy as np
     from mpi4py import MPI
-    from dssfn_mpi.bench.mailbox import BenchMailbox
+    from dssfn_mpi.bench.micro.mailbox import BenchMailbox
 
     class G:
         def __init__(self, n): self.n_nodes = n
