@@ -123,13 +123,10 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_projection_arguments(p: argparse.ArgumentParser) -> None:
     """``--network`` and ``--eps`` of the projected times in plots."""
-    from .options import positive
+    from .options import add_eps_option, add_network_option
 
-    p.add_argument("--network", default="shm", metavar="NAME",
-                   help="network of the projected dedicated-core times: shm, ib, eth10 or "
-                   "alpha=SECONDS,beta=BYTES_PER_S (see dssfn-mpi replay)")
-    p.add_argument("--eps", type=positive, default=1e-2,
-                   help="target relative distance to O* of the projected time to eps (> 0)")
+    add_network_option(p, "network of the projected dedicated-core times")
+    add_eps_option(p, "of the projected time to eps")
 
 
 def _add_train_parser(sub: Any) -> None:
@@ -172,7 +169,7 @@ def _add_evaluate_parser(sub: Any) -> None:
 
 
 def _add_report_parser(sub: Any) -> None:
-    from .options import RenamedFlag
+    from .options import RenamedFlag, add_network_option
 
     p = _command(sub, "report", "print the summary table of a run log",
                  "Summarise a run log (or each run of a sweep file): its settings, what it "
@@ -180,9 +177,8 @@ def _add_report_parser(sub: Any) -> None:
                  "the times, the distance to the exact solution and the accuracies. With "
                  "--network, also the run projected onto one core per rank (as replay).")
     p.add_argument("runlog", help="RUN.h5 written by train (or a sweep file)")
-    p.add_argument("--network", metavar="NAME",
-                   help="also give the projected dedicated-core time on this network: shm, ib, "
-                   "eth10 or alpha=SECONDS,beta=BYTES_PER_S (see replay)")
+    add_network_option(p, "also give the projected dedicated-core time on this network",
+                       default=None)
     p.add_argument("--replay", dest="network", action=RenamedFlag, new="--network",
                    help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -190,27 +186,27 @@ def _add_report_parser(sub: Any) -> None:
 
 
 def _add_replay_parser(sub: Any) -> None:
-    from .options import RenamedFlag, at_least, positive
+    from .options import (
+        RenamedFlag,
+        add_eps_option,
+        add_jitter_options,
+        add_network_option,
+        at_least,
+    )
 
     p = _command(sub, "replay", "project a traced run onto one core per rank",
                  "The dedicated-core timeline of a run from its trace: each rank on its own "
                  "core, messages over a network of latency alpha and bandwidth beta, by the "
                  "engines' own rules (docs/REPLAY.md).")
     p.add_argument("runlog", help="RUN.h5 written by train (or a sweep file with --run)")
-    p.add_argument("--network", default="shm",
-                   help="shm (this machine), ib (HDR InfiniBand), eth10 (10 GbE TCP) "
-                   "or alpha=SECONDS,beta=BYTES_PER_S")
+    add_network_option(p, "the network of the projection")
     p.add_argument("--slow", action="append", metavar="RANK:FACTOR",
                    help="that rank's activations take FACTOR times their traced CPU time, as "
                    "under train --slow (repeatable)")
-    p.add_argument("--jitter", metavar="exp:MEAN|lognormal:SIGMA",
-                   help="each activation's compute times 1 + Exp(MEAN), or exp(N(0, SIGMA^2))")
-    p.add_argument("--jitter-seed", type=at_least(0), default=0,
-                   help="seed of the jitter, >= 0 (as simulate)")
+    add_jitter_options(p)
     p.add_argument("--seed", dest="jitter_seed", type=at_least(0), action=RenamedFlag,
                    new="--jitter-seed", help=argparse.SUPPRESS)
-    p.add_argument("--eps", type=positive, default=1e-2,
-                   help="target relative distance to O* for time to eps (> 0)")
+    add_eps_option(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--run", metavar="NAME", help="the run of a sweep file to replay")
     p.set_defaults(func=_cmd_replay)

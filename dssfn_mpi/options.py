@@ -31,7 +31,8 @@ from typing import Any, Callable
 from .errors import UserError, require
 from .launch import launcher_rank
 
-__all__ = ["HelpFormatter", "Option", "RenamedFlag", "add_arguments", "at_least", "from_args",
+__all__ = ["HelpFormatter", "NETWORK_VALUES", "Option", "RenamedFlag", "add_arguments",
+           "add_eps_option", "add_jitter_options", "add_network_option", "at_least", "from_args",
            "from_mapping", "note_renamed", "option", "positive", "relaxation", "wrong_type"]
 
 # A parser turns a value from the command line (``source is None``) or from a
@@ -140,6 +141,32 @@ def relaxation(text: str) -> float:
     if not 0.0 < value < 2.0:  # nan fails too
         raise argparse.ArgumentTypeError(f"must lie in (0, 2), got {text}")
     return value
+
+
+#: The values ``--network`` takes, in every command that models a network.
+NETWORK_VALUES = ("shm (this machine), ib (HDR InfiniBand), eth10 (10 GbE TCP) or "
+                  "alpha=SECONDS,beta=BYTES_PER_S (docs/REPLAY.md)")
+
+
+def add_network_option(p: Any, what: str, default: str | None = "shm") -> None:
+    """``--network``, declared once: ``what`` it prices, then :data:`NETWORK_VALUES`."""
+    p.add_argument("--network", default=default, metavar="NAME",
+                   help=f"{what}: {NETWORK_VALUES}")
+
+
+def add_eps_option(p: Any, what: str = "of the time to eps") -> None:
+    """``--eps``, the target relative distance to O* (``what`` it is the target of)."""
+    p.add_argument("--eps", type=positive, default=1e-2,
+                   help=f"target relative distance to O* {what} (> 0)")
+
+
+def add_jitter_options(p: Any) -> None:
+    """``--jitter`` and ``--jitter-seed``: each activation's compute time scaled, the same
+    draws in replay and simulate."""
+    p.add_argument("--jitter", metavar="exp:MEAN|lognormal:SIGMA",
+                   help="each activation's compute times 1 + Exp(MEAN), or exp(N(0, SIGMA^2))")
+    p.add_argument("--jitter-seed", type=at_least(0), default=0,
+                   help="seed of the jitter, >= 0")
 
 
 def note_renamed(old: str, new: str) -> None:

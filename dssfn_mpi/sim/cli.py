@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..errors import require
-from ..options import at_least
+from ..options import add_jitter_options, add_network_option, at_least
 
 __all__ = ["SIM_SETTINGS", "add_simulate_arguments", "run_simulate"]
 
@@ -30,13 +30,8 @@ def add_simulate_arguments(g: Any) -> None:
     g.add_argument("--speeds", metavar="FRACTION:FACTOR,...",
                    help="heterogeneous classes: the first FRACTION of the nodes run FACTOR "
                    "times slower, then the next class, e.g. 0.5:2,0.5:1")
-    g.add_argument("--jitter", metavar="exp:MEAN|lognormal:SIGMA",
-                   help="each activation's compute times 1 + Exp(MEAN), or exp(N(0, SIGMA^2)) "
-                   "(as replay)")
-    g.add_argument("--jitter-seed", type=at_least(0), default=0,
-                   help="seed of the jitter, >= 0 (as replay)")
-    g.add_argument("--network", default="shm",
-                   help="shm (default), ib, eth10 or alpha=SECONDS,beta=BYTES_PER_S (as replay)")
+    add_jitter_options(g)
+    add_network_option(g, "the network model of the messages and collectives")
     g.add_argument("--allreduce", choices=["mpich", "openmpi"], default=None,
                    help="whose allreduce algorithm sync's collective costs (default: the "
                    "trace's library with --speed trace:, else mpich)")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ...options import at_least, positive
+from ...options import add_eps_option, add_network_option, at_least, positive
 from .presets import PRESETS
 from .toolargs import TOOL_ARGS, TOOLS
 
@@ -101,11 +101,8 @@ def _jobs(p: argparse.ArgumentParser, bench: str) -> None:
     p.add_argument("--job-timeout", type=positive, metavar="SECONDS",
                    help="stop a configuration after this long (> 0) and record it as stopped, "
                    "with the layers it finished")
-    p.add_argument("--network", default="shm", metavar="NAME",
-                   help="network of the projected dedicated-core times: shm, ib, eth10 or "
-                   "alpha=SECONDS,beta=BYTES_PER_S (see dssfn-mpi replay)")
-    p.add_argument("--eps", type=positive, default=1e-2,
-                   help="target relative distance to O* of the projected time to eps (> 0)")
+    add_network_option(p, "network of the projected dedicated-core times")
+    add_eps_option(p, "of the projected time to eps")
 
 
 def _eps_form(p: argparse.ArgumentParser, bench: str) -> None:

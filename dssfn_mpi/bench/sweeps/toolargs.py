@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from ...options import at_least, positive, relaxation
+from ...options import add_network_option, at_least, positive, relaxation
 
 __all__ = ["TOOLS", "TOOL_ARGS", "tool_parser"]
 
@@ -31,9 +31,7 @@ def _accuracy_args(ap: argparse.ArgumentParser) -> None:
                     help="a bench straggler sweep run with --set stop=eps:E")
     ap.add_argument("--sim", nargs="*", default=[], metavar="RUN.h5",
                     help="simulated run logs (dssfn-mpi simulate --stop eps:E)")
-    ap.add_argument("--network", default="shm",
-                    help="replay network of the live runs: shm, ib, eth10 or "
-                    "alpha=SECONDS,beta=BYTES_PER_S")
+    add_network_option(ap, "replay network of the live runs")
     ap.add_argument("--out", required=True, help="figure (.png; a .pdf and its points, .json, "
                     "are written beside it)")
 
