@@ -377,11 +377,9 @@ class LocalInverse:
 # digits, satimage, vowel and letter on the ring of 4 and of 20, the circular graph
 # M = 20, d = 8, the complete graph M = 8 and a random 3-regular graph M = 16 (sync:
 # M = 4, 8, 16, 20): the best constant penalty of every case lies within 1.9x (async)
-# and 2x (sync) of the rule, whose count is within 1.4x of the best count. Other high
-# ends spread the best penalty more: async sqrt(lam g) (Shi's top eigenvalue) 2.5x,
-# sqrt(lam s) 2.2x; sync sqrt(lam sqrt(g s)) 2.4x, and the former rule, 1.4 sqrt(M
-# lam s), 2.5x (its M was fitted at M = 20 only). docs/ALGORITHMS.md, "The auto
-# penalty", has the simulator's table.
+# and 2x (sync) of the rule, whose count is within 1.4x of the best count
+# (docs/ALGORITHMS.md, "The auto penalty", has the simulator's table; the rules it
+# replaced are in docs/HISTORY.md, "Penalties").
 AUTO_EDGE = 2.8
 AUTO_SYNC = 5.0
 # When lam* is 0 or tiny (the deepest layers) fall back to the data's scale: the mean
