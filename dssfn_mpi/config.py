@@ -12,7 +12,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .algorithms.registry import ALGORITHMS, UPDATES, lookup, names
 from .algorithms.stoprule import StopRule, parse_stop
@@ -53,6 +53,17 @@ PAPER_TABLE3: dict[str, dict[str, tuple[float, float]]] = {
     "norb": {"central_mu": (1e-8, 1e2), "sync_mu": (1e-1, 1e-1), "gamma": (1e2, 1e-2)},
     "mnist": {"central_mu": (1e2, 1e5), "sync_mu": (1e-5, 1e0), "gamma": (1e-1, 1e-1)},
 }
+
+
+def _mode_help() -> str:
+    """``--mode``'s help: every registered mode (a plug-in's too), the default first."""
+    modes = names()
+    return f"{modes[0]} (default), {', '.join(modes[1:])}"
+
+
+def _relaxation_help(attr: str, what: str) -> Callable[[], str]:
+    """The help of ``--eta`` / ``--relax``, naming every registered mode's default."""
+    return lambda: f"{what} (default: the mode's: {_relaxation_defaults(attr)})"
 
 
 def _relaxation_defaults(attr: str) -> str:
@@ -196,7 +207,7 @@ class TrainConfig:
                                   "$DSSFN_DATA_DIR, else ~/.local/share/dssfn-mpi; "
                                   "data/README.md)")
     partition: str = option("data", "uniform (default), stratified, dirichlet:ALPHA", "uniform")
-    mode: str = option("method", f"{MODES[0]} (default), {', '.join(MODES[1:])}", MODES[0])
+    mode: str = option("method", _mode_help, MODES[0])
     update: str = option("method", "async update form: edge (exact, default) or paper (eq. 7)",
                          "edge")
     metric: str = option(
@@ -223,11 +234,11 @@ class TrainConfig:
         "default auto (per layer, from the nodes' own constrained solutions)", "auto",
         parse=_per_layer("gamma"))
     eta: float | None = option(
-        "method", "step size (relaxation) in (0, 2) of the per-neighbour modes (default: "
-        f"the mode's: {_relaxation_defaults('step_size')})")
+        "method", _relaxation_help("step_size", "step size (relaxation) in (0, 2) of "
+                                   "the per-neighbour modes"))
     relax: float | None = option(
-        "method", "over-relaxation alpha in (0, 2) of consensus ADMM, 1 plain ADMM (default: "
-        f"the mode's: {_relaxation_defaults('relax')})", metavar="ALPHA")
+        "method", _relaxation_help("relax", "over-relaxation alpha in (0, 2) of "
+                                   "consensus ADMM, 1 plain ADMM"), metavar="ALPHA")
     rho: tuple[float, ...] | str = option(
         "method", "sync consensus penalty, one value or per-layer list (default auto, as "
         "--gamma)", "auto", parse=_per_layer("rho"))

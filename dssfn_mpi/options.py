@@ -72,7 +72,7 @@ class Option:
     """
 
     group: str
-    help: str | None
+    help: str | Callable[[], str] | None
     flag: str | None = None
     parse: Parser | None = None
     metavar: str | None = None
@@ -201,7 +201,8 @@ def option(group: str, help: str | None, default: Any = None, *,
     group : str
         Help section.
     help : str or None
-        Help text, may contain ``{default}``; ``None`` for config-file-only settings.
+        Help text, may contain ``{default}``; a callable gives it when the parser is built
+        (text naming the registered algorithms); ``None`` for config-file-only settings.
     default : object
         The default value (use ``default_factory`` for mutable ones).
     default_factory : callable, optional
@@ -280,7 +281,8 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type,
             continue
         if s.opt.group not in groups:
             groups[s.opt.group] = parser.add_argument_group(s.opt.group)
-        helptext = argparse.SUPPRESS if s.opt.hidden else s.opt.help.format(default=s.default)
+        text = s.opt.help() if callable(s.opt.help) else s.opt.help
+        helptext = argparse.SUPPRESS if s.opt.hidden else text.format(default=s.default)
         kwargs: dict[str, Any] = {"dest": s.name, "default": None, "help": helptext}
         if s.scalar == "bool":
             kwargs["action"] = "store_false" if s.default is True else "store_true"

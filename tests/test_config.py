@@ -113,7 +113,7 @@ def test_width_and_bound_default_to_the_papers_from_the_classes():
 
 
 def test_mode_help_names_every_mode_and_the_default():
-    text = TrainConfig.__dataclass_fields__["mode"].metadata["option"].help
+    text = TrainConfig.__dataclass_fields__["mode"].metadata["option"].help()
     assert text.startswith(f"{MODES[0]} (default)") and TrainConfig().mode == MODES[0]
     assert all(mode in text for mode in MODES)
 
