@@ -130,6 +130,11 @@ class Algorithm:
     relax = 1.0
     #: The default ``--eta`` (the step of the per-neighbour drivers, in (0, 2)).
     step_size = 1.0
+    #: Its colour in the benchmarks' figures (a matplotlib colour; variants of the mode keep
+    #: it); None: one no other registered mode has (:mod:`dssfn_mpi.bench.figures.figstyle`).
+    colour: str | None = None
+    #: Its marker in the benchmarks' figures; None: one no other registered mode has.
+    marker: str | None = None
 
     def configured(self, cfg: Any) -> Algorithm:
         """The algorithm with the run's own options (``cfg``) applied; itself by default."""
