@@ -527,7 +527,7 @@ def test_penalty_metric_table_counts_the_input_layer_as_simulate(tmp_path, mode,
     import io
 
     from dssfn_mpi.bench.studies.penalty import table
-    from dssfn_mpi.bench.sweeps.specs import relax_args
+    from dssfn_mpi.bench.variants import relax_args
     from dssfn_mpi.cli import main
     from dssfn_mpi.runlog import read_runlog
 

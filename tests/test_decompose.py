@@ -11,7 +11,7 @@ import pytest
 from dssfn_mpi.bench.figures.decomposefig import decompose_figure
 from dssfn_mpi.bench.sweeps.decompose import decompose_markdown, decompose_specs
 from dssfn_mpi.bench.sweeps.presets import apply_overrides, get_preset
-from dssfn_mpi.bench.sweeps.specs import _variant_args, relax_args
+from dssfn_mpi.bench.variants import mode_args, relax_args
 from dssfn_mpi.cli import build_parser
 from dssfn_mpi.errors import UserError
 
@@ -50,13 +50,13 @@ def test_bad_relaxations_and_variants_are_user_errors():
         decompose_specs(apply_overrides(p, ["relaxes=1,2.5"]), None)
     with pytest.raises(UserError, match="unknown variant"):
         decompose_specs(apply_overrides(p, ["modes=sync,nope"]), None)
-    assert _variant_args("sync@1.6") == ["--mode", "sync", "--relax", "1.6"]
-    assert _variant_args("async-lead0@1.8") == ["--mode", "async", "--max-lead", "0",
-                                                 "--eta", "1.8"]
+    assert mode_args("sync@1.6") == ["--mode", "sync", "--relax", "1.6"]
+    assert mode_args("async-lead0@1.8") == ["--mode", "async", "--max-lead", "0",
+                                             "--eta", "1.8"]
     assert relax_args("sync-graph", 1.0) == ["--relax", "1"]
     assert relax_args("hood", 1.0) == ["--eta", "1"]  # not hood's own default step
     with pytest.raises(UserError, match="must be a number"):
-        _variant_args("async@x")
+        mode_args("async@x")
 
 
 def _rec(mode, graph, M, alpha, layers, reached=True, secs=0.1):

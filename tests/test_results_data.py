@@ -331,13 +331,45 @@ def test_noise_preset_every_engine_at_the_papers_graph():
     assert jit.train_args[jit.train_args.index("--jitter") + 1] == "exp:0.5"
 
 
-def test_one_colour_per_engine():
-    from dssfn_mpi.bench.figures.figstyle import ENGINE_COLOURS, style
+def test_one_colour_and_marker_per_mode_variants_in_their_modes_colour():
+    from dssfn_mpi.algorithms import names
+    from dssfn_mpi.bench.figures.figstyle import style
 
-    assert len(set(ENGINE_COLOURS.values())) == len(ENGINE_COLOURS)
-    for variant in ("async-unbounded", "async-lead16", "async-lead64"):
-        assert style(variant)["color"] == ENGINE_COLOURS["async"]
-    assert style("oneshot-graph")["color"] == ENGINE_COLOURS["oneshot-graph"]
+    looks = {mode: style(mode) for mode in names()}
+    assert len({s["color"] for s in looks.values()}) == len(looks)
+    assert len({s["marker"] for s in looks.values()}) == len(looks)
+    # the published figures' look
+    assert looks["async"] == {"color": "tab:blue", "marker": "o"}
+    assert looks["oneshot-graph"] == {"color": "tab:purple", "marker": "P"}
+    for variant, marker in (("async-unbounded", "v"), ("async-lead16", "<"),
+                            ("async-lead64", ">"), ("async@1.8", "d")):
+        assert style(variant) == {"color": "tab:blue", "marker": marker}
+    assert style("sync@1.8") == {"color": "tab:orange", "marker": "d"}
+    assert style("hood-lead16")["color"] == looks["hood"]["color"]
+    assert style("nope") == {} and style("sync-lead4") == {}  # no mode; sync has no bound
+
+
+def test_a_newly_registered_mode_gets_a_colour_and_marker_of_its_own():
+    from dssfn_mpi.algorithms import ALGORITHMS, names, register
+    from dssfn_mpi.algorithms.consensus import ConsensusADMM
+    from dssfn_mpi.bench.figures.figstyle import style
+
+    class Relaxed(ConsensusADMM):
+        name = "relaxed-sync"
+        summary = "over-relaxed consensus ADMM (a test plug-in)"
+        relax = 1.6
+
+    alg = register(Relaxed())
+    try:
+        new = style("relaxed-sync")
+        others = [style(mode) for mode in names() if mode != "relaxed-sync"]
+        assert new["color"] and new["color"] not in {s["color"] for s in others}
+        assert new["marker"] and new["marker"] not in {s["marker"] for s in others}
+        assert style("relaxed-sync@1.2")["color"] == new["color"]
+        assert style("sync") == {"color": "tab:orange", "marker": "s"}  # the others keep theirs
+    finally:
+        ALGORITHMS.remove(alg)
+    assert style("relaxed-sync") == {}
 
 
 def test_plot_all_command_checks_and_rebuilds(tmp_path, capsys):

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
-from dssfn_mpi.bench.sweeps.specs import relax_args
+from dssfn_mpi.bench.variants import relax_args
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.ssfn.gramstats import memory_bytes, stats_bytes
 

@@ -117,6 +117,11 @@ class Algorithm:
     #: Its fixed point is the exact solution O* of every layer (the common checks,
     #: tests/test_common_checks.py, hold every node to it).
     exact = True
+    #: Its colour in the benchmarks' figures (a matplotlib colour; variants of the mode keep
+    #: it); None: one no other registered mode has (:mod:`dssfn_mpi.bench.figures.figstyle`).
+    colour: str | None = None
+    #: Its marker in the benchmarks' figures; None: one no other registered mode has.
+    marker: str | None = None
 
     def configured(self, cfg: Any) -> Algorithm:
         """The algorithm with the run's own options (``cfg``) applied; itself by default."""

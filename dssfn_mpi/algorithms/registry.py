@@ -35,6 +35,20 @@ ALGORITHMS: list[Algorithm] = [
     JacobiNeighbourhoodADMM(),
 ]
 
+#: The colour and marker of a mode in the benchmarks' figures (:attr:`Algorithm.colour`,
+#: :attr:`Algorithm.marker`), where it has its own; every other mode, and one registered
+#: later, is drawn in a colour and with a marker no other mode has.
+_LOOKS = {
+    "async": ("tab:blue", "o"),
+    "sync": ("tab:orange", "s"),
+    "sync-graph": ("tab:green", "^"),
+    "oneshot": ("tab:red", "D"),
+    "oneshot-graph": ("tab:purple", "P"),
+    "central": ("black", "x"),
+}
+for _alg in ALGORITHMS:
+    _alg.colour, _alg.marker = _LOOKS.get(_alg.name, (_alg.colour, _alg.marker))
+
 #: The ``--update`` values.
 UPDATES = ("edge", "paper")
 

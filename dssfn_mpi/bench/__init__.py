@@ -10,7 +10,9 @@ imports no other folder), ``sweeps`` (what each sweep runs, the jobs, the ``benc
 line, whose ``parser`` and ``command`` import every folder's entry point), ``figures``
 (``dssfn-mpi plot``), ``pages`` (``results/data`` and the pages written from it), ``micro``
 (micro-benchmarks, programs of their own) and ``studies`` (the studies behind the models'
-constants, run by hand).
+constants, run by hand). Beside them, ``variants`` reads a sweep's labels of its engines
+(``async-lead16``, ``sync@1.8``) through the algorithm registry, which every folder asks
+what a mode is.
 """
 
 from __future__ import annotations

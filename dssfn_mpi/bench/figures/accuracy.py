@@ -34,6 +34,7 @@ from ...algorithms.stoprule import reason_code
 from ...errors import UserError
 from ...runlog import RunLog, read_runlog, read_sweep
 from ..summaries.records import ACCURACY_FORMAT
+from ..variants import run_label
 
 __all__ = ["ACCURACY_FORMAT", "accuracy_markdown", "accuracy_summary", "live_points", "main",
            "plot_accuracy", "run", "simulated_points"]
@@ -41,13 +42,11 @@ __all__ = ["ACCURACY_FORMAT", "accuracy_markdown", "accuracy_summary", "live_poi
 _EPS = reason_code("eps")
 
 
-def _variant(run: RunLog, mode: str | None = None) -> str:
-    """``async-leadS`` / ``async-unbounded`` / ``sync`` / ``sync-graph`` of a run."""
-    mode = mode or str(run.attrs.get("mode"))
-    if mode != "async":
-        return mode
-    lead = run.config.get("max_lead", 4)
-    return "async-unbounded" if lead is None or int(lead) < 0 else f"async-lead{int(lead)}"
+def _variant(run: RunLog, label: str | None = None) -> str:
+    """The label of a run (``label``, else its mode) with a one-sided mode's bound named:
+    ``async-leadS`` / ``async-unbounded`` / ``sync`` / ``sync-graph``."""
+    return run_label(label or str(run.attrs.get("mode")), run.config.get("max_lead", 4),
+                     bound=True)
 
 
 def _factor(run: RunLog) -> float:
@@ -76,9 +75,8 @@ def live_points(path: str | Path, network: str = "shm") -> dict[str, list[tuple]
             continue
         solve = np.array([lp.solve_seconds for lp in proj.layers])
         reasons = np.asarray(run.layers["stop_reason"])[:, 0]
-        mode = str(a.get("bench_mode"))
-        out["async-lead4" if mode == "async" else mode].append((float(a.get("bench_factor", 1.0)),
-                                             _after_layer0(solve, reasons)))
+        out[_variant(run, str(a.get("bench_mode")))].append(
+            (float(a.get("bench_factor", 1.0)), _after_layer0(solve, reasons)))
     return {k: sorted(v) for k, v in out.items()}
 
 
@@ -104,8 +102,7 @@ def _style(variant: str) -> dict:
     """The engine's colour (figstyle), the variant's marker."""
     from .figstyle import style
 
-    return style("async" if variant == "async-lead4" else variant) or {"color": "gray",
-                                                                      "marker": "D"}
+    return style(variant) or {"color": "gray", "marker": "D"}
 
 
 def _title(args: argparse.Namespace, sim: list[dict]) -> str:

@@ -1,6 +1,9 @@
-"""What every benchmark figure shares: the Agg back end, colours per mode, saving.
+"""What every benchmark figure shares: the Agg back end, each mode's colour and marker,
+saving.
 
-Used by :mod:`dssfn_mpi.bench.figures.plot` and :mod:`dssfn_mpi.bench.figures.timeplots`.
+A mode's colour and marker are its algorithm's (``Algorithm.colour``, ``marker``, from the
+registry); a mode without its own, and one registered later, gets ones no other mode has.
+Variants of a mode (:mod:`dssfn_mpi.bench.variants`) keep its colour and differ by marker.
 """
 
 from __future__ import annotations
@@ -14,29 +17,21 @@ matplotlib.use("Agg")  # files only, never a display
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from ...algorithms.registry import lookup, names  # noqa: E402
 from ...runlog import RunLog  # noqa: E402
+from ..variants import parse  # noqa: E402
 
-__all__ = ["ENGINE_COLOURS", "MODE_STYLE", "describe", "describe_info", "engine_of",
-           "ok_runs", "plt", "save", "style"]
+__all__ = ["describe", "describe_info", "look", "ok_runs", "plt", "save", "style"]
 
-#: The one colour of each engine, in every figure. Variants of an engine (async's bounded
-#: delays) keep its colour and differ by marker.
-ENGINE_COLOURS = {
-    "async": "tab:blue",
-    "sync": "tab:orange",
-    "sync-graph": "tab:green",
-    "oneshot": "tab:red",
-    "oneshot-graph": "tab:purple",
-    "central": "black",
-}
-
-#: Marker of each mode or variant (colour: its engine's).
-_MARKERS = {"async": "o", "async-unbounded": "v", "sync": "s", "sync-graph": "^",
-            "oneshot": "D", "oneshot-graph": "P", "central": "x"}
-_LEAD_MARKERS = {"4": "o", "16": "<", "64": ">"}
-
-MODE_STYLE = {mode: dict(color=ENGINE_COLOURS[mode.split("-unbounded")[0]], marker=marker)
-              for mode, marker in _MARKERS.items()}
+#: The colours and markers of the modes without their own (``Algorithm.colour``,
+#: ``marker``), handed out in the registry's order, each one no other mode has.
+_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+            "tab:pink", "tab:gray", "tab:olive", "tab:cyan")
+_MARKERS = ("o", "s", "^", "D", "P", "x", "p", "h", "*", "X", "H", "8")
+#: The markers of a one-sided mode's bounds (``MODE-leadS``; 4 is async's own), of its
+#: unbounded variant and of every other variant (another bound, a relaxation).
+_LEAD_MARKERS = {4: "o", 16: "<", 64: ">"}
+_UNBOUNDED, _VARIANT = "v", "d"
 _DPI = 100
 
 
@@ -66,25 +61,37 @@ def _shrink_png(path: Path) -> None:
     small.save(path, optimize=True)
 
 
-def engine_of(mode: str) -> str:
-    """The engine of a mode or variant: ``async-lead16``, ``async-unbounded``, ``async@1.8``
-    -> ``async``."""
-    mode = mode.split("@")[0]
-    if mode.startswith("async-lead") or mode == "async-unbounded":
-        return "async"
-    return mode
+def look(mode: str) -> tuple[str, str]:
+    """Colour and marker of a registered mode: its algorithm's own, else the first ones no
+    other mode has, in the registry's order (so a newly registered mode gets its own)."""
+    known = [lookup(name) for name in names()]
+    alg = lookup(mode)
+    return (_own_or_spare(alg, known, "colour", _COLOURS),
+            _own_or_spare(alg, known, "marker", _MARKERS))
 
 
-def style(mode: str) -> dict:
-    """Colour (its engine's) and marker of a mode or variant (a fresh dict the caller may
-    change); ``{}`` for a name that is no mode."""
-    if mode in MODE_STYLE:
-        return dict(MODE_STYLE[mode])
-    engine = engine_of(mode)
-    if engine not in ENGINE_COLOURS:
+def _own_or_spare(alg: Any, known: list, attr: str, pool: tuple[str, ...]) -> str:
+    """``alg``'s own ``attr``, or the one of ``pool`` nobody has that falls to it."""
+    if getattr(alg, attr):
+        return getattr(alg, attr)
+    taken = {getattr(a, attr) for a in known}
+    spare = [x for x in pool if x not in taken] or list(pool)
+    without = [a.name for a in known if not getattr(a, attr)]
+    return spare[without.index(alg.name) % len(spare)]
+
+
+def style(label: str) -> dict:
+    """Colour (its mode's, :func:`look`) and marker of a mode or variant (a fresh dict the
+    caller may change); ``{}`` for a label of no registered mode."""
+    variant = parse(label)
+    if variant is None:
         return {}
-    lead = mode.removeprefix("async-lead")
-    return dict(color=ENGINE_COLOURS[engine], marker=_LEAD_MARKERS.get(lead, "d"))
+    colour, marker = look(variant.mode)
+    if variant.relax is not None:
+        marker = _VARIANT
+    elif variant.lead is not None:
+        marker = _UNBOUNDED if variant.lead < 0 else _LEAD_MARKERS.get(variant.lead, _VARIANT)
+    return dict(color=colour, marker=marker)
 
 
 def describe(run: RunLog) -> str:

@@ -32,6 +32,7 @@ from matplotlib.ticker import MaxNLocator
 from ...errors import UserError
 from ...runlog import RunLog, read_runlog, read_sweep
 from ..summaries.projection import DEFAULT_EPS, DEFAULT_NETWORK, check_network, has_trace
+from ..variants import decentralized
 from .figstyle import describe as _describe
 from .figstyle import describe_info, plt
 from .figstyle import save as _save
@@ -105,13 +106,17 @@ def _pick_layer_runs(summary: dict) -> tuple[list, str]:
         what = f"M = {pick:g}"
     chosen = []
     for r in ok:
-        if r["mode"] == "central" or r["value"] == pick:
-            shorter = r["mode"] != "central" and r["iters"] != r["target_iters"]
+        central = not decentralized(r["mode"])
+        if central or r["value"] == pick:
+            shorter = not central and r["iters"] != r["target_iters"]
             chosen.append((r["mode"] + (f" (K={r['iters']})" if shorter else ""), r))
     return chosen, f"{bench} sweep, {what}; {describe_info(summary['info'])}"
 
 
 _WAIT_COLOR = {"spin": "tab:red", "hybrid": "tab:purple", "auto": "tab:green"}
+#: How Table 2's figures tell the paper's setting (its steps and penalties) from ours.
+_SETTING_HATCH = {"exact": None, "paper": "//"}
+_SETTING_LINE = {"exact": "-", "paper": "--"}
 
 
 def _contention(summary: dict, outdir: Path) -> list[Path]:
@@ -159,7 +164,7 @@ def _contention(summary: dict, outdir: Path) -> list[Path]:
 
 def _table2(summary: dict, outdir: Path) -> list[Path]:
     """``table2.md``, the time figure and the accuracy figure of a table2 summary."""
-    from ..summaries.table2 import PAPER_TABLE2, table2_markdown
+    from ..summaries.table2 import COLUMNS, PAPER_TABLE2, table2_markdown
     from .timeplots import table2_time_figure
 
     rows = [r for r in summary["tables"].get("table2", []) if r["seeds"]]
@@ -170,8 +175,7 @@ def _table2(summary: dict, outdir: Path) -> list[Path]:
         return out
     datasets = sorted({r["dataset"] for r in rows},
                       key=lambda d: list(PAPER_TABLE2).index(d) if d in PAPER_TABLE2 else 99)
-    bars = [(st, m) for st in ("exact", "paper") for m in ("central", "sync", "sync-graph",
-                                                          "async")
+    bars = [(st, m) for st in ("exact", "paper") for m in COLUMNS
             if any(r["setting"] == st and r["mode"] == m for r in rows)]
     by = {(r["dataset"], r["setting"], r["mode"]): r for r in rows}
     x = np.arange(len(datasets))
@@ -185,7 +189,7 @@ def _table2(summary: dict, outdir: Path) -> list[Path]:
         std = np.array([v["acc_std"] * 100 if v and v["seeds"] > 1 else 0.0 for v in vals],
                        dtype=float)
         ax.bar(off, mean, width, yerr=std if std.any() else None, capsize=2,
-               color=_style(mode).get("color"), hatch="//" if setting == "paper" else None,
+               color=_style(mode).get("color"), hatch=_SETTING_HATCH[setting],
                edgecolor="white", label=f"{mode} ({setting})")
     _paper_ticks(ax, datasets, bars, width)
     ax.set_ylim(0, 100)  # a zero baseline: bar heights compare
@@ -208,17 +212,15 @@ def _table2(summary: dict, outdir: Path) -> list[Path]:
 def _paper_ticks(ax, datasets: list[str], bars: list, width: float) -> None:
     """The paper's Table 2 accuracies as black ticks on our exact-setting bars (its
     synchronous dSSFN is consensus over the graph: its tick goes on sync-graph)."""
-    from ..summaries.table2 import PAPER_TABLE2
+    from ..summaries.table2 import paper_accuracy
 
-    paper_cols = {"central": 0, "sync-graph": 1, "async": 3}
     first = True
     for j, d in enumerate(datasets):
-        if d not in PAPER_TABLE2:
-            continue
         for i, (setting, mode) in enumerate(bars):
-            if setting == "exact" and mode in paper_cols:
+            acc = paper_accuracy(d, mode) if setting == "exact" else None
+            if acc is not None:
                 off = j + (i - (len(bars) - 1) / 2) * width
-                ax.plot(off, PAPER_TABLE2[d][paper_cols[mode]][0], "k_", markersize=12,
+                ax.plot(off, acc, "k_", markersize=12,
                         label="paper, Table 2" if first else None)
                 first = False
 
@@ -247,7 +249,7 @@ def _table2_layers(summary: dict, outdir: Path) -> list[Path]:
                 if not np.isfinite(y).any():
                     continue
                 drawn = True
-                ls = "--" if r.get("setting") == "paper" else "-"
+                ls = _SETTING_LINE.get(r.get("setting"), "-")
                 (ax.semilogy if log else ax.plot)(np.arange(y.size), y, linestyle=ls,
                                                   label=f"{r['mode']} ({r.get('setting')})",
                                                   **_style(r["mode"]))

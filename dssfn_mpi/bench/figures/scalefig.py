@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from ..variants import decentralized
 from .figstyle import plt, style
-from .ttefigs import _title, mode_order
+from .ttefigs import _title, mode_order, select
 
 __all__ = ["GRAPH_ORDER", "per_node", "point_state", "scale_figure", "scale_markdown",
            "scale_records", "worst_distance"]
@@ -41,7 +42,7 @@ _STATES = {"capped": "hollow: a layer at the cap K, labelled with its distance t
 def scale_records(summary: Mapping[str, Any]) -> list[dict]:
     """The summary's decentralized runs to accuracy that finished or stopped at the job
     timeout, simulated ones if any (else the live ones), each with its ``graph``."""
-    recs = [r for r in summary["records"] if r["mode"] != "central"
+    recs = [r for r in summary["records"] if decentralized(r["mode"])
             and (r.get("status") == "stopped" or r.get("ok") and r.get("activations_per_layer")
                  and str(r.get("stop", "")).startswith("eps"))]
     kind = "simulated" if any(r["kind"] == "simulated" for r in recs) else "live"
@@ -121,7 +122,7 @@ def scale_figure(summary: Mapping[str, Any]) -> Any:
     for col, graph in enumerate(graphs):
         mine = [r for r in recs if r["graph"] == graph]
         for mode in mode_order(r["mode"] for r in mine):
-            got = sorted((r for r in mine if r["mode"] == mode), key=lambda r: r["value"])
+            got = select(mine, mode)
             st = style(mode)
             _series(axes[0, col], got, per_node, st, mode, annotate=True)
             _series(axes[1, col], got, lambda r: r.get("time_at_eps", math.nan), st, mode,

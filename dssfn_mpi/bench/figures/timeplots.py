@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..summaries.jitter import REFERENCE
+from ..variants import decentralized
 from .figstyle import describe_info, plt, save, style
 from .ttefigs import mode_order
 
@@ -41,7 +43,7 @@ def _series(summary: Mapping[str, Any]):
     for rec in summary["records"]:
         if rec["status"] != "ok" or rec["kind"] != "live" or not rec["layer_seconds"]:
             continue
-        if rec["mode"] == "central":
+        if not decentralized(rec["mode"]):
             central = rec
             continue
         series[rec["mode"]].append(rec)
@@ -224,9 +226,9 @@ def jitter_figure(summary: Mapping[str, Any], outdir: Path, stem: str = "jitter"
             "color": style(mode).get("color")})
         ax_t.plot(off, [r["time_to_eps"][mode] for r in rows], "k_", markersize=8,
                   label=f"time to eps {eps:g}" if i == 0 else None)
-        if mode != "async":
+        if mode != REFERENCE:
             ax_r.plot(x, [r["ratio"].get(mode, np.nan) for r in rows], **style(mode),
-                      label=f"{mode} / async")
+                      label=f"{mode} / {REFERENCE}")
     ax_r.axhline(1.0, color="black", linestyle=":", linewidth=1)
     for ax in (ax_t, ax_r):
         ax.set_xticks(x, [r["case"] for r in rows], fontsize=8)
@@ -247,15 +249,14 @@ def table2_time_figure(rows: list[dict], outdir: Path, network: str,
                        info: Mapping[str, Any]) -> list[Path]:
     """``table2_time``: measured and projected time per dataset and mode (exact setting),
     and the projected async speed-ups next to the paper's sync / async ratio."""
-    from ..summaries.table2 import paper_ratio
+    from ..summaries.table2 import TIMED, paper_ratio
 
-    exact = [r for r in rows if r["setting"] == "exact" and r["seeds"]
-             and r["mode"] in ("sync", "sync-graph", "async")]
+    exact = [r for r in rows if r["setting"] == "exact" and r["seeds"] and r["mode"] in TIMED]
     if not exact:
         return []
     datasets = list(dict.fromkeys(r["dataset"] for r in exact))
     by = {(r["dataset"], r["mode"]): r for r in exact}
-    modes = [m for m in ("sync", "sync-graph", "async") if any(k[1] == m for k in by)]
+    modes = [m for m in TIMED if any(k[1] == m for k in by)]
     x = np.arange(len(datasets))
     width = 0.8 / (2 * max(len(modes), 1))
     fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(max(10, 3 * len(datasets)), 4.5))
@@ -267,11 +268,13 @@ def table2_time_figure(rows: list[dict], outdir: Path, network: str,
             off = x + (2 * i + j - (2 * len(modes) - 1) / 2) * width
             ax_t.bar(off, [g[key] if g else np.nan for g in got], width, color=color,
                      hatch=hatch, edgecolor="white", label=f"{mode}, {what}")
-    for mode, marker in (("sync-graph", "^"), ("sync", "s")):
-        ratio = [by[(d, mode)]["projected"] / by[(d, "async")]["projected"]
-                 if (d, mode) in by and (d, "async") in by else np.nan for d in datasets]
-        ax_r.plot(x, ratio, linestyle="none", marker=marker, color=style(mode).get("color"),
-                  label=f"{mode} / async, projected {network}")
+    def projected(dataset: str, mode: str) -> float:
+        return np.float64(by.get((dataset, mode), {}).get("projected", np.nan))
+
+    for mode in ("sync-graph", "sync"):
+        ax_r.plot(x, [projected(d, mode) / projected(d, REFERENCE) for d in datasets],
+                  linestyle="none", **style(mode),
+                  label=f"{mode} / {REFERENCE}, projected {network}")
     ax_r.plot(x, [paper_ratio(d) for d in datasets], "k_", markersize=14,
               label="paper: sync / async (its sync = our sync-graph)")
     ax_r.axhline(1.0, color="black", linestyle=":", linewidth=1)

@@ -29,10 +29,10 @@ import numpy as np
 
 from ...fmt import number
 from ..summaries.tables import FAILED_NOTE
-from ..sweeps.presets import ALL_ENGINES
+from ..variants import decentralized, order
 from .figstyle import plt, style
 
-__all__ = ["CAP_NOTE", "STOPPED_NOTE", "mode_order", "noise_figure", "noise_markdown",
+__all__ = ["CAP_NOTE", "STOPPED_NOTE", "mode_order", "noise_figure", "noise_markdown", "select",
            "sweep_tte_figure", "table2_tte_figure", "table2_tte_markdown", "tte_cell",
            "tte_markdown", "tte_records"]
 
@@ -46,7 +46,7 @@ CAP_NOTE = "hollow: not within eps at the cap K (time at the cap, a lower bound)
 def tte_records(summary: Mapping[str, Any]) -> list[dict]:
     """The summary's successful decentralized runs to accuracy (``eps_reached`` set); of a
     nodes sweep over several graphs the ring's (the others: :mod:`.scalefig`)."""
-    return [r for r in summary["records"] if r.get("ok") and r["mode"] != "central"
+    return [r for r in summary["records"] if r.get("ok") and decentralized(r["mode"])
             and r.get("eps_reached") is not None and _ring(r)]
 
 
@@ -56,12 +56,8 @@ def _ring(rec: Mapping[str, Any]) -> bool:
 
 
 def mode_order(modes: Iterable[str]) -> list[str]:
-    """Modes in the engines' order (async variants after async), others last."""
-    def key(m: str) -> tuple:
-        base = "async" if m.startswith("async") else m.split("@")[0]
-        return (ALL_ENGINES.index(base) if base in ALL_ENGINES else 99, m)
-
-    return sorted(set(modes), key=key)
+    """Modes in the registry's order (a mode's variants after it), others last."""
+    return sorted(set(modes), key=order)
 
 
 def tte_cell(rec: Mapping[str, Any] | None, key: str = "time_at_eps", spec: str = ".3f") -> str:
@@ -116,9 +112,12 @@ def _cap_legend(ax, any_unreached: bool) -> None:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # hides no point
 
 
-def _series(recs: list[dict], mode: str, kind: str) -> list[dict]:
-    return sorted((r for r in recs if r["mode"] == mode and r["kind"] == kind),
-                  key=lambda r: r["value"])
+def select(recs: Iterable[dict], mode: str, kinds: tuple[str, ...] | None = None,
+           key: str = "value") -> list[dict]:
+    """The records of ``mode`` (and of ``kinds``; of every kind without), sorted by ``key``
+    (``value``, or ``case`` in the noise cases' order)."""
+    got = (r for r in recs if r["mode"] == mode and (kinds is None or r["kind"] in kinds))
+    return sorted(got, key=lambda r: _case_key(str(r.get(key))) if key == "case" else r[key])
 
 
 def sweep_tte_figure(summary: Mapping[str, Any]) -> Any:
@@ -137,7 +136,7 @@ def sweep_tte_figure(summary: Mapping[str, Any]) -> Any:
                 ("live", "time_at_eps", ax, "-", "projected"),
                 ("simulated", "time_at_eps", ax, "--", "simulated"),
                 ("live", "train_seconds", ax_m, "-", "measured")):
-            got = _series(recs, mode, kind)
+            got = select(recs, mode, (kind,))
             if got:
                 _draw(axis, [r["value"] for r in got], got, key, st, f"{mode}, {what}", ls,
                       size=7 if kind == "live" else 5)
@@ -303,10 +302,8 @@ def noise_figure(summary: Mapping[str, Any]) -> Any:
     unreached = False
     for mode in mode_order(r["mode"] for r in recs):
         st = style(mode)
-        proj = sorted((r for r in recs if r["mode"] == mode and r["kind"] in ("live", "replay")),
-                      key=lambda r: _case_key(str(r.get("case"))))
-        sim = sorted((r for r in recs if r["mode"] == mode and r["kind"] == "simulated"),
-                     key=lambda r: _case_key(str(r.get("case"))))
+        proj = select(recs, mode, ("live", "replay"), "case")
+        sim = select(recs, mode, ("simulated",), "case")
         for got, ls, what, size in ((proj, "-", "projected", 8), (sim, "--", "simulated", 5)):
             if got:
                 _draw(ax, [pos[str(r["case"])] for r in got], got, "time_at_eps", st,

@@ -98,11 +98,14 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| mode | n | " + " | ".join(f"M = {M} (J = {max(SAMPLES // M, 1)})"
                                           for M in sizes) + " |",
              "|---|---|" + "---|" * len(sizes)]
+    by: dict[tuple, dict[str, Any]] = {}
+    for r in rows:
+        by.setdefault((r["mode"], r["width"], r["nodes"]), r)  # the first of each
     for mode, n in keys:
         cells = []
         for M in sizes:
-            hit = [r for r in rows if (r["mode"], r["width"], r["nodes"]) == (mode, n, M)]
-            cells.append(f"{hit[0]['cpu_us_per_activation']:.0f}" if hit else "-")
+            hit = by.get((mode, n, M))
+            cells.append(f"{hit['cpu_us_per_activation']:.0f}" if hit else "-")
         lines.append(f"| {mode} | {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

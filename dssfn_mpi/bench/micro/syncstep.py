@@ -57,6 +57,7 @@ def _one(sub: Any, dcomm: Any, engine: str, inv: Any, B2: np.ndarray, w_self: fl
 
     from mpi4py import MPI
 
+    from ...algorithms.registry import lookup
     from ...algorithms.updates import consensus_dual, consensus_primal, mix_round
 
     q, n = B2.shape
@@ -71,8 +72,10 @@ def _one(sub: Any, dcomm: Any, engine: str, inv: Any, B2: np.ndarray, w_self: fl
             stamps[0, r, k] = time.thread_time_ns()
             stamps[1, r, k] = time.perf_counter_ns()
 
+    collective = lookup(engine).collective  # else one round of neighbour mixing
+
     def average(x: np.ndarray) -> None:
-        if engine == "sync":
+        if collective:
             await_sleeping(sub.Iallreduce(x, mean, op=MPI.SUM))
         else:
             mean[...] = x
@@ -88,7 +91,7 @@ def _one(sub: Any, dcomm: Any, engine: str, inv: Any, B2: np.ndarray, w_self: fl
                 clock(r, 1)
                 average(x)
                 clock(r, 2)
-                if engine == "sync":
+                if collective:
                     mean /= size
                 else:  # one mixing round, as SyncGraphEngine.average
                     mix_round(mean, recv, w_self, w_nbr)

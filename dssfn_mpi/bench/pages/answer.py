@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UserError
+from ..variants import algorithm, decentralized
 
 __all__ = ["VIEWS", "answer_markdown", "facts"]
 
@@ -99,12 +100,17 @@ def _tte(summary: Mapping[str, Any], kinds: tuple[str, ...] = ("live",)) -> dict
     """Successful runs to accuracy by ``(mode, key)``; key = swept value, dataset or case."""
     out = {}
     for r in summary["records"]:
-        if not r.get("ok") or r["mode"] == "central" or r["kind"] not in kinds:
+        if not r.get("ok") or not decentralized(r["mode"]) or r["kind"] not in kinds:
             continue
         key = {"table2": r["dataset"], "noise": str(r.get("case"))}.get(summary["bench"],
                                                                        r["value"])
         out[(r["mode"], key)] = r
     return out
+
+
+def _of(by: Mapping[tuple, Any], mode: str) -> dict:
+    """``key -> value`` of one mode's entries of a ``(mode, key)`` mapping."""
+    return {k: v for (m, k), v in by.items() if m == mode}
 
 
 def _ratios(by: dict, num: str, den: str, field: str = "time_at_eps") -> dict:
@@ -117,7 +123,7 @@ def _fixed_k(summary: Mapping[str, Any], setting: str | None = None) -> dict:
     """Projected seconds (mean over seeds) by ``(mode, key)`` of a fixed-K summary."""
     acc: dict[tuple, list[float]] = {}
     for r in summary["records"]:
-        if r.get("ok") and r["mode"] != "central" and r.get("setting", setting) == setting:
+        if r.get("ok") and decentralized(r["mode"]) and r.get("setting", setting) == setting:
             key = r["dataset"] if summary["bench"] == "table2" else r["value"]
             acc.setdefault((r["mode"], key), []).append(r["projected_seconds"])
     return {k: sum(v) / len(v) for k, v in acc.items()}
@@ -165,20 +171,20 @@ def _equal_accuracy(s: dict[str, dict]) -> dict[str, str]:
 def _activations(s: dict[str, dict]) -> dict[str, str]:
     """Activations per node and layer against iterations, on the paper's graph; the ring's
     growth with M in the simulation; the input layer's counts on Table 2's datasets."""
-    live = _tte(s["noise"])
-    per_layer = [a / b for (m, c), r in live.items() if m == "async" and ("sync", c) in live
+    live = {m: _of(_tte(s["noise"]), m) for m in ("async", "sync")}
+    per_layer = [a / b for c, r in live["async"].items() if c in live["sync"]
                  for a, b in zip(r["activations_per_layer"],
-                                 live[("sync", c)]["activations_per_layer"])]
-    counts = {m: [a for (mm, _c), r in live.items() if mm == m
-                  for a in r["activations_per_layer"]] for m in ("async", "sync")}
-    ring = _tte(s["nodes_tte"], ("simulated",))
-    reached = [k for (m, k), r in ring.items() if m == "async" and r["eps_reached"]]
-    capped = [k for (m, k), r in ring.items() if m == "async" and r["eps_reached"] is False]
+                                 live["sync"][c]["activations_per_layer"])]
+    counts = {m: [a for r in by.values() for a in r["activations_per_layer"]]
+              for m, by in live.items()}
+    ring = _of(_tte(s["nodes_tte"], ("simulated",)), "async")
+    reached = [k for k, r in ring.items() if r["eps_reached"]]
+    capped = [k for k, r in ring.items() if r["eps_reached"] is False]
     top = max(reached)
     t2 = _tte(s["table2_tte"])
     layer0 = [r["activations_per_layer"][0] for (m, _d), r in t2.items()
-              if not m.startswith("oneshot")]
-    grow = f"up to {max(ring[('async', top)]['activations_per_layer']):.0f} per layer at " \
+              if not algorithm(m).direct]
+    grow = f"up to {max(ring[top]['activations_per_layer']):.0f} per layer at " \
            f"M = {top:g}"
     if capped:
         grow += f", the cap K = {s['nodes_tte']['info']['iters']} before eps at " \
@@ -196,13 +202,13 @@ def _oneshot(s: dict[str, dict]) -> dict[str, str]:
             (_tte(s["noise"]), "none"), (_tte(s["table2_tte"]), base)]
     os_sync, os_async, iters = [], [], []
     for by, only in runs:
-        for (m, k), r in by.items():
-            if m == "oneshot" and (only is None or k == only) and r["nodes"] == m_paper:
+        for k, r in _of(by, "oneshot").items():
+            if (only is None or k == only) and r["nodes"] == m_paper:
                 os_sync.append(r["time_at_eps"] / by[("sync", k)]["time_at_eps"])
                 os_async.append(r["time_at_eps"] / by[("async", k)]["time_at_eps"])
                 iters += by[("sync", k)]["activations_per_layer"]
     t2 = _tte(s["table2_tte"])
-    per_node = {d: _samples(d)[0] / r["nodes"] for (m, d), r in t2.items() if m == "oneshot"}
+    per_node = {d: _samples(d)[0] / r["nodes"] for d, r in _of(t2, "oneshot").items()}
     big = max(per_node, key=lambda d: per_node[d] / t2[("oneshot", d)]["hidden"])
     mn = {m: r for (m, d), r in t2.items() if d == big}
     fastest = min(mn, key=lambda m: mn[m]["time_at_eps"])
@@ -251,10 +257,9 @@ def _paper_protocol(s: dict[str, dict]) -> dict[str, str]:
     from ..summaries.table2 import PAPER_TABLE2, paper_ratio
 
     deg, nod = _fixed_k(s["degree"]), _fixed_k(s["nodes"])
-    d = sorted(k for m, k in deg if m == "sync-graph")
-    ms = sorted(k for m, k in nod if m == "sync-graph")
+    d, ms = sorted(_of(deg, "sync-graph")), sorted(_of(nod, "sync-graph"))
     exact, paper = _fixed_k(s["table2"], "exact"), _fixed_k(s["table2"], "paper")
-    sets = [ds for ds in PAPER_TABLE2 if ("async", ds) in exact]
+    sets = [ds for ds in PAPER_TABLE2 if ds in _of(exact, "async")]
     info = s["degree"]["info"]
     return {
         "K": f"{info['iters']}", "L": f"{info['layers']}", "M_fixed": f"{info['nodes']}",
@@ -263,7 +268,7 @@ def _paper_protocol(s: dict[str, dict]) -> dict[str, str]:
         "sg_d_last": f"{deg[('sync-graph', d[-1])]:.2f}",
         "sg_m_first": f"{nod[('sync-graph', ms[0])]:.2f}", "m_first": f"{ms[0]:g}",
         "sg_m_last": f"{nod[('sync-graph', ms[-1])]:.1f}", "m_last": f"{ms[-1]:g}",
-        "async_deg": _rng([v for (m, _k), v in deg.items() if m == "async"]),
+        "async_deg": _rng(_of(deg, "async").values()),
         "async_m_first": f"{nod[('async', ms[0])]:.2f}",
         "async_m_last": f"{nod[('async', ms[-1])]:.2f}",
         "t2_exact": _listing([f"{_x(exact[('sync-graph', ds)] / exact[('async', ds)])} ({ds})"
@@ -282,7 +287,7 @@ def _accuracy(s: dict[str, dict]) -> dict[str, str]:
             rows[(r["mode"], r["dataset"])] = r
     sets = sorted({ds for _m, ds in rows})
     central = {ds: 100 * rows[("central", ds)]["acc_mean"] for ds in sets}
-    dec = [(m, ds) for m, ds in rows if m in ("sync", "async")]
+    dec = [(m, ds) for m in ("sync", "async") for ds in sets if (m, ds) in rows]
     small = min(sets, key=lambda ds: _samples(ds)[1])
     means = [abs(100 * rows[k]["acc_mean"] - central[k[1]]) for k in dec if k[1] != small]
     nodes = [abs(100 * rows[k][f] - central[k[1]]) for k in dec for f in ("acc_min", "acc_max")]

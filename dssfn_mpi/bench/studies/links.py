@@ -125,11 +125,12 @@ def comm_seconds(run: Any, net: Any) -> tuple[float, float]:
     run's library (sync). Neither depends on how much CPU the ranks got while
     they computed, so this is the model's check on a loaded machine.
     """
+    from ...algorithms.registry import lookup
     from ...analysis.network import allreduce_library, allreduce_seconds
 
     comm = np.asarray(run.trace["end"])[-1] - np.asarray(run.trace["comm_start"])[-1]
     nbytes = float(np.asarray(run.trace["message_bytes"])[-1])
-    if str(run.attrs.get("mode")) == "async":
+    if lookup(str(run.attrs.get("mode"))).one_sided:
         model = net.message_seconds(nbytes)
     else:
         lib = allreduce_library(str(run.attrs.get("mpi_library", "")))

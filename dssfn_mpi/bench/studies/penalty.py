@@ -151,8 +151,11 @@ def sweep(
     powers: tuple[int, ...] = (-2, -1, 0, 1, 2, 3), seed: int = 0, out=sys.stdout,
 ) -> list[dict]:
     """Run the sweep; print and return one dict per layer (see the module notes)."""
+    from ...algorithms import lookup
+
     graph = make_topology("circular", nodes, degree)
     mults = [2.0**k for k in powers]
+    per_edge = lookup(engine).per_neighbour  # async's edge update, else consensus ADMM
     rows = []
     for layer, eps, Ys, Gs, Bs, star, cond, stats in _layers(dataset, layers, nodes, seed):
         pens = _auto(engine, graph, layer, stats)
@@ -160,10 +163,10 @@ def sweep(
         norm = np.linalg.norm(star.O)
         dist = []
         for mult in mults:
-            if engine == "sync":
-                Os = consensus_admm(Ys, Gs, Bs, eps, auto * mult, iters)
-            else:
+            if per_edge:
                 Os = edge_arock(Ys, Gs, Bs, eps, [mult * p for p in pens], iters, graph, seed)
+            else:
+                Os = consensus_admm(Ys, Gs, Bs, eps, auto * mult, iters)
             dist.append(max(float(np.linalg.norm(o - star.O)) for o in Os) / norm)
         best = int(np.argmin(dist))
         row = {"layer": layer, "lam_star": star.lam, "cond": cond, "auto": auto,

@@ -21,9 +21,13 @@ import numpy as np
 
 from ...fmt import number
 from ...runlog import RunLog
+from ..variants import decentralized
 from .projection import DEFAULT_EPS, DEFAULT_NETWORK, project_run, run_time_to_eps
 
-__all__ = ["CASES", "baseline_runs", "jitter_markdown", "jitter_rows"]
+__all__ = ["CASES", "REFERENCE", "baseline_runs", "jitter_markdown", "jitter_rows"]
+
+#: The mode every ratio is taken to: the paper's asynchronous method.
+REFERENCE = "async"
 
 #: (label, jitter, slow) of every row: no noise, two noise levels, one 5x straggler.
 CASES: tuple[tuple[str, str | None, dict[int, float] | None], ...] = (
@@ -49,7 +53,7 @@ def baseline_runs(runs: Mapping[str, RunLog]) -> tuple[dict[str, RunLog], str]:
         d = 8"``; empty when there is nothing to project.
     """
     ok = [r for r in runs.values() if r.attrs.get("bench_status", "ok") == "ok"
-          and r.layers_done > 0 and str(r.attrs.get("mode")) != "central"]
+          and r.layers_done > 0 and decentralized(str(r.attrs.get("mode")))]
     if not ok:
         return {}, ""
     bench = str(ok[0].attrs.get("bench", ""))
@@ -93,7 +97,7 @@ def jitter_rows(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
     list of dict
         Per case: ``case``, ``seconds`` and ``time_to_eps`` (dicts mode ->
         mean projected seconds, NaN without a trace) and ``ratio`` (mode ->
-        its seconds / async's, for every mode but async). Empty without runs.
+        its seconds / :data:`REFERENCE`'s, for every other mode). Empty without runs.
     """
     base, _what = baseline_runs(runs)
     rows = []
@@ -106,9 +110,9 @@ def jitter_rows(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
             secs[mode] = float(np.mean([_scaled(run, p) if p is not None else math.nan
                                         for p in got]))
             tte[mode] = float(np.mean([run_time_to_eps(p) for p in got]))
-        ref = secs.get("async", math.nan)
+        ref = secs.get(REFERENCE, math.nan)
         rows.append({"case": label, "seconds": secs, "time_to_eps": tte,
-                     "ratio": {m: v / ref for m, v in secs.items() if m != "async"}})
+                     "ratio": {m: v / ref for m, v in secs.items() if m != REFERENCE}})
     return rows
 
 
@@ -122,11 +126,11 @@ def jitter_markdown(summary: Mapping[str, Any]) -> str:
     seeds = table.get("seeds", 3)
     modes = list(rows[0]["seconds"])
     star = {m: "*" if table.get("shortened", {}).get(m) else "" for m in modes}
-    others = [m for m in modes if m != "async"]
+    others = [m for m in modes if m != REFERENCE]
     lines = [
         "| case | " + " | ".join(f"{m}{star[m]} projected [s]" for m in modes) + " | "
         + " | ".join(f"{m} to eps [s]" for m in modes) + " | "
-        + " | ".join(f"{m} / async" for m in others) + " |",
+        + " | ".join(f"{m} / {REFERENCE}" for m in others) + " |",
         "|---" * (1 + 2 * len(modes) + len(others)) + "|",
     ]
     for r in rows:

@@ -33,6 +33,7 @@ from typing import Any
 
 from ...errors import UserError
 from ...runlog import RunLog
+from ..variants import decentralized
 
 __all__ = ["DEFAULT_EPS", "DEFAULT_NETWORK", "check_network", "has_trace", "project_run",
            "run_time_to_eps"]
@@ -49,7 +50,7 @@ _CACHE: dict[tuple, tuple[Any, Any]] = {}
 
 def has_trace(run: RunLog) -> bool:
     """Whether ``run`` carries an activation trace that replay can read."""
-    if str(run.attrs.get("mode", "")) == "central":
+    if not decentralized(str(run.attrs.get("mode", ""))):
         return False
     trace = getattr(run, "trace", None)
     attrs = getattr(run, "trace_attrs", None) or {}

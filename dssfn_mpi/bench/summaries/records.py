@@ -41,6 +41,7 @@ import numpy as np
 from ...algorithms.stoprule import reason_code
 from ...errors import UserError, require
 from ...runlog import RunLog
+from ..variants import algorithm, decentralized
 from .projection import DEFAULT_EPS, DEFAULT_NETWORK, project_run
 from .summary import summarize
 
@@ -60,7 +61,6 @@ _NUMBERS = ("train_seconds", "scaled_seconds", "median_rank_seconds", "wait_seco
             "solve_seconds", "cpu_seconds", "projected_seconds", "projected_scaled_seconds",
             "time_to_eps", "acc_mean", "acc_min", "acc_max", "rel_distance", "iters")
 _ARRAYS = ("acc_per_layer", "rel_per_layer", "layer_seconds", "projected_per_layer")
-_ONESHOT = ("oneshot", "oneshot-graph")
 
 
 def _plain(value: Any) -> Any:
@@ -84,7 +84,8 @@ def eps_reached(run: RunLog) -> bool | None:
     reasons = np.asarray(run.layers.get("stop_reason", np.zeros((0, 0))))
     if reasons.size == 0:
         return False
-    exact = str(run.attrs.get("mode")) in _ONESHOT
+    alg = algorithm(str(run.attrs.get("mode")))
+    exact = alg is not None and alg.exchanges_statistics
     done = (reasons == reason_code("eps")) | ((reasons == -1) & exact)
     return bool(np.all(done))
 
@@ -164,7 +165,7 @@ def derived_records(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
 
 def _info(runs: Mapping[str, RunLog]) -> dict[str, Any]:
     """What the figures' titles name: dataset, M, d, L, n, K of the decentralized runs."""
-    ok = [r for r in runs.values() if str(r.attrs.get("mode")) != "central"] \
+    ok = [r for r in runs.values() if decentralized(str(r.attrs.get("mode")))] \
         or list(runs.values())
     a = ok[0].attrs if ok else {}
     keys = ("dataset", "nodes", "degree", "layers", "hidden", "iters", "topology",

@@ -21,10 +21,12 @@ import numpy as np
 
 from ...fmt import MISSING, number
 from ...runlog import RunLog
+from ..variants import decentralized
 from .projection import DEFAULT_EPS, DEFAULT_NETWORK
 from .summary import summarize
 
-__all__ = ["PAPER_TABLE2", "PAPER_SOURCE", "paper_ratio", "table2_rows", "table2_markdown"]
+__all__ = ["COLUMNS", "PAPER_TABLE2", "PAPER_SOURCE", "TIMED", "paper_accuracy", "paper_ratio",
+           "table2_rows", "table2_markdown"]
 
 PAPER_SOURCE = (
     "Liang, Javid, Skoglund, Chatterjee, \"Asynchronous Decentralized Learning of a Neural "
@@ -43,6 +45,24 @@ PAPER_TABLE2: dict[str, tuple[tuple[float, float], tuple[float, float], float,
     "norb": ((86.2, 1.1), (83.6, 0.9), 21.7, (86.0, 0.5), 11.9),
     "mnist": ((95.8, 0.2), (94.9, 0.2), 43.5, (95.0, 0.3), 11.7),
 }
+
+
+#: The modes of the comparison in its columns' order: the central reference, then the
+#: decentralized ones (``TIMED``), whose times it compares.
+COLUMNS = ("central", "sync", "sync-graph", "async")
+TIMED = COLUMNS[1:]
+#: Our mode of each accuracy column of the paper's Table 2 (its synchronous dSSFN is
+#: consensus over the graph, our sync-graph).
+_PAPER_COLUMNS = {"central": 0, "sync-graph": 1, "async": 3}
+
+
+def paper_accuracy(dataset: str, mode: str) -> float | None:
+    """The paper's Table 2 test accuracy [%] of our ``mode`` on ``dataset``; None where the
+    paper has none."""
+    column = _PAPER_COLUMNS.get(mode)
+    if dataset not in PAPER_TABLE2 or column is None:
+        return None
+    return PAPER_TABLE2[dataset][column][0]
 
 
 def paper_ratio(dataset: str) -> float:
@@ -129,7 +149,7 @@ def _acc(row: dict | None) -> str:
     txt = f"{100 * row['acc_mean']:.1f}"
     if row["seeds"] > 1:  # a spread over one seed would say nothing
         txt += f"±{100 * row['acc_std']:.1f}"
-    if row["mode"] != "central":
+    if decentralized(row["mode"]):
         txt += f" [{100 * row['acc_min']:.1f}, {100 * row['acc_max']:.1f}]"
     return txt + _star(row)
 
@@ -150,9 +170,6 @@ def _ratio(num: dict | None, den: dict | None, key: str = "projected") -> str:
     return number(num.get(key, math.nan) / den.get(key, math.nan), ".2f") + _star(num)
 
 
-_MODES = ("sync", "sync-graph", "async")
-
-
 def _datasets(rows: list[dict]) -> list[str]:
     paper_order = list(PAPER_TABLE2)
     return sorted({r["dataset"] for r in rows},
@@ -168,7 +185,7 @@ def _accuracy_lines(layers_of: dict[str, Any], by: dict, datasets: list[str]) ->
     for ds in datasets:
         layers = layers_of.get(ds, "?")
         for setting in ("exact", "paper"):
-            got = [by.get((ds, setting, m)) for m in _MODES]
+            got = [by.get((ds, setting, m)) for m in TIMED]
             if not any(got):
                 continue
             # Each setting's own central model (the paper setting's is the authors'
@@ -197,7 +214,7 @@ def _time_lines(by: dict, datasets: list[str]) -> list[str]:
     for ds in datasets:
         paper = number(paper_ratio(ds), ".1f")
         for setting in ("exact", "paper"):
-            sync, graph, asyn = (by.get((ds, setting, m)) for m in _MODES)
+            sync, graph, asyn = (by.get((ds, setting, m)) for m in TIMED)
             if not any((sync, graph, asyn)):
                 continue
             seeds = max((r["seeds"] for r in (sync, graph, asyn) if r), default=0)
@@ -227,7 +244,7 @@ def table2_markdown(summary: Mapping[str, Any], part: str | None = None) -> str:
     ``"times"`` gives that table alone (the results page's views).
     """
     network, eps, info = summary["network"], summary["eps"], summary["info"]
-    rows = [r for r in summary["tables"].get("table2", []) if r["mode"] in ("central", *_MODES)]
+    rows = [r for r in summary["tables"].get("table2", []) if r["mode"] in COLUMNS]
     if not rows:
         return "(no table2 runs in this file)"
     by = {(r["dataset"], r["setting"], r["mode"]): r for r in rows}

@@ -12,6 +12,7 @@ from typing import Any
 from ...fmt import number, percent
 from ...mailbox.waiting import POLICIES
 from ...runlog import RunLog
+from ..variants import decentralized, order
 from .projection import DEFAULT_EPS, DEFAULT_NETWORK, project_run, run_time_to_eps
 from .summary import RunSummary, summarize
 
@@ -50,13 +51,13 @@ def sweep_markdown(summary: Mapping[str, Any]) -> str:
     for rec in summary["records"]:
         if rec["status"] != "ok" or rec["kind"] != "live":
             continue
-        if rec["mode"] == "central":
+        if not decentralized(rec["mode"]):
             central = rec
             continue
         if rec["mode"] not in modes:
             modes.append(rec["mode"])
         cells[(rec["value"], rec["mode"])] = rec
-    modes += [m for _, m in sorted(failed) if m not in modes and m != "central"]
+    modes += [m for _, m in sorted(failed) if m not in modes and decentralized(m)]
     values = sorted({v for v, _ in cells} | {v for v, m in failed if m in modes})
     head = "d" if bench == "degree" else "M"
     kinds = ("measured [s]", f"projected {network} [s]", f"to eps {eps:g} [s]", "acc [%]")
@@ -139,11 +140,11 @@ def straggler_rows(runs: Mapping[str, RunLog], network: str = DEFAULT_NETWORK,
     rows = []
     for (pattern, factor), slow in cases.items():
         for mode in modes:
-            got = live.get((pattern, factor, mode))
-            if got is None and mode not in base:
+            got, unslowed = live.get((pattern, factor, mode)), base.get(mode)
+            if got is None and unslowed is None:
                 continue
-            proj = (project_run(base[mode], network, slow=slow or None, eps=eps)
-                    if mode in base else None)
+            proj = (project_run(unslowed, network, slow=slow or None, eps=eps)
+                    if unslowed is not None else None)
             rows.append({
                 "pattern": pattern, "factor": factor,
                 "ranks": ",".join(map(str, sorted(slow))), "mode": mode,
@@ -193,9 +194,6 @@ def straggler_markdown(summary: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-_MODE_ORDER = ("async", "sync", "sync-graph")
-
-
 def contention_rows(runs: Mapping[str, RunLog]) -> list[dict[str, Any]]:
     """One row per configuration of a contention sweep (its successful runs' medians),
     ordered by mode, wait policy and busy count.
@@ -224,13 +222,12 @@ def contention_rows(runs: Mapping[str, RunLog]) -> list[dict[str, Any]]:
         base = idle.get((r["mode"], r["wait"]), math.nan)
         r["slowdown"] = r["solve"] / base if base > 0 else math.nan
 
-    def order(r: dict[str, Any]) -> tuple:
-        m, w = r["mode"], r["wait"]
-        return (_MODE_ORDER.index(m) if m in _MODE_ORDER else len(_MODE_ORDER), m,
-                POLICIES.index(w) if w in POLICIES else len(POLICIES), w,
+    def key(r: dict[str, Any]) -> tuple:
+        w = r["wait"]
+        return (*order(r["mode"]), POLICIES.index(w) if w in POLICIES else len(POLICIES), w,
                 r["busy"])
 
-    return sorted(rows, key=order)
+    return sorted(rows, key=key)
 
 
 def contention_markdown(summary: Mapping[str, Any]) -> str:

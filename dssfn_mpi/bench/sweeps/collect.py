@@ -17,22 +17,16 @@ from pathlib import Path
 
 from ...errors import require
 from ...runlog import RunLog, append_run, read_runlog
+from ..variants import decentralized, run_label
 from .jobs import prepare_output, timing_of
 from .specs import slow_ranks
 
 __all__ = ["guess_kind", "labels_for", "run_collect"]
 
 
-def _mode(run: RunLog) -> str:
-    mode = str(run.attrs.get("mode", ""))
-    if mode == "async" and run.config.get("max_lead", 4) is None:
-        return "async-unbounded"
-    return mode
-
-
 def guess_kind(runs: list[RunLog]) -> str:
     """Which benchmark a set of run logs most likely belongs to."""
-    dist = [r for r in runs if r.attrs.get("mode") != "central"]
+    dist = [r for r in runs if decentralized(str(r.attrs.get("mode", "")))]
     if len({int(r.attrs.get("nodes", 0)) for r in dist}) > 1:
         return "nodes"
     if len({int(r.attrs.get("degree", -1)) for r in dist}) > 1:
@@ -45,11 +39,11 @@ def guess_kind(runs: list[RunLog]) -> str:
 def labels_for(run: RunLog, kind: str) -> tuple[str, dict]:
     """Group name and ``bench_*`` attributes of one run log in a ``kind`` sweep."""
     a, cfg = run.attrs, run.config
-    mode = _mode(run)
+    mode = run_label(str(a.get("mode", "")), cfg.get("max_lead", 4))
     meta: dict = {"bench": kind, "bench_mode": mode,
                   "bench_status": "ok" if run.complete else "failed",
                   "bench_error": "" if run.complete else "run log incomplete"}
-    if mode == "central" and kind != "table2":
+    if not decentralized(mode) and kind != "table2":
         meta["bench_value"] = -1
         return "central", meta
     if kind == "degree":
@@ -74,7 +68,7 @@ def labels_for(run: RunLog, kind: str) -> tuple[str, dict]:
                     bench_slow_ranks=",".join(map(str, sorted(slow))))
         tag = "base" if pattern == "none" else f"{pattern}-x{factor:g}"
         return f"{mode}-{tag}", meta
-    setting = "paper" if cfg.get("preset") == "paper" else "exact"
+    setting = str(cfg.get("preset") or "exact")  # the paper's setting: train --preset paper
     ds, seed = str(a.get("dataset", "")), int(a.get("seed", 0))
     meta.update(bench_setting=setting, bench_dataset=ds, bench_seed=seed, bench_value=-1)
     return f"{ds}-{setting}-{mode}-s{seed}", meta

@@ -3,14 +3,14 @@ asynchrony.
 
 Every configuration is simulated (``dssfn-mpi simulate``, one process): every layer runs
 until every node is within eps of O* (the preset's ``stop``), so the runs compare at equal
-accuracy. A *variant* is a label, the ``simulate`` arguments of its engine and whether its
-simulated time is a projection (the nodes' measured per-activation CPU costs under the
-network model) or only a count (a constant speed). For every node count M of the preset's
-``values``, the sweep runs, at M = the preset's ``nodes``, every variant on the ring, the
-circular graph of degree 8 and the complete graph at every relaxation of ``relaxes``
-(``--relax`` for the algorithms that take it, the edge form's ``--eta`` otherwise); at the
-other node counts the variants marked ``large`` on the ring and degree 8, at the first and
-the last relaxation.
+accuracy. A *variant* is a label of the engine it simulates
+(:mod:`dssfn_mpi.bench.variants`) and whether its simulated time is a projection (the
+nodes' measured per-activation CPU costs under the network model) or only a count (a
+constant speed). For every node count M of the preset's ``values``, the sweep runs, at
+M = the preset's ``nodes``, every variant on the ring, the circular graph of degree 8 and
+the complete graph at every relaxation of ``relaxes`` (``--relax`` for the algorithms that
+take it, the edge form's ``--eta`` otherwise); at the other node counts the variants marked
+``large`` on the ring and degree 8, at the first and the last relaxation.
 
 The tables and the figure (:mod:`dssfn_mpi.bench.figures.decomposefig`) read a sweep
 summary (:mod:`dssfn_mpi.bench.summaries.records`): per graph and node count, each
@@ -41,9 +41,8 @@ class Variant:
     Attributes
     ----------
     label : str
-        Its name in the tables (and ``--modes``).
-    args : tuple of str
-        Its ``dssfn-mpi simulate`` arguments (``--mode`` and what sets it apart).
+        Its name in the tables (and ``--modes``): the label it runs
+        (:mod:`dssfn_mpi.bench.variants`).
     timed : bool
         Its simulated time is projected from measured per-activation costs (False: a
         constant speed keeps it in lockstep, only its counts are meaningful).
@@ -52,24 +51,23 @@ class Variant:
     """
 
     label: str
-    args: tuple[str, ...]
     timed: bool = True
     large: bool = True
 
 
 #: The variants, in the tables' order.
 VARIANTS: tuple[Variant, ...] = (
-    Variant("sync", ("--mode", "sync")),
+    Variant("sync"),
     # its mixing rounds on the ring at M >= 64 would take hours to simulate
-    Variant("sync-graph", ("--mode", "sync-graph"), large=False),
+    Variant("sync-graph", large=False),
     # the async edge update in synchronous (Jacobi) rounds
-    Variant("lockstep", ("--mode", "lockstep")),
-    Variant("async", ("--mode", "async")),
+    Variant("lockstep"),
+    Variant("async"),
     # neighbourhood consensus ADMM: exact synchronous (two exchanges a round), in lockstep
     # rounds of one exchange (the async operator's control) and asynchronous
-    Variant("hood-jacobi", ("--mode", "hood-jacobi")),
-    Variant("hood-lockstep", ("--mode", "hood-lockstep")),
-    Variant("hood", ("--mode", "hood")),
+    Variant("hood-jacobi"),
+    Variant("hood-lockstep"),
+    Variant("hood"),
 )
 
 #: The graphs: name -> ``simulate`` arguments at M nodes.
@@ -122,10 +120,9 @@ def decompose_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
         for v in variants:
             if M != p.nodes and not v.large:
                 continue
-            mode = v.args[1]
             for alpha in relaxes:
                 args = simulate_args(p, p.dataset, data_dir, M, GRAPHS[graph](M),
-                                     f"{mode}@{float(alpha):g}") + [*v.args[2:]]
+                                     f"{v.label}@{float(alpha):g}")
                 specs.append(RunSpec(
                     group=f"{v.label}-{graph}-M{M:03d}-a{float(alpha):g}",
                     label=f"{v.label} {graph} M={M} alpha={float(alpha):g}",

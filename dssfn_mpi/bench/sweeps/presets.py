@@ -19,6 +19,7 @@ import dataclasses
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from ...algorithms.registry import lookup, names
 from ...errors import UserError, require
 from ...mailbox.waiting import POLICIES
 
@@ -77,7 +78,7 @@ class Preset:
         decompose: the relaxations (``--relax``, the edge form's ``--eta``) of every variant.
     relax : float or None
         The other benchmarks: every iterative mode's relaxation (``--relax`` or ``--eta``,
-        :func:`~dssfn_mpi.bench.sweeps.specs.relax_args`) where a ``MODE@ALPHA`` variant names
+        :func:`~dssfn_mpi.bench.variants.relax_args`) where a ``MODE@ALPHA`` variant names
         none; None: each mode's default (the results measured at relaxation 1 record
         ``--set relax=1``).
     degrees : tuple of int
@@ -114,8 +115,9 @@ _STRAGGLER_MODES = ("async", "async-unbounded", "sync")
 # sync-graph runs only without a straggler (its engine has no --slow); the straggler and
 # jitter views project it from that run.
 _STRAGGLER_ALL = (*_STRAGGLER_MODES, "sync-graph")
-#: The one-shot baseline's modes, added to every engine in the time-to-eps form.
-ONESHOT_MODES = ("oneshot", "oneshot-graph")
+#: The one-shot baseline's modes (statistics averaged once, then the exact solve), added to
+#: every engine in the time-to-eps form.
+ONESHOT_MODES = tuple(n for n in names() if lookup(n).exchanges_statistics)
 #: Every engine, as the noise benchmark and the time-to-eps form run them.
 ALL_ENGINES = ("async", "sync", "sync-graph", *ONESHOT_MODES)
 # The simulated node counts of the time-to-eps form: the live ones and past them.

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from itertools import product
 from typing import Any
 
-from ...errors import UserError, require
+from ...errors import require
+from ..variants import mode_args, read, relax_args
 from .presets import ONESHOT_MODES, WAIT_POLICIES, Preset
 
 __all__ = ["RunSpec", "contention_specs", "degree_specs", "eps_form", "noise_specs",
-           "nodes_graphs", "nodes_specs", "relax_args", "simulate_args", "simulated_specs",
-           "slow_ranks", "straggler_specs", "table2_specs", "wait_args"]
+           "nodes_graphs", "nodes_specs", "simulate_args", "simulated_specs", "slow_ranks",
+           "straggler_specs", "table2_specs", "wait_args"]
 
 
 @dataclass
@@ -72,8 +73,10 @@ def _central(bench: str, p: Preset, data_dir: str | None, extra: list[str]) -> R
 
 
 def _mode_iters(p: Preset, mode: str) -> list[str]:
-    """``--iters`` override for sync-graph when the preset shortens it."""
-    if mode == "sync-graph" and p.sync_graph_iters is not None:
+    """``--iters`` of the iterations averaged by neighbour mixing (sync-graph) when the
+    preset shortens them (``sync_graph_iters``)."""
+    alg = read(mode).algorithm
+    if alg.mixes and not alg.direct and p.sync_graph_iters is not None:
         return ["--iters", str(p.sync_graph_iters)]
     return []
 
@@ -168,19 +171,19 @@ def table2_specs(p: Preset, datasets: list[str], data_dir: str | None,
     for ds in datasets:
         for seed in range(p.seeds):
             base = _common(p, ds, data_dir, seed)
-            for setting in ("exact", "paper"):
-                if setting == "paper" and not paper_ok.get(ds, False):
+            for setting, extra in (("exact", []), ("paper", ["--preset", "paper"])):
+                if extra and not paper_ok.get(ds, False):
                     continue
-                extra = ["--preset", "paper"] if setting == "paper" else []
                 for mode in p.modes:
                     # the paper's setting runs the paper's steps (train --preset paper)
                     how = ["--mode", mode] if extra else _mode_args(p, mode)
-                    topo = [] if mode == "central" else ["--topology", "circular",
-                                                         "--degree", str(p.degree)]
+                    alg = read(mode).algorithm
+                    topo = ["--topology", "circular", "--degree", str(p.degree)] \
+                        if alg.decentralized else []
                     specs.append(RunSpec(
                         group=f"{ds}-{setting}-{mode}-s{seed}",
                         label=f"{ds} {setting} {mode} seed {seed}",
-                        nodes=None if mode == "central" else p.nodes,
+                        nodes=None if alg.max_ranks == 1 else p.nodes,
                         train_args=[*base, *how, *topo, *extra, *_mode_iters(p, mode)],
                         meta={"bench": "table2", "bench_mode": mode, "bench_setting": setting,
                               "bench_dataset": ds, "bench_seed": seed, "bench_value": -1},
@@ -205,22 +208,11 @@ def straggler_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
 
     The equivalence check stays on: the distance to the exact solution is the
     price unbounded delay pays for its speed, and the time to eps needs O*.
-    Variant ``sync-graph`` runs only the baseline (its engine has no
-    ``--slow``); the plots project its stragglers from that run's trace.
+    The modes that average by neighbour mixing (``sync-graph``) run only the baseline
+    (:func:`_slows_live`); the plots project their stragglers from that run's trace.
     """
     M = p.nodes
-    variants = {
-        "async": ["--mode", "async", "--max-lead", "4"],
-        "async-unbounded": ["--mode", "async", "--max-lead", "-1"],
-        "sync": ["--mode", "sync"],
-        "sync-graph": ["--mode", "sync-graph", *_mode_iters(p, "sync-graph")],
-    }
-    for mode in p.modes:
-        lead = mode.removeprefix("async-lead")
-        if mode not in variants and lead.isdigit():  # the bounded delay swept: async-leadS
-            variants[mode] = ["--mode", "async", "--max-lead", lead]
-        require(mode in variants, f"straggler: unknown variant {mode!r}; choose from "
-                f"{', '.join(variants)} or async-leadS (--max-lead S)")
+    variants = {mode: _straggler_args(p, mode) for mode in p.modes}
     for f in p.values:
         require(float(f) >= 1.0, f"straggler: slow-down factors must be >= 1 (times slower), "
                 f"got {f:g}")
@@ -232,8 +224,8 @@ def straggler_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
         for r in ranks:
             slow += ["--slow", f"{r}:{factor:g}"]
         for mode in p.modes:
-            if mode == "sync-graph" and ranks:
-                continue  # no live straggler for sync-graph: projected from its baseline
+            if ranks and not _slows_live(mode):
+                continue  # projected from its baseline
             args = [*_common(p, p.dataset, data_dir), *_pinned(p, variants[mode]),
                     "--topology", "circular", "--degree", str(p.degree), *slow]
             tag = "base" if pattern == "none" else f"{pattern}-x{factor:g}"
@@ -247,6 +239,27 @@ def straggler_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
                       "bench_value": factor},
             ))
     return specs
+
+
+#: The bounded delay a straggler sweep's one-sided modes run with where their label names
+#: none (``async`` against ``async-unbounded``), given explicitly.
+_STRAGGLER_LEAD = "4"
+
+
+def _straggler_args(p: Preset, label: str) -> list[str]:
+    """``--mode`` and the options of a straggler variant
+    (:func:`~dssfn_mpi.bench.variants.mode_args`), a one-sided mode's bound
+    :data:`_STRAGGLER_LEAD` where it names none."""
+    args = [*mode_args(label), *_mode_iters(p, label)]
+    if read(label).algorithm.one_sided and "--max-lead" not in args:
+        args[2:2] = ["--max-lead", _STRAGGLER_LEAD]
+    return args
+
+
+def _slows_live(label: str) -> bool:
+    """Whether ``train --slow`` slows a label's live runs; the stragglers of the modes that
+    average by neighbour mixing are projected from their unslowed runs instead."""
+    return not read(label).algorithm.mixes
 
 
 def wait_args(policy: str) -> list[str]:
@@ -318,56 +331,21 @@ def simulate_args(p: Preset, dataset: str, data_dir: str | None, nodes: int,
     return args
 
 
-def relax_args(mode: str, alpha: float) -> list[str]:
-    """The relaxation ``alpha`` of ``--mode mode``: ``--relax`` where its algorithm takes
-    it, the edge form's ``--eta`` otherwise (always given: a mode's default step need not
-    be 1).
-
-    Raises
-    ------
-    UserError
-        ``alpha`` outside (0, 2).
-    """
-    from ...algorithms.registry import lookup
-
-    require(0 < alpha < 2, f"relaxation {alpha:g} of {mode}: it lies in (0, 2)")
-    return ["--relax" if lookup(mode).relaxes else "--eta", f"{alpha:g}"]
-
-
 def _mode_args(p: Preset, mode: str) -> list[str]:
-    """``--mode`` and the options of a mode or variant (:func:`_variant_args`), relaxed by
-    ``p.relax`` where the variant names no relaxation (:func:`_pinned`)."""
-    args = _variant_args(mode)
-    return args if "@" in mode else _pinned(p, args)
+    """``--mode`` and the options of a mode or variant
+    (:func:`~dssfn_mpi.bench.variants.mode_args`), relaxed by ``p.relax`` where the
+    variant names no relaxation (:func:`_pinned`)."""
+    args = mode_args(mode)
+    return args if read(mode).relax is not None else _pinned(p, args)
 
 
 def _pinned(p: Preset, args: list[str]) -> list[str]:
     """A variant's arguments (``--mode MODE ...``) with ``p.relax`` as its relaxation
-    (:func:`relax_args`); as they are without ``p.relax`` or where the mode solves directly."""
-    from ...algorithms.registry import lookup
-
-    if p.relax is None or lookup(args[1]).direct:
+    (:func:`~dssfn_mpi.bench.variants.relax_args`); as they are without ``p.relax`` or
+    where the mode solves directly."""
+    if p.relax is None or read(args[1]).algorithm.direct:
         return args
     return [*args, *relax_args(args[1], p.relax)]
-
-
-def _variant_args(mode: str) -> list[str]:
-    """``--mode`` (and ``--max-lead``, the relaxation) of a mode or variant: ``async-leadS``,
-    ``async-unbounded``, and ``VARIANT@ALPHA`` relaxed by ALPHA (:func:`relax_args`)."""
-    base, sep, alpha = mode.partition("@")
-    if sep:
-        try:
-            value = float(alpha)
-        except ValueError:
-            raise UserError(f"variant {mode!r}: ALPHA of MODE@ALPHA must be a number") from None
-        args = _variant_args(base)
-        return [*args, *relax_args(args[1], value)]
-    if mode == "async-unbounded":
-        return ["--mode", "async", "--max-lead", "-1"]
-    lead = mode.removeprefix("async-lead")
-    if lead != mode and lead.isdigit():
-        return ["--mode", "async", "--max-lead", lead]
-    return ["--mode", mode]
 
 
 def simulated_specs(bench: str, p: Preset, data_dir: str | None,
@@ -394,9 +372,7 @@ def simulated_specs(bench: str, p: Preset, data_dir: str | None,
     specs = []
     for dataset, nodes, graph, meta in cases:
         tag = meta.pop("tag")
-        for mode in p.modes:
-            if mode == "central":
-                continue
+        for mode in (m for m in p.modes if read(m).algorithm.decentralized):
             specs.append(RunSpec(
                 group=f"sim-{tag}-{mode}" if bench == "table2" else f"sim-{mode}-{tag}",
                 label=f"simulated {mode} M={nodes} {' '.join(graph[1:])} {dataset}",
@@ -405,10 +381,6 @@ def simulated_specs(bench: str, p: Preset, data_dir: str | None,
                 meta={"bench": bench, "bench_mode": mode, "bench_kind": "simulated", **meta},
             ))
     return specs
-
-
-#: Engines whose ``train`` has ``--slow``; the others' straggler cases are projected.
-_LIVE_SLOW = ("async", "sync", "oneshot")
 
 
 def _noise_cases(p: Preset) -> list[tuple[str, str, list[str]]]:
@@ -435,8 +407,7 @@ def noise_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
                 "bench_factor": factor, "bench_slow_ranks": "0" if slow else "",
                 "bench_value": factor}
         for mode in p.modes:
-            if not jitter and (not slow or mode.split("@")[0].split("-lead")[0] in _LIVE_SLOW
-                               or mode == "async-unbounded"):
+            if not jitter and (not slow or _slows_live(mode)):
                 specs.append(RunSpec(
                     group=f"{mode}-{case.replace(':', '')}", label=f"{mode} {case}",
                     nodes=p.nodes, train_args=[*_common(p, p.dataset, data_dir),
