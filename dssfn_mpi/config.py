@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from .algorithms.registry import ALGORITHMS, UPDATES, lookup, names
+from .algorithms.registry import ALGORITHMS, UPDATES, known, lookup, names
 from .algorithms.stoprule import StopRule, parse_stop
 from .errors import UserError, require
 from .mailbox.waiting import POLICIES
@@ -344,7 +344,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         # the mode's own relaxations (an unknown mode fails in validate)
-        alg = lookup(self.mode, self.update) if self.mode in names() else None
+        alg = lookup(self.mode, self.update) if known(self.mode) else None
         if self.eta is None:
             self.eta = alg.step_size if alg else 1.0
         if self.relax is None:

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from .base import Algorithm, local_inverse, needs_gram, penalty_matrix
-from .registry import ALGORITHMS, lookup, names, register
+from .registry import ALGORITHMS, known, lookup, names, register
 
-__all__ = ["ALGORITHMS", "Algorithm", "local_inverse", "lookup", "names", "needs_gram",
+__all__ = ["ALGORITHMS", "Algorithm", "known", "local_inverse", "lookup", "names", "needs_gram",
            "penalty_matrix", "register"]

@@ -15,7 +15,7 @@ from .edge import EdgeADMM, PaperUpdate
 from .hood import NeighbourhoodADMM
 from .hoodjacobi import JacobiNeighbourhoodADMM
 
-__all__ = ["ALGORITHMS", "UPDATES", "lookup", "names", "register"]
+__all__ = ["ALGORITHMS", "UPDATES", "known", "lookup", "names", "register"]
 
 #: Every algorithm, the default first; a mode with several updates lists its default first.
 ALGORITHMS: list[Algorithm] = [
@@ -66,6 +66,11 @@ def register(algorithm: Algorithm) -> Algorithm:
 def names() -> tuple[str, ...]:
     """The ``--mode`` values, the default first."""
     return tuple(dict.fromkeys(a.name for a in ALGORITHMS))
+
+
+def known(mode: str) -> bool:
+    """Whether ``--mode mode`` names a registered algorithm."""
+    return any(a.name == mode for a in ALGORITHMS)
 
 
 def lookup(mode: str, update: str | None = None) -> Algorithm:

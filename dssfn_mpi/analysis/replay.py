@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms import lookup, names
+from ..algorithms import known, lookup, names
 from ..drivers import Penalty
 from ..engines.trace import (
     PHASES,  # default order of /trace/phase_* (the attribute ``phases`` rules)
@@ -234,7 +234,7 @@ def read_trace(run: RunLog) -> Trace:
     """
     source = run.source or "the run log"
     mode = str(run.attrs.get("mode", ""))
-    alg = lookup(mode) if mode in names() else None
+    alg = lookup(mode) if known(mode) else None
     if alg is None or not alg.decentralized:
         raise UserError(f"{source}: mode {mode or '?'} has no parallel timeline; replay needs "
                         "an async, sync, sync-graph, oneshot or oneshot-graph run")
