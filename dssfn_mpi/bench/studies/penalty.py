@@ -9,33 +9,26 @@ A serial study (no MPI), the evidence behind the ``auto`` constants in
     dssfn-mpi bench penalty --dataset digits --engine async --degree 2 --to-eps 1e-2
 
 Along the *centralized* path (every layer's features built from the exact O*
-of the layer before), the training set is split uniformly over M nodes and
-each layer problem is solved by
+of the layer before), the training set is split uniformly over M nodes and each layer
+problem is solved on the circular graph of degree d
+(:func:`dssfn_mpi.graph.topology.make_topology`) by the engine's algorithm in the
+simulator (:func:`dssfn_mpi.sim.layerloop.solve_layer`: the algorithm object the engines
+run, at its default relaxation or ``--relax``; every node at one speed), for K
+activations (iterations) per node with penalty ``auto x 2^k``. One line per layer gives
+lam*, the condition number ``cond(G + lam* I)`` of the stacked layer problem, the ``auto``
+penalty, the best multiplier and every multiplier's max relative distance to O*.
 
-* ``sync``: consensus ADMM, ``O_m = (2 B_m + rho (Zbar - U_m)) (2 G_m + rho
-  I)^-1``, ``Zbar = P_eps(mean(O_m + U_m))``, or
-* ``async``: the edge-form ARock update on the circular graph of degree d
-  (:func:`dssfn_mpi.graph.topology.make_topology`), nodes activated in random order
-  with fresh reads (no staleness: the MPI engine's runs are noisier) and one
-  penalty on every edge,
-
-each step being the engines' own (:mod:`dssfn_mpi.algorithms.updates`), for K
-iterations per node with penalty ``auto x 2^k``. One line per layer gives
-lam*, the condition number ``cond(G + lam* I)`` of the stacked layer problem,
-the ``auto`` penalty, the best multiplier and every multiplier's max relative
-distance to O*.
-
-With ``--to-eps TOL`` (:func:`to_eps`) each layer is instead solved by the
-simulator's engines (:mod:`dssfn_mpi.sim`), for any mode whose algorithm takes a penalty
-(:func:`penalised_modes`: async with its reads of one-message-old neighbour values and
-bounded delay 4, sync with its allreduce, sync-graph with its mixing rounds, lockstep,
-hood, hood-lockstep, hood-jacobi; every node at one speed) on ``--topology``, each until
-every node is within TOL of O* (``--stop eps:TOL``) or at ``--iters``, and a line gives the
-mean activations per node of every multiplier of the ``auto`` penalties (per edge or per
-membership where the algorithm has several, as the engines combine them). ``--table
-GRAPHS`` (:func:`table`) runs that for every engine, graph and dataset given (``--engine
-all``: every mode with a penalty), layers 1 - L, and prints one markdown row per layer: the
-``auto`` count, the best multiplier's and their ratio::
+With ``--to-eps TOL`` (:func:`to_eps`) each layer is solved the same way, for any mode
+whose algorithm takes a penalty (:func:`penalised_modes`: async with its reads of one-
+message-old neighbour values and bounded delay 4, sync with its allreduce, sync-graph with
+its mixing rounds, lockstep, hood, hood-lockstep, hood-jacobi; every node at one speed) on
+``--topology``, each until every node is within TOL of O* (``--stop eps:TOL``) or at
+``--iters``, and a line gives the mean activations per node of every multiplier of the
+``auto`` penalties (per edge or per membership where the algorithm has several, as the
+engines combine them). ``--table GRAPHS`` (:func:`table`) runs that for every engine,
+graph and dataset given (``--engine all``: every mode with a penalty), layers 1 - L, and
+prints one markdown row per layer: the ``auto`` count, the best multiplier's and their
+ratio::
 
     dssfn-mpi bench penalty --to-eps 1e-2 --table all --engine all \\
         --dataset digits,satimage,vowel,letter --layers 5 --iters 3000
@@ -55,63 +48,46 @@ import sys
 
 import numpy as np
 
-from ...algorithms.updates import EdgeStep, consensus_dual, consensus_primal
 from ...datasets import load_dataset
 from ...datasets.partition import partition
 from ...errors import UserError
 from ...graph.topology import Graph, make_topology
 from ...ssfn.model import default_eps, default_width, layer_features, one_hot
-from ...ssfn.solver import LocalInverse, exact_solve, penalty_stats, width_ratio
+from ...ssfn.solver import exact_solve, penalty_stats, width_ratio
 
-__all__ = ["SERIAL", "consensus_admm", "edge_arock", "main", "penalised_modes", "run", "sweep",
+__all__ = ["main", "penalised_modes", "run", "sweep",
            "table", "to_eps"]
 
-#: The modes the fixed-K sweep (no ``--to-eps``) solves with its own serial updates.
-SERIAL = ("sync", "async")
+class _Solver:
+    """One layer's simulated solve of ``cfg``'s algorithm on ``graph`` (the simulator's own
+    :func:`~dssfn_mpi.sim.layerloop.solve_layer`: the algorithm object at its relaxation,
+    with its penalties, metric and messages; every node at one speed)."""
 
+    def __init__(self, cfg, graph: Graph, layers: int, seed: int) -> None:
+        from ...analysis.network import parse_network
+        from ...analysis.timeline import hop_distances
+        from ...sim.layerloop import SimOptions
+        from ...sim.speed import SpeedModel
 
-def consensus_admm(
-    Ys: list[np.ndarray], Gs: list[np.ndarray], Bs: list[np.ndarray], eps: float, rho: float,
-    iters: int,
-) -> list[np.ndarray]:
-    """Every node's O after ``iters`` iterations of consensus ADMM (all equal: Zbar)."""
-    invs = [LocalInverse(Y, rho, G) for Y, G in zip(Ys, Gs)]
-    B2s = [2.0 * B for B in Bs]
-    Zbar = np.zeros_like(Bs[0])
-    U = [np.zeros_like(Zbar) for _ in Ys]
-    for _ in range(iters):
-        Os = [consensus_primal(inv, B2, rho, Zbar, u) for inv, B2, u in zip(invs, B2s, U)]
-        mean = sum(o + u for o, u in zip(Os, U)) / len(Os)  # the allreduce
-        for o, u in zip(Os, U):
-            Zbar = consensus_dual(mean, eps, o, u)
-    return [Zbar] * len(Ys)
+        nodes = graph.n_nodes
+        self.cfg, self.graph, self.alg = cfg, graph, cfg.algorithm
+        self.nbrs = [graph.neighbors(m) for m in range(nodes)]
+        self.hops = hop_distances(self.nbrs)  # when a mixing round's values have arrived
+        self.rounds = _mix_rounds(cfg, graph)
+        self.opts = SimOptions(nodes=nodes, network=parse_network("shm"),
+                               speed=SpeedModel.build("const:1e-3", nodes, layers + 1,
+                                                      cfg.iters, {}, None, None, seed))
 
+    def __call__(self, layer: int, eps: float, Ys, Gs, Bs, pens, metrics, star):
+        """Every node's run of the layer and whether all got within the stop rule's eps."""
+        from ...sim.layerloop import SolveContext, solve_layer
 
-def edge_arock(
-    Ys: list[np.ndarray], Gs: list[np.ndarray], Bs: list[np.ndarray], eps: float,
-    gamma: float | list[np.ndarray], iters: int, graph: Graph, seed: int = 0,
-) -> list[np.ndarray]:
-    """Every node's O after ``iters`` activations each of the edge-form update (eta = 1).
-
-    ``gamma``: one penalty on every edge, or per node one per neighbour (the ``auto`` rule's).
-    """
-    M = graph.n_nodes
-    nbrs = [graph.neighbors(m) for m in range(M)]
-    # Where Z_{n,m} sits among neighbour n's edges: what node m reads from n.
-    back = [[nbrs[n].index(m) for n in nbrs[m]] for m in range(M)]
-    gammas = [np.broadcast_to(np.asarray(gamma[m] if isinstance(gamma, list) else gamma,
-                                         dtype=float), (len(nbrs[m]),)).copy()
-              for m in range(M)]
-    invs = [LocalInverse(Ys[m], float(gammas[m].sum()), Gs[m]) for m in range(M)]
-    steps = [EdgeStep(2.0 * Bs[m], gammas[m], 1.0, eps, invs[m]) for m in range(M)]
-    Zr = [np.empty_like(step.Z) for step in steps]
-    Os = [np.zeros_like(Bs[0]) for _ in range(M)]
-    rng = np.random.default_rng(seed)
-    for m in np.concatenate([rng.permutation(M) for _ in range(iters)]):
-        for i, n in enumerate(nbrs[m]):
-            Zr[m][i] = steps[n].Z[back[m][i]]  # a fresh read of the neighbour's latest Z
-        Os[m] = steps[m](Zr[m]).copy()
-    return Os
+        nodes, alg = self.graph.n_nodes, self.alg
+        invs = [alg.inverse(Ys[m], Gs[m], pens[m], metrics[m]) for m in range(nodes)]
+        ctx = SolveContext(self.cfg, self.opts, self.graph, eps, self.rounds, self.nbrs,
+                           self.hops)
+        return solve_layer(ctx, layer, invs, [2.0 * b for b in Bs], pens, metrics, star,
+                           np.zeros(nodes), alg.message_bytes(*Bs[0].shape))
 
 
 def _layers(dataset: str, layers: int, nodes: int, seed: int):
@@ -149,13 +125,20 @@ def _layers(dataset: str, layers: int, nodes: int, seed: int):
 def sweep(
     dataset: str, layers: int, engine: str, nodes: int = 20, degree: int = 8, iters: int = 200,
     powers: tuple[int, ...] = (-2, -1, 0, 1, 2, 3), seed: int = 0, out=sys.stdout,
+    relax: float | None = None,
 ) -> list[dict]:
-    """Run the sweep; print and return one dict per layer (see the module notes)."""
-    from ...algorithms import lookup
+    """Run the sweep; print and return one dict per layer (see the module notes).
+
+    Each multiplier's layer is ``iters`` activations (iterations) per node of the engine's
+    algorithm in the simulator, at its default relaxation or ``relax``.
+    """
+    from ...config import TrainConfig
 
     graph = make_topology("circular", nodes, degree)
+    cfg = TrainConfig(dataset=dataset, mode=engine, iters=iters, seed=seed, metric="identity",
+                      **_relaxation(engine, relax))
+    solve = _Solver(cfg, graph, layers, seed)
     mults = [2.0**k for k in powers]
-    per_edge = lookup(engine).per_neighbour  # async's edge update, else consensus ADMM
     rows = []
     for layer, eps, Ys, Gs, Bs, star, cond, stats in _layers(dataset, layers, nodes, seed):
         pens = _auto(engine, graph, layer, stats)
@@ -163,11 +146,9 @@ def sweep(
         norm = np.linalg.norm(star.O)
         dist = []
         for mult in mults:
-            if per_edge:
-                Os = edge_arock(Ys, Gs, Bs, eps, [mult * p for p in pens], iters, graph, seed)
-            else:
-                Os = consensus_admm(Ys, Gs, Bs, eps, auto * mult, iters)
-            dist.append(max(float(np.linalg.norm(o - star.O)) for o in Os) / norm)
+            runs, _ = solve(layer, eps, Ys, Gs, Bs, [mult * p for p in pens],
+                            [None] * nodes, star)
+            dist.append(max(float(np.linalg.norm(r.O - star.O)) for r in runs) / norm)
         best = int(np.argmin(dist))
         row = {"layer": layer, "lam_star": star.lam, "cond": cond, "auto": auto,
                "multipliers": mults,
@@ -241,38 +222,23 @@ def to_eps(
     every layer with the scalar one. ``relax``: the engine's relaxation (``--relax`` or
     ``--eta``; None: the mode's default).
     """
-    from ...analysis.network import parse_network
-    from ...analysis.timeline import hop_distances
     from ...config import TrainConfig
-    from ...sim.layerloop import SimOptions, SolveContext, solve_layer
-    from ...sim.speed import SpeedModel
 
     graph = make_topology(topology, nodes, degree)
-    nbrs = [graph.neighbors(m) for m in range(nodes)]
-    hops = hop_distances(nbrs)  # when a mixing round's values have arrived (sync-graph)
     cfg = TrainConfig(dataset=dataset, mode=engine, iters=iters, stop=f"eps:{tol}", seed=seed,
                       metric=metric, **_relaxation(engine, relax))
-    rounds, alg = _mix_rounds(cfg, graph), cfg.algorithm
-    opts = SimOptions(nodes=nodes, network=parse_network("shm"),
-                      speed=SpeedModel.build("const:1e-3", nodes, layers + 1, iters, {}, None,
-                                             None, seed))
+    solve = _Solver(cfg, graph, layers, seed)
     mults = [2.0**k for k in powers]
     rows = []
     for layer, eps, Ys, Gs, Bs, star, _, stats in _layers(dataset, layers, nodes, seed):
         if layer < first:
             continue
-        B2s = [2.0 * b for b in Bs]
         auto = _auto(engine, graph, layer, stats, metric, Ys)
-        metrics = (_metric_layer0(cfg, graph, rounds, Ys, Gs, Bs) if cfg.metric_at(layer)
-                   else [None] * nodes)
+        metrics = (_metric_layer0(cfg, graph, solve.rounds, Ys, Gs, Bs)
+                   if cfg.metric_at(layer) else [None] * nodes)
         acts, done = [], []
         for mult in mults:
-            # The simulator's own layer solve, with the algorithm's penalties and messages.
-            pens = [mult * p for p in auto]
-            invs = [alg.inverse(Ys[m], Gs[m], pens[m], metrics[m]) for m in range(nodes)]
-            ctx = SolveContext(cfg, opts, graph, eps, rounds, nbrs, hops)
-            runs, ok = solve_layer(ctx, layer, invs, B2s, pens, metrics, star,
-                                   np.zeros(nodes), alg.message_bytes(*Bs[0].shape))
+            runs, ok = solve(layer, eps, Ys, Gs, Bs, [mult * p for p in auto], metrics, star)
             acts.append(float(np.mean([r.activations for r in runs])))
             done.append(bool(ok))
         # The fewest activations among the multipliers that got there (None: none did).
@@ -406,10 +372,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--powers {args.powers!r}: expected comma-separated integers") from None
     penalised = penalised_modes()
     for engine in args.engine.split(","):
-        if engine not in (SERIAL if args.to_eps is None else (*penalised, "all")):
-            raise UserError(f"--engine {engine!r}: expected {' or '.join(SERIAL)} (with "
-                            f"--to-eps any mode with a penalty: {', '.join(penalised)}; with "
-                            "--table a comma list or all)")
+        if engine not in (*penalised, "all"):
+            raise UserError(f"--engine {engine!r}: expected a mode with a penalty "
+                            f"({', '.join(penalised)}; with --table a comma list or all)")
     if ("," in args.engine + args.dataset or args.engine == "all") and args.table is None:
         raise UserError("comma lists of --engine or --dataset, and --engine all, need --table")
     try:
@@ -422,7 +387,7 @@ def run(args: argparse.Namespace) -> int:
                   args.iters, powers, metric=args.metric, relax=args.relax)
         elif args.to_eps is None:
             sweep(args.dataset, args.layers, args.engine, args.nodes, args.degree or 8,
-                  args.iters, powers)
+                  args.iters, powers, relax=args.relax)
         else:
             to_eps(args.dataset, args.layers, args.engine, args.nodes, args.degree, args.topology,
                    args.to_eps, args.iters, powers, metric=args.metric, relax=args.relax)
