@@ -139,12 +139,13 @@ def _layers_in(path: str) -> int:
 
 def _mark_stopped(out: str, stopped_by: str) -> int:
     """Rewrite the run log at ``out`` as incomplete and stopped by ``stopped_by``."""
-    from ..runlog import read_runlog, utc_now, write_runlog
+    import dataclasses
+
+    from ..runlog import read_runlog, utc_now
 
     run = read_runlog(out)
     attrs = {**run.attrs, "complete": False, "stopped_by": stopped_by, "end_time": utc_now()}
-    write_runlog(out, attrs, run.layers, run.ranks, run.extra or None, overwrite=True,
-                 trace=run.trace, trajectory=run.trajectory, trace_attrs=run.trace_attrs)
+    dataclasses.replace(run, attrs=attrs).write(out)
     return run.layers_done
 
 
@@ -170,7 +171,7 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
         checkpoint (it had not finished a layer) and no run log.
     """
     from ..errors import UserError
-    from ..runlog import utc_now, write_runlog
+    from ..runlog import RunLog, utc_now
     from .checkpoint import checkpoint_dir, load_config, load_hosts
     from .runstate import make_graph, run_attributes
 
@@ -206,7 +207,7 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
         attrs["hostnames"] = json.dumps(hosts)
     ranks = {"degree": np.array([graph.degree(m) for m in range(size)], dtype=np.int64),
              "neighbors": [list(graph.neighbors(m)) for m in range(size)]}
-    write_runlog(out, attrs, layers, ranks, overwrite=True)
+    RunLog(attrs=attrs, layers=layers, ranks=ranks).write(out)
     return done
 
 

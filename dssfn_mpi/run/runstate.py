@@ -364,7 +364,7 @@ def run_attributes(cfg: TrainConfig, graph: Any, dataset: str, n_classes: int, h
     Returns
     -------
     dict
-        Attribute name to value, as :func:`dssfn_mpi.runlog.write_runlog` takes them.
+        Attribute name to value, as :class:`dssfn_mpi.runlog.RunLog` holds them.
     """
     return {
         "mode": cfg.mode,
