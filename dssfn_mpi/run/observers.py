@@ -33,11 +33,12 @@ import numpy as np
 
 from ..engines.base import LayerProblem
 from ..engines.trace import PHASES, LayerTrace, TraceTables, trace_plan
+from ..runlog.schema import set_fields
 from ..ssfn.equivalence import measure_equivalence
 from ..ssfn.solver import objective
 from . import checkpoint
 from .layerstep import accuracy_fields, progress_line, stop_note, test_features
-from .runstate import ROW_FIELDS, RunState
+from .runstate import RunState
 
 __all__ = [
     "Checkpointing",
@@ -62,7 +63,8 @@ class LayerStep:
     problem: LayerProblem  # the layer's features, targets, statistics and penalty
     O: np.ndarray  # this rank's solution
     O_prev: np.ndarray | None  # the previous layer's (None at layer 0)
-    row: dict[str, Any]  # this rank's log row: the loop's and engine's fields so far
+    row: np.ndarray  # this rank's log row (layerstep.layer_row): the loop's and engine's
+    # fields, completed by the observers
     solved_at: float  # time.perf_counter() when the solve returned
     trace: LayerTrace | None = None  # the layer's trace (None in central mode)
     O_star: np.ndarray | None = None  # rank 0, with the check: the exact solution
@@ -95,8 +97,8 @@ class Evaluation(Observer):
     def after_layer(self, step: LayerStep) -> None:
         s, p = self.state, step.problem
         self.Yt = test_features(s.cfg, step.layer, s.hidden, step.O_prev, self.Yt)
-        step.row.update(**accuracy_fields(s.cfg.evaluate, step.O, p.Y, s.y, self.Yt, s.yt),
-                        train_cost=objective(step.O, p.G, p.B, s.tt))
+        set_fields(step.row, **accuracy_fields(s.cfg.evaluate, step.O, p.Y, s.y, self.Yt, s.yt),
+                   train_cost=objective(step.O, p.G, p.B, s.tt))
 
 
 class Equivalence(Observer):
@@ -113,12 +115,12 @@ class Equivalence(Observer):
 
 
 class LogRow(Observer):
-    """Completes this rank's row with the observation time so far and stores it."""
+    """Completes this rank's row with the observation time so far and stores it, once, in
+    the rank's rows (``state.rows``)."""
 
     def after_layer(self, step: LayerStep) -> None:
         step.row["eval_seconds"] = time.perf_counter() - step.solved_at
-        for k in ROW_FIELDS:
-            self.state.stats[k].append(step.row[k])
+        self.state.rows[step.layer] = step.row
 
 
 class RankRows(Observer):
@@ -134,19 +136,18 @@ class RankRows(Observer):
 
     def after_layer(self, step: LayerStep) -> None:
         if self.state.checking or self.state.log_due(step.layer):
-            self._gather()
+            self._gather(step.layer + 1)
 
     def finish(self) -> None:
-        self._gather()
+        self._gather(self.state.n_layers)
 
-    def _gather(self) -> None:
+    def _gather(self, done: int) -> None:
+        """Rank 0 appends the rows of layers ``sent .. done - 1`` of every rank."""
         s = self.state
-        done = len(s.stats[ROW_FIELDS[0]])
-        mine = [{k: s.stats[k][i] for k in ROW_FIELDS} for i in range(self.sent, done)]
         s.barrier("gathering the log rows")  # then the gather itself waits for nobody
-        tables = s.comm.gather(mine, root=0)
+        tables = s.comm.gather(s.rows[self.sent:done], root=0)
         if s.rank == 0:
-            s.history.extend([t[i] for t in tables] for i in range(done - self.sent))
+            s.history = np.concatenate([s.history, np.stack(tables, axis=1)])
         self.sent = done
 
 
@@ -197,12 +198,13 @@ class Tracing(Observer):
         attrs: dict[str, Any] = {"recorded": plan.record, "why": plan.why}
         if plan.active:
             widths = [s.X.shape[0]] + [s.hidden] * s.cfg.layers  # d_l, the input width
-            mix = [r[0]["mix_rounds"] for r in s.history]
+            mix = s.history["mix_rounds"][:, 0]
             attrs.update(
                 phases=list(PHASES), origin="perf_counter after the start barrier",
                 bytes_per_message=s.cfg.algorithm.message_bytes(s.n_classes, max(widths)),
                 max_lead=-1 if s.cfg.max_lead is None else s.cfg.max_lead,
-                mix_rounds=int(max(mix, default=-1)), snapshot_every=plan.snapshot_every)
+                mix_rounds=int(mix.max()) if mix.size else -1,
+                snapshot_every=plan.snapshot_every)
             if plan.record:
                 alg = s.cfg.algorithm
                 trace["message_bytes"] = np.array(
@@ -224,10 +226,11 @@ class Progress(Observer):
             return
         if not s.checking:
             _print(f"layer {step.layer:>3}/{s.cfg.layers}  rank 0 "
-                   f"{step.row['total_seconds']:8.3f} s{stop_note(s.cfg, [step.row])}")
+                   f"{float(step.row['total_seconds']):8.3f} s"
+                   f"{stop_note(s.cfg, step.row.reshape(1))}")
             return
         table = s.history[-1]
-        tot = max(r["total_seconds"] for r in table)
+        tot = max(table["total_seconds"])
         _print(progress_line(s.cfg, step.layer, "max time", tot,
                              s.checks["rel_distance"][-1].max(), table))
 
@@ -285,7 +288,7 @@ class Checkpointing(Observer):
 
     def after_layer(self, step: LayerStep) -> None:
         s = self.state
-        self.ckpt.save(s.Os, s.stats, s.checks)
+        self.ckpt.save(s.Os, s.rows[:step.layer + 1], s.checks)
 
 
 def default_observers(state: RunState, quiet: bool = False) -> list[Observer]:
