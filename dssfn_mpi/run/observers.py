@@ -1,12 +1,12 @@
-"""Everything that watches the layer loop without steering it.
+"""Everything that watches the layer loop without steering it: an ordered pipeline.
 
 After each layer's solve the loop hands a :class:`LayerStep` to every
-observer, in the order :func:`default_observers` gives, and after the last
-layer it calls :meth:`Observer.finish` on each, in the same order:
+observer, in the order of the run's :class:`Pipeline` (:func:`default_observers`),
+and after the last layer it calls :meth:`Observer.finish` on each, in the same order:
 
-1. :class:`Evaluation`: train/test accuracy and the shard's cost;
+1. :class:`Evaluation`: train/test accuracy and the shard's cost, into the row;
 2. :class:`Equivalence`: distances to the exact solution (with the check);
-3. :class:`LogRow`: the time spent observing so far, then this rank's row;
+3. :class:`LogRow`: the time spent observing so far, then this rank's row, stored;
 4. :class:`Checkpointing`: each rank's checkpoint (before anything that waits
    for other ranks, so a rank that fails elsewhere cannot cost it);
 5. :class:`RankRows`: rank 0 gathers every rank's rows when someone needs them;
@@ -17,6 +17,34 @@ layer it calls :meth:`Observer.finish` on each, in the same order:
 9. :class:`LogWriter`: the run log, every ``--log-every`` layers and at the end,
    when it also removes the checkpoints.
 
+Each stage declares what it reads and writes (:attr:`Observer.reads`,
+:attr:`Observer.writes`), by these names; the run's set-up (settings,
+communicator, shards, graph: :class:`~dssfn_mpi.run.runstate.RunState`) is every
+stage's to read:
+
+============  ===========================================  ==================
+name          what, where                                  written by
+============  ===========================================  ==================
+problem       the layer's features, statistics, penalty    the loop
+O, O_prev     this rank's solution, the previous layer's   the loop
+row           this rank's row (``step.row``) as the loop   the loop
+              and the engine filled it
+solved_at     when the solve returned                      the loop
+trace         the layer's trace (``step.trace``)           the loop
+Os            this rank's solutions so far (``state.Os``)  the loop
+evaluation    the row's accuracies and cost                :class:`Evaluation`
+O_star        rank 0, with the check: the exact solution   :class:`Equivalence`
+checks        rank 0: the check's rows (``state.checks``)  :class:`Equivalence`
+rows          this rank's stored rows (``state.rows``)     :class:`LogRow`
+history       rank 0: every rank's rows                    :class:`RankRows`
+traces        rank 0: every rank's traces                  :class:`Tracing`
+runlog        the run log file ``--out``                   :class:`LogWriter`
+============  ===========================================  ==================
+
+A :class:`Pipeline` refuses, when it is made, a stage that reads what neither the
+loop nor an earlier stage writes, and a name written twice: a wrong order fails
+before the first layer, not as a wrong run log.
+
 Observers never change the model. Some communicate (the check reduces to rank
 0, rows are gathered to rank 0): always collectively, in the same order on
 every rank, and after the layer's timed part.
@@ -26,6 +54,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +70,7 @@ from .layerstep import accuracy_fields, progress_line, stop_note, test_features
 from .runstate import RunState
 
 __all__ = [
+    "LOOP_PROVIDES",
     "Checkpointing",
     "Equivalence",
     "Evaluation",
@@ -49,11 +79,16 @@ __all__ = [
     "LogWriter",
     "ModelSaver",
     "Observer",
+    "Pipeline",
     "Progress",
     "RankRows",
     "Tracing",
+    "check_order",
     "default_observers",
 ]
+
+#: What the layer loop provides every stage (the names of the module's table).
+LOOP_PROVIDES: tuple[str, ...] = ("problem", "O", "O_prev", "row", "solved_at", "trace", "Os")
 
 
 @dataclass
@@ -75,7 +110,18 @@ class LayerStep:
 
 
 class Observer:
-    """Something that watches the run after each layer and once at the end."""
+    """Something that watches the run after each layer and once at the end.
+
+    Attributes
+    ----------
+    reads : tuple of str
+        The names (module table) it reads: the loop's or an earlier stage's.
+    writes : tuple of str
+        The names it writes, for the stages after it; no other stage writes them.
+    """
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
     def __init__(self, state: RunState) -> None:
         self.state = state
@@ -87,8 +133,87 @@ class Observer:
         """Called on every rank after the last layer (the engine is closed)."""
 
 
+def check_order(stages: Sequence[Any], provided: Sequence[str] = LOOP_PROVIDES) -> None:
+    """Refuse stages in an order where one reads what is not yet written.
+
+    Parameters
+    ----------
+    stages : sequence
+        Observers (or their classes), in the order they run; each has ``reads``
+        and ``writes``.
+    provided : sequence of str
+        What the loop provides before the first stage.
+
+    Raises
+    ------
+    ValueError
+        A stage reads a name that neither the loop nor an earlier stage writes (the
+        message names the stage that writes it, if any), or writes a name the loop or
+        an earlier stage writes: a bug in whoever made the pipeline.
+    """
+    def name(stage: Any) -> str:
+        return stage.__name__ if isinstance(stage, type) else type(stage).__name__
+
+    writer = {fact: "the loop" for fact in provided}
+    for i, stage in enumerate(stages):
+        for fact in stage.reads:
+            if fact not in writer:
+                later = [name(t) for t in stages[i + 1:] if fact in t.writes]
+                where = (f"{later[0]} writes it: put it before {name(stage)}" if later
+                         else "no stage writes it")
+                raise ValueError(f"observer {name(stage)} reads {fact!r} before it is "
+                                 f"written ({where})")
+        for fact in stage.writes:
+            if fact in writer:
+                raise ValueError(f"observer {name(stage)} writes {fact!r}, which "
+                                 f"{writer[fact]} writes already")
+            writer[fact] = name(stage)
+
+
+class Pipeline:
+    """The observers of a run in their order, checked when made (:func:`check_order`).
+
+    Parameters
+    ----------
+    stages : sequence of Observer
+        In the order they run, after each layer and at the end.
+    provided : sequence of str
+        What the loop provides (:data:`LOOP_PROVIDES`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`check_order`: a stage before what it reads.
+    """
+
+    def __init__(self, stages: Sequence[Observer],
+                 provided: Sequence[str] = LOOP_PROVIDES) -> None:
+        check_order(stages, provided)
+        self.stages = list(stages)
+
+    def __iter__(self) -> Iterator[Observer]:
+        return iter(self.stages)
+
+    def __len__(self) -> int:
+        return len(self.stages)
+
+    def after_layer(self, step: LayerStep) -> None:
+        """Every stage's :meth:`Observer.after_layer`, in order."""
+        for stage in self.stages:
+            stage.after_layer(step)
+
+    def finish(self) -> None:
+        """Every stage's :meth:`Observer.finish`, in order."""
+        for stage in self.stages:
+            stage.finish()
+
+
 class Evaluation(Observer):
-    """Accuracy on the rank's shard and on the test set (``--no-eval``: NaN), and its cost."""
+    """Accuracy on the rank's shard and on the test set (``--no-eval``: NaN), and its cost,
+    into the row."""
+
+    reads = ("problem", "O", "O_prev", "row")
+    writes = ("evaluation",)
 
     def __init__(self, state: RunState) -> None:
         super().__init__(state)
@@ -102,10 +227,19 @@ class Evaluation(Observer):
 
 
 class Equivalence(Observer):
-    """The centralized-equivalence check (:mod:`dssfn_mpi.ssfn.equivalence`); rows on rank 0."""
+    """The centralized-equivalence check (:mod:`dssfn_mpi.ssfn.equivalence`); rows on rank 0.
+
+    Without the check (``--no-check``, or a mode solved exactly) it does nothing:
+    ``O_star`` stays None and ``checks`` empty.
+    """
+
+    reads = ("problem", "O")
+    writes = ("O_star", "checks")
 
     def after_layer(self, step: LayerStep) -> None:
         s, p = self.state, step.problem
+        if not s.checking:
+            return
         res = measure_equivalence(s.comm, p.G, p.B, s.tt, step.O, p.eps, s.wait_policy,
                                   s.cfg.timeout, solution=p.target)
         if res is not None:
@@ -115,8 +249,12 @@ class Equivalence(Observer):
 
 
 class LogRow(Observer):
-    """Completes this rank's row with the observation time so far and stores it, once, in
-    the rank's rows (``state.rows``)."""
+    """Completes this rank's row with the observation time so far (after the evaluation
+    and the check, which ``eval_seconds`` counts) and stores it, once, in the rank's rows
+    (``state.rows``)."""
+
+    reads = ("row", "solved_at", "evaluation", "checks")
+    writes = ("rows",)
 
     def after_layer(self, step: LayerStep) -> None:
         step.row["eval_seconds"] = time.perf_counter() - step.solved_at
@@ -129,6 +267,9 @@ class RankRows(Observer):
     Gathered after a layer only when something needs it there (the progress
     line with the check, or a run log write), and once more at the end.
     """
+
+    reads = ("rows",)
+    writes = ("history",)
 
     def __init__(self, state: RunState) -> None:
         super().__init__(state)
@@ -159,6 +300,9 @@ class Tracing(Observer):
     are gathered to rank 0 when the run log is written, like :class:`RankRows`.
     Without ``--out`` there is no run log, and it does nothing.
     """
+
+    reads = ("trace", "O_star")
+    writes = ("traces",)
 
     def __init__(self, state: RunState) -> None:
         super().__init__(state)
@@ -216,6 +360,8 @@ class Tracing(Observer):
 class Progress(Observer):
     """Rank 0's line per layer: every rank's numbers with the check, else its own time."""
 
+    reads = ("row", "history", "checks")
+
     def __init__(self, state: RunState, quiet: bool) -> None:
         super().__init__(state)
         self.quiet = quiet
@@ -238,6 +384,8 @@ class Progress(Observer):
 class ModelSaver(Observer):
     """At the end, every node's weights to ``--save-model`` (gathered to rank 0)."""
 
+    reads = ("Os",)
+
     def finish(self) -> None:
         from ..ssfn.modelio import save_run_model
 
@@ -255,6 +403,9 @@ class LogWriter(Observer):
     log of the layers written so far. Once the complete log is on disk, the
     run's checkpoints are obsolete and removed.
     """
+
+    reads = ("history", "checks", "traces")
+    writes = ("runlog",)
 
     def __init__(self, state: RunState, tracing: Tracing) -> None:
         super().__init__(state)
@@ -282,6 +433,8 @@ class LogWriter(Observer):
 class Checkpointing(Observer):
     """Each rank's checkpoint after every layer (:class:`LogWriter` removes them at the end)."""
 
+    reads = ("Os", "rows", "checks")
+
     def __init__(self, state: RunState) -> None:
         super().__init__(state)
         self.ckpt = checkpoint.RankCheckpoint(state.cfg.out, state.rank)
@@ -291,21 +444,18 @@ class Checkpointing(Observer):
         self.ckpt.save(s.Os, s.rows[:step.layer + 1], s.checks)
 
 
-def default_observers(state: RunState, quiet: bool = False) -> list[Observer]:
-    """The observers of a training run, in the order they are called."""
+def default_observers(state: RunState, quiet: bool = False) -> Pipeline:
+    """The observers of a training run, in the order they are called (checked)."""
     cfg = state.cfg
-    observers: list[Observer] = [Evaluation(state)]
-    if state.checking:
-        observers.append(Equivalence(state))
-    observers.append(LogRow(state))
+    stages: list[Observer] = [Evaluation(state), Equivalence(state), LogRow(state)]
     if cfg.out is not None:
-        observers.append(Checkpointing(state))
+        stages.append(Checkpointing(state))
     tracing = Tracing(state)
-    observers += [RankRows(state), tracing, Progress(state, quiet)]
+    stages += [RankRows(state), tracing, Progress(state, quiet)]
     if cfg.save_model is not None:
-        observers.append(ModelSaver(state))
-    observers.append(LogWriter(state, tracing))
-    return observers
+        stages.append(ModelSaver(state))
+    stages.append(LogWriter(state, tracing))
+    return Pipeline(stages)
 
 
 def _print(msg: str) -> None:
