@@ -153,18 +153,18 @@ def test_module_exports() -> None:
 
 def _write_checkpoint(target: Path, value: float) -> None:
     from dssfn_mpi.run.checkpoint import RankCheckpoint
-    from dssfn_mpi.run.runstate import ROW_FIELDS
+    from dssfn_mpi.runlog import schema
 
     ckpt = RankCheckpoint(target, 0)
-    stats = {k: [value if k == "total_seconds" else 0] for k in ROW_FIELDS}
-    ckpt.save([np.full((2, 3), value)], stats, {})
+    rows = schema.set_fields(schema.blank_rows(1), total_seconds=value)
+    ckpt.save([np.full((2, 3), value)], rows, {})
 
 
 def _read_checkpoint(target: Path) -> float:
     from dssfn_mpi.run.checkpoint import RankCheckpoint
 
-    Os, stats, _ = RankCheckpoint(target, 0).load()
-    assert stats["total_seconds"] == [Os[0][0, 0]]
+    Os, rows, _ = RankCheckpoint(target, 0).load()
+    assert list(rows["total_seconds"]) == [Os[0][0, 0]]
     return float(Os[0][0, 0])
 
 

@@ -13,8 +13,7 @@ import pytest
 from dssfn_mpi.launch import mpi_env, mpirun_path, train_command
 from dssfn_mpi.run.checkpoint import RankCheckpoint, save_config
 from dssfn_mpi.run.jobstop import EXIT_STOPPED, salvage_runlog
-from dssfn_mpi.run.runstate import ROW_FIELDS as STAT_FIELDS
-from dssfn_mpi.runlog import read_runlog, write_runlog
+from dssfn_mpi.runlog import read_runlog, schema, write_runlog
 
 
 def _config(**over) -> dict:
@@ -28,9 +27,10 @@ def _config(**over) -> dict:
 def _checkpoint(out, ranks_layers: list[int], q: int = 10) -> None:
     save_config(out, _config(), len(ranks_layers))
     for rank, n in enumerate(ranks_layers):
-        stats = {k: [float(rank + i) for i in range(n)] for k in STAT_FIELDS}
+        rows = schema.set_fields(schema.blank_rows(n), **{
+            k: [float(rank + i) for i in range(n)] for k in schema.ROW_FIELDS})
         Os = [np.zeros((q, 64 if i == 0 else 40)) for i in range(n)]
-        RankCheckpoint(out, rank).save(Os, stats, {})
+        RankCheckpoint(out, rank).save(Os, rows, {})
 
 
 def test_salvage_writes_the_layers_every_rank_finished(tmp_path):

@@ -154,13 +154,34 @@ def test_round_trip_every_field_and_attribute(tmp_path: Path) -> None:
     assert str(rl.extra["note"]) == "hi"
     np.testing.assert_array_equal(rl.extra["tags"], ["p", "q"])
 
-    # A RunLog read back can be written again unchanged (writer-owned attrs accepted).
+    # A RunLog read back writes itself again unchanged (writer-owned attrs accepted).
     again = tmp_path / "again.h5"
-    write_runlog(again, rl.attrs, rl.layers, rl.ranks, rl.extra)
+    rl.write(again)
     rl2 = read_runlog(again)
     for name in LAYER_FIELDS:
         np.testing.assert_array_equal(rl2.layers[name], rl.layers[name])
     assert rl2.attrs["config"] == rl.attrs["config"]
+    np.testing.assert_array_equal(rl2.extra["gamma_schedule"], extra["gamma_schedule"])
+
+
+def test_a_run_log_writes_itself_as_write_runlog_writes_its_parts(tmp_path: Path) -> None:
+    """``RunLog.write`` / ``append_to`` are the writes; ``write_runlog`` / ``append_run``
+    the same from the parts, and ``checked`` the run as the file holds it."""
+    run = RunLog(attrs={"mode": "sync", "nodes": M}, layers={"gamma": np.ones((2, M))},
+                 ranks={"degree": [2, 2, 2]}, extra={"note": "hi"})
+    run.write(tmp_path / "a.h5")
+    write_runlog(tmp_path / "b.h5", run.attrs, run.layers, run.ranks, run.extra)
+    a, b = read_runlog(tmp_path / "a.h5"), read_runlog(tmp_path / "b.h5")
+    for name in LAYER_FIELDS:
+        np.testing.assert_array_equal(a.layers[name], b.layers[name])
+    checked = run.checked()
+    assert set(checked.layers) == set(LAYER_FIELDS) and checked.attrs["layers_done"] == 2
+    assert run.layers.keys() == {"gamma"}  # the caller's run is left as it was
+    run.append_to(tmp_path / "s.h5", "one")
+    assert read_sweep(tmp_path / "s.h5")["one"].attrs["mode"] == "sync"
+    with pytest.raises(ValueError, match="unknown layer field"):
+        RunLog(attrs={}, layers={"nope": np.ones((1, M))}).write(tmp_path / "c.h5")
+    assert not (tmp_path / "c.h5").exists()
 
 
 def test_dataset_units_and_descriptions_in_file(tmp_path: Path) -> None:

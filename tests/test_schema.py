@@ -85,27 +85,53 @@ def test_solve_stats_are_the_engine_fields() -> None:
 
 
 def test_checkpoint_stores_the_schema_fields_with_their_dtypes(tmp_path: Path) -> None:
-    rows = {f.name: [f.missing, 3] for f in schema.LAYER_SCHEMA if f.source != schema.CHECK}
+    rows = schema.set_fields(schema.blank_rows(2), activations=[-1, 3], gamma=[np.nan, 3])
     checks = {name: [np.arange(3.0), np.ones(3)] for name in schema.names(schema.CHECK)}
     ckpt = RankCheckpoint(tmp_path / "run.h5", 0)
     ckpt.save([np.zeros((2, 2)), np.ones((2, 2))], rows, checks)
     with np.load(ckpt.path) as z:
-        for name in rows:
+        for name in schema.ROW_FIELDS:
             assert z[f"stat_{name}"].dtype == schema.layer_field(name).dtype, name
-    Os, stats, back = ckpt.load()
-    assert len(Os) == 2 and set(stats) == set(rows) and set(back) == set(checks)
-    assert stats["activations"] == [-1, 3] and np.isnan(stats["gamma"][0])
+    Os, back_rows, back = ckpt.load()
+    assert len(Os) == 2 and back_rows.dtype == schema.ROW_DTYPE and set(back) == set(checks)
+    assert list(back_rows["activations"]) == [-1, 3] and np.isnan(back_rows["gamma"][0])
+    again, checks_again, q = ckpt.load_rows()  # without the solutions
+    assert q == 2 and all(np.array_equal(again[k], back_rows[k], equal_nan=True)
+                          for k in schema.ROW_FIELDS)
+    assert set(checks_again) == set(checks)
 
 
 def test_checkpoint_without_a_newer_field_reads_it_as_not_measured(tmp_path: Path) -> None:
-    rows = {name: [1, 2] for name in schema.names(schema.ENGINE, schema.LOOP)}
+    rows = schema.set_fields(schema.blank_rows(2), **{
+        name: [1, 2] for name in schema.names(schema.ENGINE, schema.LOOP)})
     ckpt = RankCheckpoint(tmp_path / "run.h5", 1)
     ckpt.save([np.zeros((1, 1))] * 2, rows, {})
     with np.load(ckpt.path) as z:  # as written before mix_rounds existed
         kept = {k: z[k] for k in z.files if k != "stat_mix_rounds"}
     np.savez(ckpt.path, **kept)
-    _, stats, checks = ckpt.load()
-    assert stats["mix_rounds"] == [-1, -1] and stats["puts"] == [1, 2] and checks == {}
+    _, back, checks = ckpt.load()
+    assert list(back["mix_rounds"]) == [-1, -1] and list(back["puts"]) == [1, 2]
+    assert checks == {}
+
+
+def test_rows_are_one_record_type_whose_fields_are_the_layers() -> None:
+    """A row is built once (blank, then its fields set); a run's rows ``(L, M)`` are the
+    ``/layers`` arrays as they are, without a conversion."""
+    row = schema.blank_rows(())
+    assert row.shape == () and set(row.dtype.names) == set(schema.ROW_FIELDS)
+    for f in schema.LAYER_SCHEMA:
+        if f.source != schema.CHECK:
+            assert row.dtype[f.name] == f.dtype
+            assert row[f.name] == f.missing or np.isnan(f.missing), f.name
+    schema.set_fields(row, activations=7, gamma=0.5)
+    with pytest.raises(ValueError):
+        schema.set_fields(row, rel_distance=1.0)  # a check field is no row field
+    rows = schema.blank_rows((2, 3))
+    rows[1, 2] = row
+    layers = schema.layer_arrays(rows, {"rel_distance": [np.ones(3), np.zeros(3)]})
+    assert layers["activations"][1, 2] == 7 and layers["activations"][0, 0] == -1
+    assert np.shares_memory(layers["gamma"], rows)
+    assert layers["rel_distance"].shape == (2, 3) and "lambda_star" not in layers
 
 
 def test_docs_trace_tables_are_the_trace_schema() -> None:

@@ -3,7 +3,7 @@
 Each rank writes its own file after every layer (no communication, so the
 asynchronous engine gains no synchronisation from it): its output matrices
 ``O_0 .. O_l``, its per-layer log rows (the ``engine`` and ``loop`` fields of
-:mod:`dssfn_mpi.runlog.schema`, each stored with its dtype) and, on rank 0, the
+:mod:`dssfn_mpi.runlog.schema`, each field stored with its dtype) and, on rank 0, the
 equivalence rows (the ``check`` fields).
 Features are recomputed from the data and the saved ``O``'s on resume (cheap,
 deterministic), and the random blocks come from the shared seed, so nothing
@@ -96,42 +96,72 @@ def _savez(path: Path, arrays: dict[str, np.ndarray]) -> None:
 
 
 class RankCheckpoint:
-    """One rank's checkpoint file."""
+    """One rank's checkpoint file.
+
+    Its rows are stored by field (``stat_<name>``, each of its dtype: the columns of
+    the rank's rows, the form an older checkpoint has too) and read back as rows of
+    :data:`~dssfn_mpi.runlog.schema.ROW_DTYPE`.
+    """
 
     def __init__(self, out: str | os.PathLike, rank: int) -> None:
         self.path = checkpoint_dir(out) / f"rank-{rank:05d}.npz"
 
-    def save(self, Os: list[np.ndarray], stats: dict[str, list],
+    def save(self, Os: list[np.ndarray], rows: np.ndarray,
              checks: dict[str, list]) -> None:
         """Atomically store everything up to and including layer ``len(Os) - 1``.
 
-        ``stats`` holds one list per ``engine``/``loop`` field, ``checks`` one
-        per ``check`` field (empty lists on ranks other than 0).
+        ``rows`` holds the rank's rows of those layers (``len(Os)`` records of
+        :data:`~dssfn_mpi.runlog.schema.ROW_DTYPE`), ``checks`` one list per ``check``
+        field (empty lists on ranks other than 0).
         """
         arrays: dict[str, np.ndarray] = {f"O_{i}": O for i, O in enumerate(Os)}
-        for name in schema.names(schema.ENGINE, schema.LOOP):
-            arrays[f"stat_{name}"] = np.asarray(stats[name], dtype=schema.layer_field(name).dtype)
+        arrays.update({f"stat_{name}": rows[name] for name in schema.ROW_FIELDS})
         arrays.update({f"check_{k}": np.asarray(checks[k])
                        for k in schema.names(schema.CHECK) if checks.get(k)})
         self.path.parent.mkdir(exist_ok=True)
         atomic_write(self.path, lambda tmp: _savez(tmp, arrays))
 
-    def load(self) -> tuple[list[np.ndarray], dict[str, list], dict[str, list]]:
-        """Saved ``O``'s, stats rows and (rank 0) equivalence rows; empty if none.
+    def load(self) -> tuple[list[np.ndarray], np.ndarray, dict[str, np.ndarray]]:
+        """Saved ``O``'s, rows and (rank 0) equivalence rows; empty if none.
 
         A field the checkpoint lacks (written before the field existed) reads
         as "not measured" in every saved layer.
         """
         if not self.path.is_file():
-            return [], {}, {}
+            return [], schema.blank_rows(0), {}
         with np.load(self.path) as z:
-            n = sum(1 for k in z.files if k.startswith("O_"))
+            n = _layers_in(z)
             Os = [z[f"O_{i}"] for i in range(n)]
-            stats = {
-                name: list(z[f"stat_{name}"]) if f"stat_{name}" in z.files
-                else [schema.layer_field(name).missing] * n
-                for name in schema.names(schema.ENGINE, schema.LOOP)
-            }
-            checks = {k: list(z[f"check_{k}"])
-                      for k in schema.names(schema.CHECK) if f"check_{k}" in z.files}
-        return Os, stats, checks
+            rows, checks = _rows_and_checks(z, n)
+        return Os, rows, checks
+
+    def load_rows(self) -> tuple[np.ndarray, dict[str, np.ndarray], int]:
+        """Saved rows, (rank 0) equivalence rows and Q, the rows of ``O_0``; empty and 0
+        if none.
+
+        Reads only these: npz members load lazily, and the ``O`` matrices (the bulk of
+        the file) are left alone but for ``O_0``'s shape.
+        """
+        if not self.path.is_file():
+            return schema.blank_rows(0), {}, 0
+        with np.load(self.path) as z:
+            n = _layers_in(z)
+            rows, checks = _rows_and_checks(z, n)
+            q = int(z["O_0"].shape[0]) if n else 0
+        return rows, checks, q
+
+
+def _layers_in(z: Any) -> int:
+    """Layers an open checkpoint holds (its ``O_*`` members)."""
+    return sum(1 for k in z.files if k.startswith("O_"))
+
+
+def _rows_and_checks(z: Any, n: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The ``n`` rows and the check rows of an open checkpoint."""
+    rows = schema.blank_rows(n)
+    for name in schema.ROW_FIELDS:
+        if f"stat_{name}" in z.files:
+            rows[name] = z[f"stat_{name}"]
+    checks = {k: z[f"check_{k}"] for k in schema.names(schema.CHECK)
+              if f"check_{k}" in z.files}
+    return rows, checks

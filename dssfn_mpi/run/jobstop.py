@@ -28,7 +28,6 @@ import signal
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -104,19 +103,6 @@ class StopWatcher:
                 f"with complete = False; continue with: {self.prog} train --resume {self.out}")
 
 
-def _read_rank(path: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], int]:
-    """Stats and checks rows of one rank checkpoint, and its O_0's row count (Q).
-
-    Reads only what a run log needs: npz members load lazily, and the O
-    matrices (the bulk of the file) are left alone except for O_0's shape.
-    """
-    with np.load(path) as z:
-        stats = {k[5:]: z[k] for k in z.files if k.startswith("stat_")}
-        checks = {k[6:]: z[k] for k in z.files if k.startswith("check_")}
-        q = int(z["O_0"].shape[0]) if "O_0" in z.files else 0
-    return stats, checks, q
-
-
 def _settings(cfg: dict[str, Any]):
     """The run's TrainConfig, rebuilt from its saved settings."""
     from ..config import TrainConfig, config_from_mapping
@@ -139,12 +125,13 @@ def _layers_in(path: str) -> int:
 
 def _mark_stopped(out: str, stopped_by: str) -> int:
     """Rewrite the run log at ``out`` as incomplete and stopped by ``stopped_by``."""
-    from ..runlog import read_runlog, utc_now, write_runlog
+    import dataclasses
+
+    from ..runlog import read_runlog, utc_now
 
     run = read_runlog(out)
     attrs = {**run.attrs, "complete": False, "stopped_by": stopped_by, "end_time": utc_now()}
-    write_runlog(out, attrs, run.layers, run.ranks, run.extra or None, overwrite=True,
-                 trace=run.trace, trajectory=run.trajectory, trace_attrs=run.trace_attrs)
+    dataclasses.replace(run, attrs=attrs).write(out)
     return run.layers_done
 
 
@@ -170,25 +157,22 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
         checkpoint (it had not finished a layer) and no run log.
     """
     from ..errors import UserError
-    from ..runlog import utc_now, write_runlog
-    from .checkpoint import checkpoint_dir, load_config, load_hosts
+    from ..runlog import RunLog, schema, utc_now
+    from .checkpoint import RankCheckpoint, load_config, load_hosts
     from .runstate import make_graph, run_attributes
 
-    folder = checkpoint_dir(out)
     try:
         cfg, size = load_config(out)
     except UserError:
         existing = _layers_in(out)
         return existing if existing >= 0 else None
-    per_rank = [_read_rank(folder / f"rank-{r:05d}.npz")
-                if (folder / f"rank-{r:05d}.npz").is_file() else ({}, {}, 0)
-                for r in range(size)]
-    done = min(len(stats.get("total_seconds", ())) for stats, _, _ in per_rank)
+    per_rank = [RankCheckpoint(out, r).load_rows() for r in range(size)]
+    done = min(len(rows) for rows, _, _ in per_rank)
     existing = _layers_in(out)
     if existing >= done:
         return _mark_stopped(out, stopped_by)
-    layers = {k: np.array([stats[k][:done] for stats, _, _ in per_rank]).T
-              for k in per_rank[0][0]} if done else {}
+    layers = schema.layer_arrays(np.stack([rows[:done] for rows, _, _ in per_rank], axis=1),
+                                 {}) if done else {}
     for k, rows in per_rank[0][1].items():  # equivalence rows: rank 0 keeps them all
         if len(rows) >= done and done:
             layers[k] = np.asarray(rows[:done])
@@ -206,7 +190,7 @@ def salvage_runlog(out: str, command_line: str = "", stopped_by: str = "") -> in
         attrs["hostnames"] = json.dumps(hosts)
     ranks = {"degree": np.array([graph.degree(m) for m in range(size)], dtype=np.int64),
              "neighbors": [list(graph.neighbors(m)) for m in range(size)]}
-    write_runlog(out, attrs, layers, ranks, overwrite=True)
+    RunLog(attrs=attrs, layers=layers, ranks=ranks).write(out)
     return done
 
 

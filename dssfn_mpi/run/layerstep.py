@@ -11,12 +11,15 @@ records of itself is defined here, once:
   ``G_m = Y Y^T``, ``B_m = T Y^T``;
 - :func:`aims_at_target`: whether the solve needs the exact solution first
   (``--stop eps``);
-- :func:`penalty_fields`, :func:`metric_bytes`: the step's penalty in the log row
-  (``gamma``, ``metric_bytes``);
-- :func:`test_features`, :func:`accuracy_fields`: the untimed evaluation.
+- :func:`layer_row`: the node's log row of the layer, built once, with the step's
+  penalty in it (:func:`penalty_fields`, :func:`metric_bytes`: ``gamma``,
+  ``metric_bytes``);
+- :func:`test_features`, :func:`accuracy_fields`: the untimed evaluation, whose fields
+  complete the row.
 
-The record the steps add up to is :func:`dssfn_mpi.runlog.schema.layer_arrays` of the
-rows, in a :class:`dssfn_mpi.runlog.RunLog`.
+A row is a record of :data:`dssfn_mpi.runlog.schema.ROW_DTYPE`, stored as it is in the
+rows of the run, whose fields are the ``/layers`` of its
+:class:`dssfn_mpi.runlog.RunLog` (:func:`dssfn_mpi.runlog.schema.layer_arrays`).
 """
 
 from __future__ import annotations
@@ -27,13 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from ..runlog import schema
 from ..ssfn.gramstats import StatsLayout
 from ..ssfn.model import accuracy, layer_features
 
 __all__ = ["accuracy_fields", "aims_at_target", "layer_inputs", "layer_row", "metric_bytes",
-           "progress_line",
-           "penalty_fields", "test_features"]
-
+           "penalty_fields", "progress_line", "stop_note", "test_features"]
 
 
 def layer_inputs(O_prev: np.ndarray | None, seed: int, layer: int, hidden: int,
@@ -74,41 +76,43 @@ def penalty_fields(penalty: float | np.ndarray, metric_bytes: int) -> dict[str, 
 
 def layer_row(stats: Any, features_seconds: float, setup_seconds: float, total_seconds: float,
               cpu_seconds: float, penalty: float | np.ndarray,
-              metric_bytes: int) -> dict[str, Any]:
-    """One node's log row of a layer, but for its observation (accuracy, cost): the one
-    place train and simulate build it.
+              metric_bytes: int) -> np.ndarray:
+    """One node's log row of a layer, built once: the one place train and simulate build it.
+
+    A record of :data:`~dssfn_mpi.runlog.schema.ROW_DTYPE` (0-d) whose observation
+    fields (accuracies, cost, ``eval_seconds``) are "not measured" until the
+    observation sets them; then it is stored, as it is, in the rank's rows (train) or
+    the run's (simulate), whose fields are the run log's ``/layers``.
 
     ``stats`` is the solve's :class:`~dssfn_mpi.engines.base.SolveStats` (the engine's
     fields, live or simulated); ``setup_seconds`` the layer-start time outside the
     solve's own factorisation (the penalty's) that ``factor_seconds`` includes; the
     penalty fields are :func:`penalty_fields`'.
     """
-    return {
-        **asdict(stats),
-        "factor_seconds": stats.factor_seconds + setup_seconds,
-        "features_seconds": features_seconds,
-        "total_seconds": total_seconds,
-        "cpu_seconds": cpu_seconds,
-        **penalty_fields(penalty, metric_bytes),
-    }
+    row = schema.set_fields(schema.blank_rows(()), **asdict(stats))
+    return schema.set_fields(row, factor_seconds=stats.factor_seconds + setup_seconds,
+                             features_seconds=features_seconds, total_seconds=total_seconds,
+                             cpu_seconds=cpu_seconds, **penalty_fields(penalty, metric_bytes))
 
 
 def progress_line(cfg: Any, layer: int, clock: str, seconds: float, rel: float,
-                  rows: list[dict[str, Any]]) -> str:
+                  rows: np.ndarray) -> str:
     """The per-layer progress line of train and simulate: the layer's time (``clock``:
     ``max time`` live, ``simulated``), the largest distance to O*, the nodes' test
-    accuracies and how the layer ended under ``--stop eps``/``local``."""
+    accuracies and how the layer ended under ``--stop eps``/``local`` (``rows``: the
+    nodes' rows of the layer, :func:`layer_row`'s)."""
     from ..fmt import number
 
-    acc = [r.get("test_accuracy", math.nan) for r in rows]
+    acc = list(rows["test_accuracy"])
     return (f"layer {layer:>3}/{cfg.layers}  {cfg.mode:<10} {clock} {seconds:8.3f} s  "
             f"max rel dist {number(rel, '.2e')}  test acc min/mean/max "
             f"{number(100 * min(acc), '.1f')}/{number(100 * float(np.mean(acc)), '.1f')}/"
             f"{number(100 * max(acc), '.1f')} %{stop_note(cfg, rows)}")
 
 
-def stop_note(cfg: Any, rows: list[dict[str, Any]]) -> str:
-    """How the layer ended under --stop eps / local (nothing to say for a fixed count)."""
+def stop_note(cfg: Any, rows: np.ndarray) -> str:
+    """How the layer ended under --stop eps / local (nothing to say for a fixed count);
+    ``rows``: the nodes' rows of the layer (:func:`layer_row`'s), one or all."""
     from ..algorithms.stoprule import REASONS
 
     if cfg.stop_rule.fixed or cfg.algorithm.direct:

@@ -14,7 +14,7 @@ import json
 import os
 import socket
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -32,11 +32,8 @@ from ..ssfn.model import layer_features, one_hot
 if TYPE_CHECKING:
     from ..runlog import RunLog
 
-__all__ = ["ROW_FIELDS", "RunState", "make_graph", "prepare_run", "rank_table", "root_call",
+__all__ = ["RunState", "make_graph", "prepare_run", "rank_table", "root_call",
            "run_attributes"]
-
-#: The fields of a rank's own log rows (the check fields are rank 0's).
-ROW_FIELDS = schema.ROW_FIELDS
 
 
 def root_call(comm: Any, fn: Callable[[], Any], root: int = 0, broadcast: bool = True) -> Any:
@@ -63,8 +60,9 @@ def root_call(comm: Any, fn: Callable[[], Any], root: int = 0, broadcast: bool =
 class RunState:
     """One rank's view of the run, shared by the layer loop and the observers.
 
-    The loop appends to ``Os``; the observers append to ``stats``, ``checks``
-    and ``history``. Fields marked "rank 0" are empty elsewhere.
+    The loop appends to ``Os``; the observers store this rank's rows in ``rows``
+    and append to ``checks`` and ``history``. Fields marked "rank 0" are empty
+    elsewhere.
     """
 
     cfg: TrainConfig
@@ -83,11 +81,11 @@ class RunState:
     Os: list[np.ndarray]  # this rank's solutions of the layers done
     Y: np.ndarray  # training features of layer first - 1 (X when starting)
     Yt: np.ndarray  # the same for the test set (advanced only with cfg.evaluate)
-    stats: dict[str, list]  # this rank's log rows: one list per ROW_FIELDS name
+    rows: np.ndarray  # this rank's log rows, one per layer (schema.ROW_DTYPE; blank if not done)
     checks: dict[str, list]  # rank 0: one list of (M,) arrays per check field
     attrs: dict[str, Any]  # rank 0: the run log's root attributes
     wait_policy: WaitPolicy  # how this rank waits (engine and loop alike)
-    history: list[list[dict]] = field(default_factory=list)  # rank 0: rows of every rank
+    history: np.ndarray  # rank 0: (layers gathered, M) rows of every rank, the run log's /layers
 
     @property
     def rank(self) -> int:
@@ -196,7 +194,7 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
     Q = meta["n_classes"]
     hidden, eps = cfg.width_and_bound(Q)
     _check_memory(cfg, comm, graph, max(X.shape[0], hidden), Q)
-    Os, stats, checks = _restore(cfg, comm, resume)
+    Os, rows, checks = _restore(cfg, comm, resume)
     # The features of the last completed layer, from the one forward pass.
     Y, Yt = X, Xt
     for layer in range(1, len(Os)):
@@ -213,8 +211,8 @@ def prepare_run(cfg: TrainConfig, comm: Any, command_line: str = "",
     T = one_hot(y, Q)
     return RunState(cfg=cfg, comm=comm, graph=graph, meta=meta, X=X, y=y, Xt=Xt, yt=yt,
                     T=T, tt=float(np.vdot(T, T)), hidden=hidden, eps=eps, first=len(Os),
-                    Os=Os, Y=Y, Yt=Yt, stats=stats, checks=checks, attrs=attrs,
-                    wait_policy=policy)
+                    Os=Os, Y=Y, Yt=Yt, rows=rows, checks=checks, attrs=attrs,
+                    wait_policy=policy, history=schema.blank_rows((0, comm.Get_size())))
 
 
 def _check_rma(cfg: TrainConfig, comm: Any) -> None:
@@ -258,8 +256,9 @@ def _check_memory(cfg: TrainConfig, comm: Any, graph: Any, width: int, n_classes
 
 
 def _restore(cfg: TrainConfig, comm: Any,
-             resume: bool) -> tuple[list[np.ndarray], dict[str, list], dict[str, list]]:
-    """Solutions and log rows of the layers every rank has checkpointed (none for a new run).
+             resume: bool) -> tuple[list[np.ndarray], np.ndarray, dict[str, list]]:
+    """Solutions, log rows (one per layer, blank beyond those restored) and check rows of
+    the layers every rank has checkpointed (none for a new run).
 
     A new run with ``--out`` records its settings beside its checkpoints.
     """
@@ -268,19 +267,19 @@ def _restore(cfg: TrainConfig, comm: Any,
     from . import checkpoint
 
     rank = comm.Get_rank()
-    stats: dict[str, list] = {k: [] for k in ROW_FIELDS}
+    rows = schema.blank_rows(cfg.layers + 1)
     checks: dict[str, list] = {k: [] for k in schema.names(schema.CHECK)}
     if not resume:
         if cfg.out is not None and rank == 0:
             checkpoint.save_config(cfg.out, cfg.to_dict(), comm.Get_size())
-        return [], stats, checks
-    saved_Os, saved_stats, saved_checks = checkpoint.RankCheckpoint(cfg.out, rank).load()
+        return [], rows, checks
+    saved_Os, saved_rows, saved_checks = checkpoint.RankCheckpoint(cfg.out, rank).load()
     first = comm.allreduce(len(saved_Os), op=MPI.MIN)
-    stats = {k: list(saved_stats.get(k, []))[:first] for k in stats}
+    rows[:first] = saved_rows[:first]
     checks = {k: list(saved_checks.get(k, []))[:first] for k in checks}
     if rank == 0:
         checkpoint.remove_stale_temporaries(cfg.out)
-    return saved_Os[:first], stats, checks
+    return saved_Os[:first], rows, checks
 
 
 def _git_revision() -> str:
@@ -364,7 +363,7 @@ def run_attributes(cfg: TrainConfig, graph: Any, dataset: str, n_classes: int, h
     Returns
     -------
     dict
-        Attribute name to value, as :func:`dssfn_mpi.runlog.write_runlog` takes them.
+        Attribute name to value, as :class:`dssfn_mpi.runlog.RunLog` holds them.
     """
     return {
         "mode": cfg.mode,

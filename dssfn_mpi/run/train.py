@@ -7,8 +7,8 @@ Per layer l (docs/ALGORITHMS.md, Algorithm 1 of the paper):
    statistics ``G_m, B_m``;
 2. the layer's ADMM penalty, as configured or ``auto`` from the data;
 3. the engine solves the decentralized layer problem;
-4. untimed observation (:mod:`dssfn_mpi.run.observers`): accuracy, centralized
-   equivalence, the log rows, checkpoint, progress line and run log.
+4. untimed observation, the run's pipeline of observers (:mod:`dssfn_mpi.run.observers`):
+   accuracy, centralized equivalence, the log rows, checkpoint, progress line and run log.
 
 Steps 1-3 are timed. What a step computes and records is shared with the
 simulator (:mod:`dssfn_mpi.run.layerstep`); what the run adds up to is rank 0's
@@ -36,7 +36,7 @@ from ..errors import InjectedFailure
 from ..ssfn.equivalence import exact_target
 from ..ssfn.solver import penalty_stats, width_ratio
 from .layerstep import aims_at_target, layer_inputs, layer_row, metric_bytes
-from .observers import LayerStep, Observer, default_observers
+from .observers import LayerStep, Pipeline, default_observers
 from .runstate import RunState, prepare_run, root_call
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def run_training(
     if state.rank == 0:
         state.attrs["rma_write_path"] = engine.write_path
     watch = _put_watchdog(state, engine)
-    observers = default_observers(state, quiet)
+    observers = default_observers(state, quiet)  # checked: each stage after what it reads
     state.barrier("start")  # common start line for the timings, outside every layer
     t_run = time.perf_counter()  # also the origin of the run log's traces
     # No try/finally around the loop: closing an engine is collective, and a rank
@@ -91,14 +91,13 @@ def run_training(
     wall = time.perf_counter() - t_run
     if state.rank == 0:
         state.attrs.update(end_time=datetime.now(timezone.utc).isoformat(), wall_seconds=wall)
-    for observer in observers:
-        observer.finish()
+    observers.finish()
     if state.rank != 0:
         return None
     return state.record(complete=True)
 
 
-def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
+def _layer_loop(state: RunState, engine: Engine, observers: Pipeline,
                 origin: float) -> None:
     """Solve layers ``state.first .. L``: features -> penalty -> solve (timed) -> observers.
 
@@ -140,8 +139,7 @@ def _layer_loop(state: RunState, engine: Engine, observers: list[Observer],
         state.Os.append(O)
         step = LayerStep(problem=problem, O=O, O_prev=O_prev, row=row, solved_at=t2,
                          trace=trace)
-        for observer in observers:
-            observer.after_layer(step)
+        observers.after_layer(step)
 
 
 def _put_watchdog(state: RunState, engine: Engine):

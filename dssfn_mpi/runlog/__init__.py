@@ -1,11 +1,15 @@
 """The HDF5 run log: a stable, documented record of one training run.
 
-During training, rank 0 gathers the per-(layer, rank) numbers and calls
-:func:`write_runlog` after every ``log_every``-th completed layer (``--log-every
-N``, default 1: after every layer; 0: only at the end), whether or not the
-equivalence check runs, and once more at the end. Every write replaces the
-target atomically, so the file on disk is always a complete, valid log of the
-layers done so far (``complete = False`` until the last write).
+A run's record is a :class:`RunLog`, and it writes itself (:meth:`RunLog.write`,
+:meth:`RunLog.append_to` into a sweep file); reading gives one back
+(:func:`read_runlog`, :func:`read_sweep`). During training, rank 0 gathers the
+per-(layer, rank) rows and writes the run after every ``log_every``-th completed
+layer (``--log-every N``, default 1: after every layer; 0: only at the end),
+whether or not the equivalence check runs, and once more at the end. Every write
+replaces the target atomically, so the file on disk is always a complete, valid
+log of the layers done so far (``complete = False`` until the last write).
+:func:`write_runlog` and :func:`append_run` are the same writes from the parts of
+a run, for callers that hold no :class:`RunLog` (tests, hand-made logs).
 
 The schema is public and versioned; ``docs/RUNLOG.md`` describes it,
 :mod:`dssfn_mpi.runlog.schema` defines the per-layer fields and
@@ -149,7 +153,8 @@ def _rank_axes(name: str, data: np.ndarray) -> tuple[str, ...]:
 
 
 def _write_run(group: h5py.Group, prep: RunLog) -> None:
-    """Write one run's layout (attributes, /layers, /ranks, /extra) into ``group``."""
+    """Write one checked run's layout (attributes, /layers, /ranks, /extra, the trace
+    groups) into ``group``."""
     for name, value in prep.attrs.items():
         group.attrs[name] = value
     g_layers = group.create_group("layers")
@@ -187,79 +192,7 @@ def _write_run(group: h5py.Group, prep: RunLog) -> None:
                 pass
 
 
-def write_runlog(
-    path: PathLike,
-    attrs: dict[str, Any],
-    layers: dict[str, Any],
-    ranks: dict[str, Any] | None = None,
-    extra: dict[str, Any] | None = None,
-    overwrite: bool = True,
-    *,
-    trace: dict[str, Any] | None = None,
-    trajectory: dict[str, Any] | None = None,
-    trace_attrs: dict[str, Any] | None = None,
-) -> None:
-    """Write a complete run log atomically.
-
-    Called by rank 0 every ``--log-every`` layers (default: after each one) and at
-    the end of the run; each call rewrites the whole file from the arrays gathered
-    so far. The data go to ``<name>.tmp-<pid>`` in the same directory, which is
-    flushed, synced and then
-    renamed onto ``path``: the target is always either the previous complete log
-    or the new one. On any exception the temporary file is removed.
-
-    Parameters
-    ----------
-    path
-        Target file. Its directory must exist (see :func:`check_output_path`).
-    attrs
-        Root attributes. Documented names (see :data:`ATTRIBUTES`) are type
-        checked; missing ones get their defaults; ``None`` values count as
-        missing. Other names are stored as given (str, int, float, bool, list,
-        1-D array; dicts as JSON strings). ``schema_version``, ``kind``,
-        ``layers_done`` and ``write_time`` are set by the writer; software
-        versions are filled in when absent.
-    layers
-        Field name -> array of shape ``(layers_done, M)``, a subset of
-        :data:`LAYER_FIELDS`. Missing fields are written NaN-filled (float) or
-        -1 (int). With no arrays at all, ``attrs['nodes']`` gives M and the
-        log has zero rows (useful to validate attributes before layer 0).
-    ranks
-        Per-rank arrays of length M (``neighbors`` may be a ragged list of
-        lists; it is padded with -1). Documented fields missing here are filled.
-    extra
-        Any other arrays (numeric of any shape, str or list of str).
-    overwrite
-        If False and ``path`` exists, raise :class:`UserError`. Training checks
-        ``--overwrite`` once up front and then rewrites its own file each layer.
-    trace, trajectory
-        The ``/trace`` and ``/trajectory`` datasets, named and shaped as in
-        :data:`dssfn_mpi.runlog.schema.TRACE_SCHEMA` (L = ``layers_done``, M ranks);
-        a group is written when it has datasets or attributes.
-    trace_attrs
-        Attributes of ``/trace`` (:data:`dssfn_mpi.runlog.schema.TRACE_ATTRIBUTES`).
-
-    Raises
-    ------
-    ValueError
-        Unknown layer field, inconsistent shapes or a badly typed attribute:
-        a bug in the caller, not a user error.
-    UserError
-        ``path`` exists and ``overwrite`` is False, or it cannot be written.
-    """
-    target = Path(path)
-    # Checked first: a caller's mistake leaves no file behind.
-    prep = RunLog(**prepare(attrs, layers, ranks, extra, trace, trajectory, trace_attrs))
-    check_output_path(target, overwrite)
-
-    def write(tmp: Path) -> None:
-        with _open(tmp, "w") as f:
-            _write_run(f, prep)
-
-    atomic_write(target, write)
-
-
-# --------------------------------------------------------------------------- reading
+# --------------------------------------------------------------------------- the record
 
 
 @dataclass
@@ -267,28 +200,43 @@ class RunLog:
     """The record of one run: what ``train`` and ``simulate`` write, and what reading a
     run log (or one run of a sweep file) gives back.
 
-    Training (:mod:`dssfn_mpi.run.observers`) and the simulator
-    (:mod:`dssfn_mpi.sim.layerloop`) build one and :meth:`write` it; the writer
-    checks and completes it (:func:`write_runlog`) into the form :func:`read_runlog`
-    returns.
+    Training (:meth:`dssfn_mpi.run.runstate.RunState.record`) and the simulator
+    (:mod:`dssfn_mpi.sim.layerloop`) build one and :meth:`write` it; :meth:`checked`
+    gives it as the file holds it, the form :func:`read_runlog` returns. Only the
+    parts written go through the checks: ``source`` and the fields of a subclass
+    (:class:`~dssfn_mpi.sim.layerloop.SimResult`'s solutions) are the caller's.
 
     Attributes
     ----------
     attrs
-        Root attributes as Python values (str, int, float, bool) or numpy
-        arrays; string arrays become lists of str.
+        Root attributes. Documented names (:data:`ATTRIBUTES`) are type checked;
+        missing ones get their defaults; ``None`` values count as missing. Other
+        names are stored as given (str, int, float, bool, list, 1-D array; dicts as
+        JSON strings). ``schema_version``, ``kind``, ``layers_done`` and
+        ``write_time`` are set by the writer; software versions are filled in when
+        absent. Read back as Python values or numpy arrays (string arrays as lists
+        of str).
     layers
-        Field name -> array of shape ``(layers_done, M)`` (float64 or int64).
+        Field name -> array of shape ``(layers_done, M)``, a subset of
+        :data:`LAYER_FIELDS` (written: every field, the missing ones NaN-filled
+        (float) or -1 (int); with no arrays at all, ``attrs['nodes']`` gives M and the
+        log has zero rows).
     ranks
-        Per-rank arrays (first axis M); strings as ``numpy.str_`` arrays.
+        Per-rank arrays (first axis M; ``neighbors`` may be a ragged list of lists,
+        padded with -1); documented fields missing here are filled. Strings read back
+        as ``numpy.str_`` arrays.
     extra
-        Anything else the writer stored.
+        Any other arrays (numeric of any shape, str or list of str).
     source
         Where it was read from (file, or ``file:/runs/<name>``).
     trace, trajectory
-        The ``/trace`` and ``/trajectory`` datasets (empty when the file has none).
+        The ``/trace`` and ``/trajectory`` datasets, named and shaped as in
+        :data:`dssfn_mpi.runlog.schema.TRACE_SCHEMA` (L = ``layers_done``, M ranks); a
+        group is written when it has datasets or attributes (empty when the file has
+        none).
     trace_attrs
-        The attributes of ``/trace`` and ``/trajectory`` (empty when absent).
+        The attributes of ``/trace`` (:data:`dssfn_mpi.runlog.schema.TRACE_ATTRIBUTES`;
+        read back with those of ``/trajectory``; empty when absent).
     """
 
     attrs: dict[str, Any]
@@ -300,11 +248,102 @@ class RunLog:
     trajectory: dict[str, np.ndarray] = field(default_factory=dict)
     trace_attrs: dict[str, Any] = field(default_factory=dict)
 
+    def checked(self) -> RunLog:
+        """This run as its file will hold it: checked and completed
+        (:func:`dssfn_mpi.runlog.runprep.prepare`).
+
+        Raises
+        ------
+        ValueError
+            Unknown layer field, inconsistent shapes or a badly typed attribute: a bug
+            in the caller, not a user error.
+        """
+        return prepare(self)
+
     def write(self, path: PathLike, overwrite: bool = True) -> None:
-        """Write this run as the run log ``path``, atomically (:func:`write_runlog`)."""
-        write_runlog(path, self.attrs, self.layers, self.ranks, self.extra, overwrite,
-                     trace=self.trace, trajectory=self.trajectory,
-                     trace_attrs=self.trace_attrs)
+        """Write this run as the run log ``path``, atomically.
+
+        Training writes its run every ``--log-every`` layers (default: after each one)
+        and at the end, each time the whole file from the rows gathered so far. The
+        data go to ``<name>.tmp-<pid>`` in the same directory, which is flushed,
+        synced and then renamed onto ``path``: the target is always either the
+        previous complete log or the new one. On any exception the temporary file is
+        removed.
+
+        Parameters
+        ----------
+        path
+            Target file. Its directory must exist (see :func:`check_output_path`).
+        overwrite
+            If False and ``path`` exists, raise :class:`UserError`. Training checks
+            ``--overwrite`` once up front and then rewrites its own file each layer.
+
+        Raises
+        ------
+        ValueError
+            As for :meth:`checked`; no file is touched.
+        UserError
+            ``path`` exists and ``overwrite`` is False, or it cannot be written.
+        """
+        target = Path(path)
+        prep = self.checked()  # first: a caller's mistake leaves no file behind
+        check_output_path(target, overwrite)
+
+        def write(tmp: Path) -> None:
+            with _open(tmp, "w") as f:
+                _write_run(f, prep)
+
+        atomic_write(target, write)
+
+    def append_to(self, path: PathLike, group_name: str) -> None:
+        """Add this run as ``/runs/<group_name>`` of a sweep file, atomically.
+
+        The existing file (if any) is copied to ``<name>.tmp-<pid>``, the group is
+        added to the copy and the copy replaces the original. Inside the group the
+        layout is that of a run log (attributes, ``layers``, ``ranks``, ``extra``,
+        the trace groups). Not safe for several processes appending to one file at
+        the same time.
+
+        Parameters
+        ----------
+        path
+            The sweep file; created if it does not exist.
+        group_name
+            Name of the run inside ``/runs`` (no ``/``).
+
+        Raises
+        ------
+        ValueError
+            Invalid group name or run data (a bug in the caller).
+        UserError
+            The file is not a sweep file, is newer than this schema, already holds
+            ``group_name``, or its directory cannot be written.
+        """
+        check_name("run group", group_name)
+        target = Path(path)
+        prep = self.checked()
+        check_output_path(target, overwrite=True)
+        exists = target.exists()
+        if exists:
+            with _open_for_reading(target) as f:
+                _check_sweep_root(f, str(target))
+                if group_name in f["runs"]:
+                    raise UserError(
+                        f"{target} already holds run {group_name!r}; choose another output file"
+                    )
+
+        def write(tmp: Path) -> None:
+            if exists:
+                shutil.copyfile(target, tmp)
+            with _open(tmp, "a" if exists else "w") as f:
+                if not exists:
+                    f.attrs["schema_version"] = SCHEMA_VERSION
+                    f.attrs["kind"] = "sweep"
+                    f.create_group("runs", track_order=True)  # keep append order
+                f.attrs["write_time"] = utc_now()
+                _write_run(f["runs"].create_group(group_name), prep)
+
+        atomic_write(target, write)
 
     @property
     def nodes(self) -> int:
@@ -330,6 +369,9 @@ class RunLog:
     def hostnames(self) -> list[str]:
         """Host of each rank, parsed from its JSON attribute."""
         return json.loads(self.attrs.get("hostnames", "[]") or "[]")
+
+
+# --------------------------------------------------------------------------- reading
 
 
 def _attr_value(value: Any) -> Any:
@@ -437,7 +479,7 @@ def read_runlog(path: PathLike) -> RunLog:
     Parameters
     ----------
     path
-        A file written by :func:`write_runlog`.
+        A file written by :meth:`RunLog.write`.
 
     Returns
     -------
@@ -458,7 +500,7 @@ def read_runlog(path: PathLike) -> RunLog:
 
 
 def read_sweep(path: PathLike) -> dict[str, RunLog]:
-    """Read every run of a sweep file written by :func:`append_run`.
+    """Read every run of a sweep file written by :meth:`RunLog.append_to`.
 
     Parameters
     ----------
@@ -510,7 +552,30 @@ def _check_sweep_root(f: h5py.File, source: str) -> None:
         raise UserError(f"{source} is not a sweep file; read a single run with read_runlog")
 
 
-# --------------------------------------------------------------------------- sweeps
+# --------------------------------------------------------------------------- from parts
+
+
+def write_runlog(
+    path: PathLike,
+    attrs: dict[str, Any],
+    layers: dict[str, Any],
+    ranks: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+    overwrite: bool = True,
+    *,
+    trace: dict[str, Any] | None = None,
+    trajectory: dict[str, Any] | None = None,
+    trace_attrs: dict[str, Any] | None = None,
+) -> None:
+    """Write a run log of these parts: ``RunLog(attrs, layers, ...).write(path, overwrite)``.
+
+    A convenience for callers that hold the parts rather than a :class:`RunLog`
+    (tests, hand-made logs); the parts and what is checked are :class:`RunLog`'s, the
+    writing is :meth:`RunLog.write`'s. ``None`` stands for an empty part.
+    """
+    RunLog(attrs=attrs, layers=layers, ranks=ranks or {}, extra=extra or {},
+           trace=trace or {}, trajectory=trajectory or {},
+           trace_attrs=trace_attrs or {}).write(path, overwrite)
 
 
 def append_run(
@@ -525,53 +590,13 @@ def append_run(
     trajectory: dict[str, Any] | None = None,
     trace_attrs: dict[str, Any] | None = None,
 ) -> None:
-    """Add one run as ``/runs/<group_name>`` of a sweep file, atomically.
+    """Add a run of these parts to a sweep file:
+    ``RunLog(attrs, layers, ...).append_to(path, group_name)``.
 
-    The existing file (if any) is copied to ``<name>.tmp-<pid>``, the group is
-    added to the copy and the copy replaces the original. Inside the group the
-    layout is that of a run log (attributes, ``layers``, ``ranks``, ``extra``).
-    Not safe for several processes appending to one file at the same time.
-
-    Parameters
-    ----------
-    path
-        The sweep file; created if it does not exist.
-    group_name
-        Name of the run inside ``/runs`` (no ``/``).
-    attrs, layers, ranks, extra, trace, trajectory, trace_attrs
-        As for :func:`write_runlog` (a read run passes ``run.trace``,
-        ``run.trajectory`` and ``run.trace_attrs`` to keep its trace).
-
-    Raises
-    ------
-    ValueError
-        Invalid group name or run data (a bug in the caller).
-    UserError
-        The file is not a sweep file, is newer than this schema, already holds
-        ``group_name``, or its directory cannot be written.
+    For callers that hold the parts rather than a :class:`RunLog` (a read run keeps its
+    trace with ``trace=run.trace, trajectory=run.trajectory, trace_attrs=run.trace_attrs``);
+    ``None`` stands for an empty part. See :meth:`RunLog.append_to`.
     """
-    check_name("run group", group_name)
-    target = Path(path)
-    prep = RunLog(**prepare(attrs, layers, ranks, extra, trace, trajectory, trace_attrs))
-    check_output_path(target, overwrite=True)
-    exists = target.exists()
-    if exists:
-        with _open_for_reading(target) as f:
-            _check_sweep_root(f, str(target))
-            if group_name in f["runs"]:
-                raise UserError(
-                    f"{target} already holds run {group_name!r}; choose another output file"
-                )
-
-    def write(tmp: Path) -> None:
-        if exists:
-            shutil.copyfile(target, tmp)
-        with _open(tmp, "a" if exists else "w") as f:
-            if not exists:
-                f.attrs["schema_version"] = SCHEMA_VERSION
-                f.attrs["kind"] = "sweep"
-                f.create_group("runs", track_order=True)  # keep append order
-            f.attrs["write_time"] = utc_now()
-            _write_run(f["runs"].create_group(group_name), prep)
-
-    atomic_write(target, write)
+    RunLog(attrs=attrs, layers=layers, ranks=ranks or {}, extra=extra or {},
+           trace=trace or {}, trajectory=trajectory or {},
+           trace_attrs=trace_attrs or {}).append_to(path, group_name)

@@ -1,16 +1,18 @@
 """A run's record checked and completed before a byte is written.
 
-:func:`prepare` turns what a caller gives :func:`dssfn_mpi.runlog.write_runlog`
-(root attributes, ``/layers``, ``/ranks``, extras, trace groups) into the complete
-run as the file will hold it: every schema field present (the missing ones as
-"not measured"), every attribute of its documented kind, every shape agreeing.
+:func:`prepare` turns a :class:`dssfn_mpi.runlog.RunLog` as a caller built it (root
+attributes, ``/layers``, ``/ranks``, extras, trace groups) into the complete run as
+the file will hold it (:meth:`dssfn_mpi.runlog.RunLog.checked`): every schema field
+present (the missing ones as "not measured"), every attribute of its documented kind,
+every shape agreeing.
 A caller's mistake is a ``ValueError`` here, before any file is touched.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +28,9 @@ from .rootschema import (
 )
 from .schema import LAYER_FIELDS, TRACE, TRAJECTORY, trace_fields
 from .versions import software_versions
+
+if TYPE_CHECKING:
+    from . import RunLog
 
 __all__ = ["check_axes", "check_name", "prepare"]
 
@@ -170,45 +175,40 @@ def _prepare_timing(trace: dict[str, Any] | None, trajectory: dict[str, Any] | N
     return out_trace, out_trajectory, out_attrs
 
 
-def prepare(
-    attrs: dict[str, Any],
-    layers: dict[str, Any],
-    ranks: dict[str, Any] | None,
-    extra: dict[str, Any] | None,
-    trace: dict[str, Any] | None = None,
-    trajectory: dict[str, Any] | None = None,
-    trace_attrs: dict[str, Any] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """Validate and normalise everything before any file is touched: the run as written.
+def prepare(run: RunLog) -> RunLog:
+    """Validate and normalise a run before any file is touched: the run as written.
 
     Parameters
     ----------
-    attrs, layers, ranks, extra, trace, trajectory, trace_attrs
-        As for :func:`dssfn_mpi.runlog.write_runlog`.
+    run : RunLog
+        The run as its caller built it (:class:`dssfn_mpi.runlog.RunLog` says what
+        each part may hold).
 
     Returns
     -------
-    dict
-        The fields of a :class:`dssfn_mpi.runlog.RunLog` (``attrs``, ``layers``,
-        ``ranks``, ``extra``, ``trace``, ``trajectory``, ``trace_attrs``), complete.
+    RunLog
+        A copy of ``run`` (of its class, ``source`` and any fields of a subclass as
+        they were) whose written parts are complete: every schema field, attribute
+        and rank field present, each of its documented kind and shape.
 
     Raises
     ------
     ValueError
         Unknown layer field, inconsistent shapes or a badly typed attribute.
     """
-    arrays, rows, m = _layer_arrays(attrs, layers)
+    arrays, rows, m = _layer_arrays(run.attrs, run.layers)
     out_layers = _complete_layers(arrays, rows, m)
-    out_attrs, ranks = _root_attrs(attrs, dict(ranks or {}), rows, m)
+    out_attrs, ranks = _root_attrs(run.attrs, dict(run.ranks or {}), rows, m)
     out_ranks = _rank_arrays(ranks, m)
     out_extra = {
         check_name("extra", name): _as_extra_array(name, value)
-        for name, value in (extra or {}).items()
+        for name, value in (run.extra or {}).items()
     }
-    out_trace, out_trajectory, out_trace_attrs = _prepare_timing(trace, trajectory,
-                                                                 trace_attrs, rows, m)
-    return {"attrs": out_attrs, "layers": out_layers, "ranks": out_ranks, "extra": out_extra,
-            "trace": out_trace, "trajectory": out_trajectory, "trace_attrs": out_trace_attrs}
+    out_trace, out_trajectory, out_trace_attrs = _prepare_timing(
+        run.trace, run.trajectory, run.trace_attrs, rows, m)
+    return dataclasses.replace(run, attrs=out_attrs, layers=out_layers, ranks=out_ranks,
+                               extra=out_extra, trace=out_trace, trajectory=out_trajectory,
+                               trace_attrs=out_trace_attrs)
 
 
 def _layer_arrays(attrs: dict[str, Any],

@@ -18,8 +18,9 @@ table, :data:`TRACE_SCHEMA` (shapes, dtypes, units, descriptions).
 
 Everything else is derived from :data:`LAYER_SCHEMA`: the run log's tables
 (:data:`LAYER_FIELDS`, :data:`LAYER_UNITS`), the loop's rows and the
-checkpoint contents (:func:`names`, :data:`ROW_FIELDS`), the ``/layers`` arrays of
-a run's rows, live or simulated (:func:`layer_arrays`), and the table in ``docs/RUNLOG.md``
+checkpoint contents (:func:`names`, :data:`ROW_FIELDS`), the rows' record type
+(:data:`ROW_DTYPE`), the ``/layers`` arrays of a run's rows, live or simulated
+(:func:`layer_arrays`), and the table in ``docs/RUNLOG.md``
 (:func:`markdown_table`; ``python -m dssfn_mpi.runlog.schema`` prints it).
 
 Adding a field here is an additive change of the run log (the schema version
@@ -41,6 +42,7 @@ __all__ = [
     "LAYER_SCHEMA",
     "LAYER_UNITS",
     "LOOP",
+    "ROW_DTYPE",
     "ROW_FIELDS",
     "SOURCES",
     "TRACE",
@@ -49,10 +51,12 @@ __all__ = [
     "TRAJECTORY",
     "LayerField",
     "TraceField",
+    "blank_rows",
     "layer_arrays",
     "layer_field",
     "markdown_table",
     "names",
+    "set_fields",
     "trace_attributes_table",
     "trace_fields",
     "trace_markdown_table",
@@ -198,16 +202,43 @@ def layer_field(name: str) -> LayerField:
 #: nodes at once).
 ROW_FIELDS = names(ENGINE, LOOP)
 
+#: A node's log row of a layer as one numpy record: a field per :data:`ROW_FIELDS` name, of
+#: its dtype. The one form of rows from the layer step to ``/layers``: a row (0-d), a rank's
+#: rows (one per layer), a run's rows ``(layers, M)``, whose fields are the ``/layers``
+#: arrays.
+ROW_DTYPE = np.dtype([(name, _BY_NAME[name].dtype) for name in ROW_FIELDS])
 
-def layer_arrays(rows: list[list[dict[str, Any]]],
+
+def blank_rows(shape: int | tuple[int, ...]) -> np.ndarray:
+    """Rows of :data:`ROW_DTYPE` of ``shape`` (``()``: one row), every field "not measured"
+    (:attr:`LayerField.missing`) until it is set."""
+    rows = np.empty(shape, dtype=ROW_DTYPE)
+    for name in ROW_FIELDS:
+        rows[name] = _BY_NAME[name].missing
+    return rows
+
+
+def set_fields(rows: np.ndarray, **fields: Any) -> np.ndarray:
+    """Set ``fields`` (by :data:`ROW_FIELDS` name) in ``rows``, in place; returns ``rows``.
+
+    Raises
+    ------
+    ValueError
+        A name that is no row field: a bug in the caller.
+    """
+    for name, value in fields.items():
+        rows[name] = value
+    return rows
+
+
+def layer_arrays(rows: np.ndarray,
                  checks: dict[str, list[np.ndarray]]) -> dict[str, np.ndarray]:
     """The run log's ``/layers`` arrays, ``(layers, M)``, of a run's rows and checks.
 
     Parameters
     ----------
-    rows : list of list of dict
-        ``rows[l][m]``: node m's row of layer l, by :data:`ROW_FIELDS` name; a
-        field a row lacks is "not measured" (:attr:`LayerField.missing`).
+    rows : numpy.ndarray
+        ``(layers, M)`` of :data:`ROW_DTYPE`: ``rows[l, m]`` is node m's row of layer l.
     checks : dict
         Check field name -> one ``(M,)`` array per layer (empty lists: the check
         did not run, and the writer fills those fields).
@@ -215,9 +246,9 @@ def layer_arrays(rows: list[list[dict[str, Any]]],
     Returns
     -------
     dict of str to numpy.ndarray
+        The row fields are ``rows``' own fields (views, not copies).
     """
-    layers = {k: np.array([[r.get(k, _BY_NAME[k].missing) for r in row] for row in rows])
-              for k in ROW_FIELDS}
+    layers = {k: rows[k] for k in ROW_FIELDS}
     for k in names(CHECK):
         if checks.get(k):
             layers[k] = np.array(checks[k])

@@ -160,7 +160,7 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
     M = opts.nodes
     if not quiet:
         print(f"simulating {M} nodes, {cfg.mode}: graph {facts_line(run.attrs)}", flush=True)
-    rec = _Record(Os=[[] for _ in range(M)])
+    rec = _Record(Os=[[] for _ in range(M)], rows=schema.blank_rows((cfg.layers + 1, M)))
     Ys, Os, prev_Os = list(run.shards.X), None, None
     tests = TestSet(run.shards.Xt, run.shards.yt if cfg.evaluate else run.shards.yt[:0], M,
                     cfg.seed, run.hidden)
@@ -170,8 +170,8 @@ def simulate(cfg: TrainConfig, opts: SimOptions, command_line: str = "",
         Os = [r.O.copy() for r in lay.runs]
         t_start, t_prev = t_prev, np.array([r.end for r in lay.runs])
         # Observation (untimed, as live): accuracy, cost, the equivalence check.
-        rec.add(run, lay, Os, tests.accuracies(layer, Os, prev_Os, keep=layer < cfg.layers),
-                t_start, t_prev)
+        rec.add(run, layer, lay, Os,
+                tests.accuracies(layer, Os, prev_Os, keep=layer < cfg.layers), t_start, t_prev)
         prev_Os = Os
         Ys = [p.Y for p in lay.probs]
         del lay
@@ -334,33 +334,37 @@ class _Record:
     """The run so far: log rows, equivalence measurements, layer ends and solutions."""
 
     Os: list[list[np.ndarray]]  # Os[m][l]
-    rows: list[list[dict[str, float]]] = field(default_factory=list)
+    rows: np.ndarray  # (L + 1, M) of schema.ROW_DTYPE: rows[l, m] node m's row of layer l
     checks: dict[str, list[np.ndarray]] = field(default_factory=lambda: {
         k: [] for k in ("rel_distance", "objective_gap", "consensus_spread", "lambda_star")})
     layer_end: list[np.ndarray] = field(default_factory=list)
     loads: list[float] = field(default_factory=list)  # 1-minute load average at layer ends
 
-    def add(self, run: _Setup, lay: _Layer, Os: list[np.ndarray], test_acc: list[float],
-            t_start: np.ndarray, t_end: np.ndarray) -> None:
+    @property
+    def layers_done(self) -> int:
+        """Layers recorded so far."""
+        return len(self.layer_end)
+
+    def add(self, run: _Setup, layer: int, lay: _Layer, Os: list[np.ndarray],
+            test_acc: list[float], t_start: np.ndarray, t_end: np.ndarray) -> None:
         """Record a solved layer: every node's row (cost, accuracies: ``test_acc`` on the
-        test set, :class:`~dssfn_mpi.sim.testset.TestSet`) and the check."""
+        test set, :class:`~dssfn_mpi.sim.testset.TestSet`), stored once in ``rows``, and
+        the check."""
         cfg, shards = run.cfg, run.shards
         for m in range(len(Os)):
             self.Os[m].append(Os[m])
         self.layer_end.append(t_end)
         self.loads.append(os.getloadavg()[0])
-        row_layer = []
         for m, (node, p) in enumerate(zip(lay.runs, lay.probs)):
             row = _row(cfg, node, lay.phases[m], lay.begin[m], t_start[m], run.neighbors[m],
                        lay.message_bytes, run.rounds, run.rule.reason(lay.all_done),
                        lay.pens[m], lay.metric_bytes)
             resid = shards.T[m] - Os[m] @ p.Y
-            row.update(train_cost=float(np.vdot(resid, resid)),
-                       train_accuracy=(accuracy(Os[m], p.Y, shards.y[m]) if cfg.evaluate
-                                       else math.nan),
-                       test_accuracy=test_acc[m])
-            row_layer.append(row)
-        self.rows.append(row_layer)
+            schema.set_fields(row, train_cost=float(np.vdot(resid, resid)),
+                              train_accuracy=(accuracy(Os[m], p.Y, shards.y[m])
+                                              if cfg.evaluate else math.nan),
+                              test_accuracy=test_acc[m])
+            self.rows[layer, m] = row
         if cfg.check:
             for k, v in check_fields(lay.G_sum, lay.B_sum, sum(run.tt), np.stack(Os),
                                      lay.target).items():
@@ -384,7 +388,7 @@ def solve_layer(run: SolveContext, layer: int, invs, B2s, pens, metrics, target,
 
 def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: float,
          nbrs: tuple[int, ...], message_bytes: int, rounds: int, reason: int,
-         penalty, metric_bytes: int) -> dict[str, float]:
+         penalty, metric_bytes: int) -> np.ndarray:
     """One node's log row of a layer (simulated seconds), but for its observation: the
     simulated solve as a :class:`~dssfn_mpi.engines.base.SolveStats`, in the shared row
     (:func:`~dssfn_mpi.run.layerstep.layer_row`)."""
@@ -404,7 +408,7 @@ def _row(cfg: TrainConfig, run: NodeRun, phases: np.ndarray, begin: float, t0: f
 def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
     """The run so far as its run log records it, with every node's solutions."""
     ends = np.array(rec.layer_end)
-    attrs = {**run.attrs, "complete": complete, "layers_done": len(rec.rows),
+    attrs = {**run.attrs, "complete": complete, "layers_done": rec.layers_done,
              "sim_total_seconds": float(ends[-1].max()),
              "sim_wall_seconds": time.perf_counter() - run.wall0,
              "sim_cpu_seconds": time.process_time() - run.cpu0,
@@ -412,7 +416,8 @@ def _result(run: _Setup, rec: _Record, complete: bool) -> SimResult:
              "sim_load_average": float(np.mean(rec.loads))}
     if complete:
         attrs["end_time"] = datetime.now(timezone.utc).isoformat()
-    return SimResult(attrs=attrs, layers=schema.layer_arrays(rec.rows, rec.checks),
+    return SimResult(attrs=attrs, layers=schema.layer_arrays(rec.rows[:rec.layers_done],
+                                                             rec.checks),
                      ranks=run.ranks, extra={"sim_layer_end": ends},
                      source=run.cfg.out or "", trace_attrs=dict(_TRACE_ATTRS), Os=rec.Os)
 
@@ -424,7 +429,7 @@ def _progress(cfg: TrainConfig, layer: int, rec: _Record, wall: float, cpu: floa
     done = float(layer_end[-1].max()) - (float(layer_end[-2].max()) if len(layer_end) > 1
                                          else 0.0)
     rel = rec.checks["rel_distance"][-1].max() if rec.checks["rel_distance"] else math.nan
-    print(progress_line(cfg, layer, "simulated", done, rel, rec.rows[-1])
+    print(progress_line(cfg, layer, "simulated", done, rel, rec.rows[layer])
           + f"  [wall {wall:.1f} s, cpu {cpu:.1f} s, peak {_peak_rss_bytes() / 2**30:.2f} GiB, "
           f"load {rec.loads[-1]:.1f}]", file=sys.stdout, flush=True)
 
