@@ -13,12 +13,13 @@ given it, derived from the log's own attributes and configuration, so
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from ...errors import require
-from ...runlog import RunLog, append_run, read_runlog
+from ...runlog import RunLog, read_runlog
 from ..variants import decentralized, run_label
-from .jobs import prepare_output, timing_of
+from .jobs import prepare_output
 from .specs import slow_ranks
 
 __all__ = ["guess_kind", "labels_for", "run_collect"]
@@ -99,7 +100,7 @@ def run_collect(args: argparse.Namespace) -> int:
             continue
         attrs = {k2: v for k2, v in run.attrs.items() if k2 != "write_time"}
         attrs.update(meta)
-        append_run(out, group, attrs, run.layers, run.ranks, run.extra, **timing_of(run))
+        dataclasses.replace(run, attrs=attrs).append_to(out, group)  # traces kept
         print(f"{path} -> /runs/{group}" + ("" if run.complete else "  (incomplete)"))
     if not args.dry_run:
         print(f"wrote {out}: {len(inputs)} runs as a {kind} sweep")

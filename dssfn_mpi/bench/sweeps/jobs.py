@@ -2,7 +2,7 @@
 
 Each configuration is its own ``mpirun`` (or ``--launcher``) job writing a
 temporary run log next to the sweep file; :func:`run_specs` then appends it to the
-sweep with :func:`dssfn_mpi.runlog.append_run` (atomic per run), so an
+sweep with :meth:`dssfn_mpi.runlog.RunLog.append_to` (atomic per run), so an
 interrupted sweep keeps every run finished so far. A configuration that
 fails is recorded too (``bench_status = "failed"`` with the error line and
 whatever layers its log holds; ``stopped`` when it ran into the job timeout, with the
@@ -17,6 +17,7 @@ SIGKILL), its busy processes are killed, its temporary log is removed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shlex
@@ -32,14 +33,14 @@ from typing import Any, TextIO
 from ...errors import UserError, require
 from ...fmt import percent
 from ...launch import mpi_env, train_command
-from ...runlog import append_run, check_output_path, read_runlog
+from ...runlog import RunLog, check_output_path, read_runlog
 from ..summaries.projection import DEFAULT_NETWORK
 from ..summaries.summary import summarize
 from .busy import busy_processes, exit_on_signals
 from .specs import RunSpec
 
 __all__ = ["BUSY_LIFETIME", "JobResult", "job_env", "job_status", "prepare_output", "run_job",
-           "run_specs", "timing_of"]
+           "run_specs"]
 
 #: Deadline of a busy process (seconds) when the sweep has no job timeout; it
 #: only matters if the driver hangs (see :mod:`dssfn_mpi.bench.sweeps.busy`).
@@ -88,7 +89,7 @@ def prepare_output(out: str | os.PathLike | None, overwrite: bool, dry_run: bool
                             f"({exc.strerror}); choose another --out") from None
     check_output_path(path, overwrite)
     if overwrite and path.exists() and not dry_run:
-        path.unlink()  # append_run would otherwise add to the old sweep
+        path.unlink()  # appending would otherwise add to the old sweep
     return path
 
 
@@ -188,24 +189,17 @@ def _read_log(path: Path):
         return None  # a half-made or foreign file: record the failure without it
 
 
-def timing_of(log: Any) -> dict[str, Any]:
-    """The trace groups of a read run log, as ``append_run`` keywords (only those it has),
-    so a sweep keeps every run's ``/trace`` and ``/trajectory``."""
-    return {key: getattr(log, key) for key in ("trace", "trajectory", "trace_attrs")
-            if getattr(log, key, None)}
-
-
 def _record(out: Path, spec: RunSpec, log, meta: dict[str, Any]) -> None:
     """Append one run (or its failure record) to the sweep file."""
     if log is not None:
         attrs = {k: v for k, v in log.attrs.items() if k not in ("write_time",)}
         attrs.update(meta)
-        append_run(out, spec.group, attrs, log.layers, log.ranks, log.extra, **timing_of(log))
+        dataclasses.replace(log, attrs=attrs).append_to(out, spec.group)  # traces kept
         return
     attrs = {"mode": meta.get("bench_mode", ""), "nodes": spec.nodes or 1, "complete": False,
              **meta}
     attrs["mode"] = str(attrs["mode"]).replace("-unbounded", "")
-    append_run(out, spec.group, attrs, {})
+    RunLog(attrs, {}).append_to(out, spec.group)
 
 
 def run_specs(
