@@ -278,7 +278,8 @@ def _redo(rec: dict[str, Any], redo: Sequence[str]) -> bool:
 def _info(p: CrossoverPreset, eps: float) -> dict[str, Any]:
     return {"dataset": p.dataset, "datasets": [p.dataset], "layers": p.layers,
             "hidden": p.hidden if p.hidden is not None else "2Q + 1000",
-            "iters": p.cap, "stop": f"eps:{eps:g}",
+            "iters": p.cap, "stop": f"eps:{eps:g}", "graphs": list(GRAPHS),
+            "noises": list(NOISES),
             "times": "simulated seconds: each activation's measured thread CPU time plus the "
                      "network model (dssfn-mpi simulate --speed measured)",
             "allreduce": "sync's collective costed by MPICH's allreduce algorithms (Thakur, "
@@ -353,6 +354,8 @@ def run_cases(cases: list[Case], p: CrossoverPreset, out: Path, eps: float,
     int
         The cases that failed or ran into the timeout in this call.
     """
+    from .busy import exit_on_signals
+
     stream = stream or sys.stdout
     summary = _summary(out, eps, cases[0].network if cases else "ib")
     summary["info"] = {**summary.get("info", {}), **_info(p, eps)}
@@ -360,14 +363,16 @@ def run_cases(cases: list[Case], p: CrossoverPreset, out: Path, eps: float,
     print(f"bench crossover: {len(cases)} cases, {len(cases) - len(todo)} already in {out}, "
           f"{len(todo)} to run", file=stream, flush=True)
     width, bad = max((len(c.label) for c in cases), default=10), 0
-    for i, case in todo:
-        print(f"[{i:>{len(str(len(cases)))}}/{len(cases)}] {case.label:<{width}} ", end="",
-              file=stream, flush=True)
-        tmp = out.parent / f".{out.stem}.{i}.h5"
-        rec = _run_case(case, case.simulate_args(eps, p.hidden, data_dir), tmp, p.timeout, eps)
-        _store(summary, rec, out)
-        bad += rec["status"] != "ok"
-        print(_progress(rec), file=stream, flush=True)
+    with exit_on_signals():  # SIGTERM ends the running case too
+        for i, case in todo:
+            print(f"[{i:>{len(str(len(cases)))}}/{len(cases)}] {case.label:<{width}} ", end="",
+                  file=stream, flush=True)
+            tmp = out.parent / f".{out.stem}.{i}.h5"
+            rec = _run_case(case, case.simulate_args(eps, p.hidden, data_dir), tmp, p.timeout,
+                            eps)
+            _store(summary, rec, out)
+            bad += rec["status"] != "ok"
+            print(_progress(rec), file=stream, flush=True)
     return bad
 
 
