@@ -381,6 +381,8 @@ def run_cases(cases: list[Case], p: CrossoverPreset, out: Path, eps: float,
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``bench crossover``."""
+    from ...options import at_least, positive
+
     p.add_argument("--preset", choices=list(PRESETS), default="quick",
                    help="; ".join(f"{k}: {v.dataset}, L = {v.layers}, M = "
                                   f"{','.join(map(str, v.nodes))}, K = {v.cap}"
@@ -394,13 +396,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--networks", default="ib",
                    help=f"comma-separated networks of the simulated time ({','.join(NETWORKS)};"
                    " default ib)")
-    p.add_argument("--cap", type=int, help="K, the cap of activations (iterations) per node "
-                   "and layer (default: the preset's)")
-    p.add_argument("--eps", type=float, default=1e-2, help="the target distance to O* (> 0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the split, weights and the "
-                   "random-regular graph")
-    p.add_argument("--job-timeout", type=float, metavar="SECONDS",
-                   help="wall-time limit of one case (default: the preset's)")
+    p.add_argument("--cap", type=at_least(1), help="K >= 1, the cap of activations "
+                   "(iterations) per node and layer (default: the preset's)")
+    p.add_argument("--eps", type=positive, default=1e-2, help="the target distance to O* (> 0)")
+    p.add_argument("--seed", type=at_least(0), default=0, help="seed (>= 0) of the split, the "
+                   "weights and the random-regular graph")
+    p.add_argument("--job-timeout", type=positive, metavar="SECONDS",
+                   help="wall-time limit (> 0) of one case (default: the preset's)")
     p.add_argument("--redo", default="", help="run recorded cases again: failed (failed or "
                    "timed out), capped (a layer at the cap), or both comma-separated")
     p.add_argument("--data-dir", help="folder with the public dataset files")
@@ -417,10 +419,8 @@ def _preset(args: argparse.Namespace) -> CrossoverPreset:
         require(all(M >= 2 for M in nodes), f"--nodes {args.nodes}: every M must be >= 2")
         p = replace(p, nodes=nodes)
     if args.cap is not None:
-        require(args.cap >= 1, f"--cap {args.cap}: must be >= 1")
         p = replace(p, cap=args.cap)
     if args.job_timeout is not None:
-        require(args.job_timeout > 0, f"--job-timeout {args.job_timeout:g}: must be > 0")
         p = replace(p, timeout=args.job_timeout)
     return p
 
@@ -428,7 +428,6 @@ def _preset(args: argparse.Namespace) -> CrossoverPreset:
 def run(args: argparse.Namespace) -> int:
     """Run ``bench crossover``; the exit status (1 if a case failed or timed out)."""
     p = _preset(args)
-    require(args.eps > 0, f"--eps {args.eps:g}: must be > 0")
     modes = check_modes([s.strip() for s in (args.modes or "").split(",") if s.strip()]
                         or MODES)
     cases = case_list(p, modes, _choose(args.graphs, list(GRAPHS), "graphs"),
