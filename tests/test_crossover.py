@@ -208,6 +208,8 @@ def test_the_figure_and_table_from_a_small_summary(tmp_path):
     assert row == "| 256 | circular | 8 | 2 | <=0.50 / <=0.56 | <=0.50 / <=0.56 |"
     assert "| 16 | exponential | 8 | 2 | 2.00 / 1.67 | 2.00 / 1.67 |" in text
     assert "above 1 async is faster" in text
+    assert ("Async faster (layers >= 1, ratio above 1): M = 16: 4 of 4 (circular: none, "
+            "exp:1.0; exponential: none, exp:1.0); M = 64: 0 of 4; M = 256: 0 of 4.") in text
     best = crossover_markdown(summary, "best")
     assert "sync 400.0 / async 800.0+" in best
     paths = plot_crossover(summary, tmp_path)

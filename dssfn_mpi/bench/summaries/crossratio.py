@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["VIEWS", "Best", "best_of", "crossover_markdown", "graph_label", "noise_order",
-           "ratio_rows", "side_of", "view_time"]
+           "ratio_rows", "side_of", "view_time", "wins_line"]
 
 #: The views: name -> (record field, what it covers).
 VIEWS = {"after_input": ("time_after_input", "layers >= 1"), "all": ("time_all", "all layers")}
@@ -199,7 +199,32 @@ def crossover_markdown(summary: Mapping[str, Any], view: str | None = None) -> s
                          f"{facts.get('degree', '-')} | {facts.get('diameter', '-')} | "
                          + " | ".join(cells) + " |")
         lines.append("")
+    if view != "best":
+        lines += [wins_line(list(rows["after_input"].values())), ""]
     return "\n".join(lines + [_note(summary, view)])
+
+
+def _wins(rows: list[Mapping[str, Any]]) -> tuple[list, int]:
+    """The rows where async is faster for certain (ratio above 1, exact or a lower bound),
+    and the count of rows left undecided by a bound (``<=`` above 1, ``?``)."""
+    wins = [r for r in rows if r["ratio"] > 1 and r["bound"] in ("", ">=")]
+    open_ = sum(1 for r in rows if r["bound"] == "?" or (r["bound"] == "<=" and r["ratio"] > 1))
+    return wins, open_
+
+
+def wins_line(rows: list[Mapping[str, Any]]) -> str:
+    """One sentence from the ratios (layers >= 1): per M, in how many of its cases async is
+    faster, and which."""
+    parts = []
+    for M in sorted({r["nodes"] for r in rows}):
+        mine = [r for r in rows if r["nodes"] == M]
+        wins, open_ = _wins(mine)
+        which = "; ".join(f"{graph_label(g, short=True)}: "
+                          + ", ".join(r["noise"] for r in wins if r["graph"] == g)
+                          for g in dict.fromkeys(r["graph"] for r in wins))
+        parts.append(f"M = {M}: {len(wins)} of {len(mine)}" + (f" ({which})" if wins else "")
+                     + (f", {open_} undecided by the cap" if open_ else ""))
+    return "Async faster (layers >= 1, ratio above 1): " + "; ".join(parts) + "."
 
 
 def _note(summary: Mapping[str, Any], view: str | None) -> str:
