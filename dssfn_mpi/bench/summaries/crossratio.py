@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["VIEWS", "Best", "best_of", "crossover_markdown", "graph_label", "noise_order",
-           "ratio_rows", "side_of", "view_time", "wins_line"]
+           "graph_free_spread", "ratio_rows", "side_of", "spread_line", "view_time",
+           "wins_line"]
 
 #: The views: name -> (record field, what it covers).
 VIEWS = {"after_input": ("time_after_input", "layers >= 1"), "all": ("time_all", "all layers")}
@@ -201,6 +202,8 @@ def crossover_markdown(summary: Mapping[str, Any], view: str | None = None) -> s
         lines.append("")
     if view != "best":
         lines += [wins_line(list(rows["after_input"].values())), ""]
+        spread = spread_line(summary)
+        lines += [spread, ""] if spread else []
     return "\n".join(lines + [_note(summary, view)])
 
 
@@ -225,6 +228,43 @@ def wins_line(rows: list[Mapping[str, Any]]) -> str:
         parts.append(f"M = {M}: {len(wins)} of {len(mine)}" + (f" ({which})" if wins else "")
                      + (f", {open_} undecided by the cap" if open_ else ""))
     return "Async faster (layers >= 1, ratio above 1): " + "; ".join(parts) + "."
+
+
+def graph_free_spread(summary: Mapping[str, Any]) -> list[float]:
+    """The measurement's own spread: for every engine that averages by one allreduce (its
+    iterates and its collective's cost are the same on every graph), at each M and noise
+    case run on several graphs, its largest simulated time (layers >= 1) over its smallest,
+    minus 1."""
+    from ...algorithms import lookup
+    from ...errors import UserError
+
+    def collective(mode: str) -> bool:
+        try:
+            return lookup(mode).collective
+        except UserError:
+            return False
+
+    by: dict[tuple, list[float]] = {}
+    for r in summary["records"]:
+        vt = view_time(r, "after_input")
+        if vt is not None and not vt[1] and collective(str(r["mode"])):
+            key = (r.get("dataset"), r.get("net"), r.get("nodes"), r.get("case"), r["mode"])
+            by.setdefault(key, []).append(vt[0])
+    return [max(t) / min(t) - 1 for t in by.values() if len(t) > 1]
+
+
+def spread_line(summary: Mapping[str, Any]) -> str:
+    """One sentence on :func:`graph_free_spread` ('' when nothing ran on several graphs)."""
+    spread = sorted(graph_free_spread(summary))
+    if not spread:
+        return ""
+    median = spread[len(spread) // 2] if len(spread) % 2 else \
+        (spread[len(spread) // 2 - 1] + spread[len(spread) // 2]) / 2
+    return (f"The measurement's own spread: the allreduce engines' iterates and collectives "
+            f"are the same on every graph, yet their simulated times (layers >= 1) at the "
+            f"same M and noise differ between graphs by up to {100 * spread[-1]:.0f} % "
+            f"(median {100 * median:.0f} %, {len(spread)} comparisons), each run timing its "
+            f"own activations' CPU on a shared machine: ratios that close to 1 are a tie.")
 
 
 def _note(summary: Mapping[str, Any], view: str | None) -> str:
