@@ -211,10 +211,10 @@ def test_the_figure_and_table_from_a_small_summary(tmp_path):
     assert "above 1 async is faster" in text
     assert ("Async faster (layers >= 1, ratio above 1): M = 16: 4 of 4 (circular: none, "
             "exp:1.0; exponential: none, exp:1.0); M = 64: 0 of 4; M = 256: 0 of 4.") in text
-    assert "by up to 0 % (median 0 %, 6 comparisons)" in text  # sync: the same on each graph
+    assert "sync by up to 0 % (median 0 %, 6 cases)" in text  # the same on each graph
     summary["records"][0]["layer_times"] = [0.1, 0.25, 0.25]  # M = 16 circular none sync
-    assert graph_free_spread(summary) == [pytest.approx(0.25), 0, 0, 0, 0, 0]
-    assert "by up to 25 % (median 0 %, 6 comparisons)" in crossover_markdown(summary)
+    assert graph_free_spread(summary) == {"sync": [pytest.approx(0.25), 0, 0, 0, 0, 0]}
+    assert "sync by up to 25 % (median 0 %, 6 cases)" in crossover_markdown(summary)
     summary = _fake()
     best = crossover_markdown(summary, "best")
     assert "sync 400.0 / async 800.0+" in best

@@ -230,11 +230,11 @@ def wins_line(rows: list[Mapping[str, Any]]) -> str:
     return "Async faster (layers >= 1, ratio above 1): " + "; ".join(parts) + "."
 
 
-def graph_free_spread(summary: Mapping[str, Any]) -> list[float]:
+def graph_free_spread(summary: Mapping[str, Any]) -> dict[str, list[float]]:
     """The measurement's own spread: for every engine that averages by one allreduce (its
     iterates and its collective's cost are the same on every graph), at each M and noise
     case run on several graphs, its largest simulated time (layers >= 1) over its smallest,
-    minus 1."""
+    minus 1; by engine."""
     from ...algorithms import lookup
     from ...errors import UserError
 
@@ -248,23 +248,31 @@ def graph_free_spread(summary: Mapping[str, Any]) -> list[float]:
     for r in summary["records"]:
         vt = view_time(r, "after_input")
         if vt is not None and not vt[1] and collective(str(r["mode"])):
-            key = (r.get("dataset"), r.get("net"), r.get("nodes"), r.get("case"), r["mode"])
+            key = (r["mode"], r.get("dataset"), r.get("net"), r.get("nodes"), r.get("case"))
             by.setdefault(key, []).append(vt[0])
-    return [max(t) / min(t) - 1 for t in by.values() if len(t) > 1]
+    out: dict[str, list[float]] = {}
+    for key, times in by.items():
+        if len(times) > 1:
+            out.setdefault(key[0], []).append(max(times) / min(times) - 1)
+    return out
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
 def spread_line(summary: Mapping[str, Any]) -> str:
     """One sentence on :func:`graph_free_spread` ('' when nothing ran on several graphs)."""
-    spread = sorted(graph_free_spread(summary))
+    spread = graph_free_spread(summary)
     if not spread:
         return ""
-    median = spread[len(spread) // 2] if len(spread) % 2 else \
-        (spread[len(spread) // 2 - 1] + spread[len(spread) // 2]) / 2
+    parts = [f"{mode} by up to {100 * max(v):.0f} % (median {100 * _median(v):.0f} %, "
+             f"{len(v)} cases)" for mode, v in spread.items()]
     return (f"The measurement's own spread: the allreduce engines' iterates and collectives "
             f"are the same on every graph, yet their simulated times (layers >= 1) at the "
-            f"same M and noise differ between graphs by up to {100 * spread[-1]:.0f} % "
-            f"(median {100 * median:.0f} %, {len(spread)} comparisons), each run timing its "
-            f"own activations' CPU on a shared machine: ratios that close to 1 are a tie.")
+            f"same M and noise differ between graphs, {'; '.join(parts)}, each run timing its "
+            f"own activations' CPU on a shared machine: a ratio that close to 1 is a tie.")
 
 
 def _note(summary: Mapping[str, Any], view: str | None) -> str:
