@@ -227,3 +227,19 @@ def test_the_figure_and_table_from_a_small_summary(tmp_path):
     assert mdtables.table_for(data, "crossover.json", "best") == best
     assert crossover_figure(_summary([_rec("sync", [0.1, 0.2, 0.3])])) is None
     assert math.isfinite(ratio_rows(summary, "all")[0]["ratio"])
+
+
+def test_another_network_gets_its_own_table_and_dashed_lines():
+    summary = _fake()
+    eth = [dict(r, net="eth10", layer_times=[t * 2 for t in r["layer_times"]])
+           for r in summary["records"] if r["case"] == "none"]
+    summary["records"] += [dict(r, mode="sync", layer_times=[0.1, 0.1, 0.1]) if
+                           r["mode"] == "sync" else r for r in eth]
+    text = crossover_markdown(summary)
+    ib, eth10 = text.index("satimage, network ib:"), text.index("satimage, network eth10:")
+    assert ib < eth10  # the summary's own network first
+    assert "| 16 | circular | 8 | 2 | 0.50 / 0.50 | - / - |" in text[eth10:]
+    assert text.count("Async faster") == 2
+    fig = crossover_figure(summary)
+    dashed = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
+    assert [ln.get_label() for ln in dashed] == ["none, eth10"]

@@ -2,19 +2,28 @@
 
 Drawn from a ``bench crossover`` summary; the ratios, their bounds and the table are
 :mod:`dssfn_mpi.bench.summaries.crossratio`'s. One column per graph, one row per view
-(layers >= 1, all layers), one line per noise case; a horizontal line at 1 (above it async
-is faster); a point whose ratio is only a bound (a run at the cap) is drawn hollow.
+(layers >= 1, all layers), one line per noise case (dashed and dotted: other networks); a
+horizontal line at 1 (above it async is faster); a point whose ratio is only a bound (a run
+at the cap) is drawn hollow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import product
 from pathlib import Path
 from typing import Any
 
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from ..summaries.crossratio import VIEWS, crossover_markdown, graph_label, noise_order, ratio_rows
+from ..summaries.crossratio import (
+    VIEWS,
+    crossover_markdown,
+    graph_label,
+    network_order,
+    noise_order,
+    ratio_rows,
+)
 from .figstyle import plt, save
 
 __all__ = ["crossover_figure", "plot_crossover"]
@@ -22,6 +31,8 @@ __all__ = ["crossover_figure", "plot_crossover"]
 _COLOURS = ("black", "tab:blue", "tab:cyan", "tab:purple", "tab:red", "tab:orange",
             "tab:green", "tab:brown")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<")
+#: The line of each network, the summary's own first.
+_LINES = ("-", "--", ":")
 
 
 def _graphs(rows: list[dict], summary: Mapping[str, Any]) -> list[str]:
@@ -30,11 +41,12 @@ def _graphs(rows: list[dict], summary: Mapping[str, Any]) -> list[str]:
     return known + [g for g in seen if g not in known]
 
 
-def _series(ax: Any, rows: list[dict], colour: str, marker: str, label: str) -> None:
+def _series(ax: Any, rows: list[dict], style: dict, label: str) -> None:
     """One noise case: a line through its points, exact ones filled, bounds hollow."""
     rows = sorted(rows, key=lambda r: r["nodes"])
-    ax.plot([r["nodes"] for r in rows], [r["ratio"] for r in rows], color=colour,
-            marker=marker, markersize=7, alpha=0.85, label=label, gid="exact")
+    colour, marker = style["color"], style["marker"]
+    ax.plot([r["nodes"] for r in rows], [r["ratio"] for r in rows], markersize=7, alpha=0.85,
+            label=label, gid="exact", **style)
     bounds = [r for r in rows if r["bound"]]
     if bounds:
         ax.plot([r["nodes"] for r in bounds], [r["ratio"] for r in bounds], linestyle="none",
@@ -63,17 +75,19 @@ def crossover_figure(summary: Mapping[str, Any]) -> Any:
     if not every:
         return None
     graphs, noises = _graphs(every, summary), noise_order(summary)
+    nets = network_order(summary, {r["network"] for r in every})
     fig, axes = plt.subplots(len(VIEWS), len(graphs), figsize=(4.6 * len(graphs) + 2.2, 7.6),
                              squeeze=False, sharex="col", sharey="row")
     for row, (view, (_field, what)) in enumerate(VIEWS.items()):
         for col, graph in enumerate(graphs):
             ax = axes[row, col]
             mine = [r for r in by_view[view] if r["graph"] == graph]
-            for i, noise in enumerate(noises):
-                got = [r for r in mine if r["noise"] == noise]
+            for (i, noise), (j, net) in product(enumerate(noises), enumerate(nets)):
+                got = [r for r in mine if r["noise"] == noise and r["network"] == net]
+                style = {"color": _COLOURS[i % len(_COLOURS)],
+                         "marker": _MARKERS[i % len(_MARKERS)], "linestyle": _LINES[j % 3]}
                 if got:
-                    _series(ax, got, _COLOURS[i % len(_COLOURS)], _MARKERS[i % len(_MARKERS)],
-                            noise)
+                    _series(ax, got, style, noise if j == 0 else f"{noise}, {net}")
             _axes_style(ax, sorted({r["nodes"] for r in every if r["graph"] == graph}))
             if row == 0:
                 ax.set_title(graph_label(graph), fontsize=10)

@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["VIEWS", "Best", "best_of", "crossover_markdown", "graph_label", "noise_order",
-           "graph_free_spread", "ratio_rows", "side_of", "spread_line", "view_time",
-           "wins_line"]
+__all__ = ["VIEWS", "Best", "best_of", "crossover_markdown", "graph_free_spread",
+           "graph_label", "network_order", "noise_order", "ratio_rows", "side_of",
+           "spread_line", "view_time", "wins_line"]
 
 #: The views: name -> (record field, what it covers).
 VIEWS = {"after_input": ("time_after_input", "layers >= 1"), "all": ("time_all", "all layers")}
@@ -170,41 +170,55 @@ def _best_cell(row: Mapping[str, Any] | None) -> str:
             f"{a.mode} {1e3 * a.seconds:.1f}{'+' if a.bound else ''}")
 
 
+def network_order(summary: Mapping[str, Any], nets: set[str]) -> list[str]:
+    """The networks of a summary's cases: its own first, then the others by name."""
+    first = str(summary.get("network", ""))
+    return [n for n in [first] if n in nets] + sorted(nets - {first})
+
+
+def _table(summary: Mapping[str, Any], rows: dict[str, dict], group: tuple, view: str | None,
+           noises: list[str]) -> list[str]:
+    """The lines of one dataset's and network's table."""
+    lines = ["| M | graph | d | diameter | " + " | ".join(noises) + " |",
+             "|---" * (4 + len(noises)) + "|"]
+    order = _graph_order(summary)
+    keys = sorted({k[2:4] for v in rows.values() for k in v if k[:2] == group},
+                  key=lambda gm: (gm[1], order.index(gm[0])))
+    for graph, M in keys:
+        case = [(*group, graph, M, n) for n in noises]
+        facts = next((rows[v][c] for v in VIEWS for c in case if c in rows[v]), {})
+        if view == "best":
+            cells = [_best_cell(rows["after_input"].get(c)) for c in case]
+        else:
+            cells = [f"{_cell(rows['after_input'].get(c))} / {_cell(rows['all'].get(c))}"
+                     for c in case]
+        lines.append(f"| {M} | {graph_label(graph, short=True)} | {facts.get('degree', '-')} "
+                     f"| {facts.get('diameter', '-')} | " + " | ".join(cells) + " |")
+    lines.append("")
+    if view != "best":
+        lines += [wins_line([r for k, r in rows["after_input"].items() if k[:2] == group]), ""]
+    return lines
+
+
 def crossover_markdown(summary: Mapping[str, Any], view: str | None = None) -> str:
     """The ratios per M x graph x noise (default: ``layers >= 1 / all layers`` in each
     cell) or, with view ``best``, the fastest mode of each side and its simulated
-    milliseconds (layers >= 1)."""
+    milliseconds (layers >= 1); one table per dataset and network."""
     rows = {v: {(r["dataset"], r["network"], r["graph"], r["nodes"], r["noise"]): r
                 for r in ratio_rows(summary, v)} for v in VIEWS}
     if not rows["all"] and not rows["after_input"]:
         return "(no case of this summary has both a synchronous and an asynchronous run)"
-    noises = noise_order(summary)
-    groups = sorted({k[:2] for v in rows.values() for k in v})
-    lines = []
-    for dataset, net in groups:
+    keys = {k[:2] for v in rows.values() for k in v}
+    groups = [(d, n) for d in sorted({k[0] for k in keys})
+              for n in network_order(summary, {k[1] for k in keys if k[0] == d})
+              if (d, n) in keys]
+    lines: list[str] = []
+    for group in groups:
         if len(groups) > 1:
-            lines += [f"{dataset}, network {net}:", ""]
-        lines += ["| M | graph | d | diameter | " + " | ".join(noises) + " |",
-                  "|---" * (4 + len(noises)) + "|"]
-        keys = sorted({k[2:4] for v in rows.values() for k in v if k[:2] == (dataset, net)},
-                      key=lambda gm: (gm[1], _graph_order(summary).index(gm[0])))
-        for graph, M in keys:
-            case = [(dataset, net, graph, M, n) for n in noises]
-            facts = next((rows[v][c] for v in VIEWS for c in case if c in rows[v]), {})
-            if view == "best":
-                cells = [_best_cell(rows["after_input"].get(c)) for c in case]
-            else:
-                cells = [f"{_cell(rows['after_input'].get(c))} / {_cell(rows['all'].get(c))}"
-                         for c in case]
-            lines.append(f"| {M} | {graph_label(graph, short=True)} | "
-                         f"{facts.get('degree', '-')} | {facts.get('diameter', '-')} | "
-                         + " | ".join(cells) + " |")
-        lines.append("")
-    if view != "best":
-        lines += [wins_line(list(rows["after_input"].values())), ""]
-        spread = spread_line(summary)
-        lines += [spread, ""] if spread else []
-    return "\n".join(lines + [_note(summary, view)])
+            lines += [f"{group[0]}, network {group[1]}:", ""]
+        lines += _table(summary, rows, group, view, noise_order(summary))
+    spread = spread_line(summary) if view != "best" else ""
+    return "\n".join(lines + ([spread, ""] if spread else []) + [_note(summary, view)])
 
 
 def _wins(rows: list[Mapping[str, Any]]) -> tuple[list, int]:
