@@ -63,6 +63,10 @@ OTHER_RANGES = {
     (("bench", "links", "run"), "--reps"): (["0"], "1"),
     (("bench", "links", "run"), "--passes"): (["0"], "1"),
     (("bench", "links", "run"), "--job-timeout"): (["0"], "1"),
+    (("bench", "crossover"), "--cap"): (["0"], "1"),
+    (("bench", "crossover"), "--eps"): (["0", "-1e-2"], "1e-3"),
+    (("bench", "crossover"), "--seed"): (["-1"], "0"),
+    (("bench", "crossover"), "--job-timeout"): (["0", "-5"], "1"),
 }
 # What each command needs besides the option to parse.
 NEEDS = {("replay",): ["x.h5"], ("evaluate",): ["m.h5", "--dataset", "digits"],

@@ -295,6 +295,10 @@ def summary_markdown(summary: dict) -> str:
     bench, tte = summary["bench"], summary_stem(summary) != summary["bench"]
     if bench == "noise":
         return T.noise_markdown(summary)
+    if bench == "crossover":
+        from ..summaries.crossratio import crossover_markdown
+
+        return crossover_markdown(summary)
     if bench == "decompose":
         from ..sweeps.decompose import decompose_markdown
 
@@ -362,6 +366,10 @@ def plot_summary(summary: dict, outdir: Path, name: str = "sweep") -> list[Path]
     from .timeplots import straggler_figure, sweep_time_figure
 
     bench = summary["bench"]
+    if bench == "crossover":
+        from .crossoverfig import plot_crossover
+
+        return plot_crossover(summary, outdir)
     if bench == "decompose":
         from ..sweeps.decompose import decompose_markdown
         from .decomposefig import decompose_figure

@@ -51,6 +51,9 @@ _DESCRIPTIONS = {
     "rma": "The one-sided micro-benchmark: put latency and bandwidth, passive progress, "
            "as 2-rank jobs.",
     "collect": "Gather run logs (e.g. the results of a Slurm array) into one sweep file.",
+    "crossover": "Where asynchrony wins: the best synchronous against the best asynchronous "
+                 "mode's simulated time to eps over graphs, node counts and noise, into one "
+                 "summary (JSON) that resumes.",
 }
 
 
@@ -165,6 +168,9 @@ def add_bench_parser(sub: Any, **kw: Any) -> argparse.ArgumentParser:
     _output(c)
     c.add_argument("--kind", choices=["degree", "nodes", "table2", "straggler"],
                    help="which benchmark the run logs belong to (default: guessed)")
+    from .crossover import add_arguments as crossover_arguments
+
+    crossover_arguments(_add_sweep(benches, "crossover", **kw))
     for name, text in TOOLS.items():
         t = benches.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".",
                                **kw)
@@ -185,6 +191,12 @@ def _run_rma(args: argparse.Namespace) -> int:
     from .command import run_rma
 
     return run_rma(args)
+
+
+def _run_crossover(args: argparse.Namespace) -> int:
+    from .crossover import run
+
+    return run(args)
 
 
 def _run_collect(args: argparse.Namespace) -> int:
@@ -218,7 +230,7 @@ def _run_links(args: argparse.Namespace) -> int:
 
 
 #: The subcommands other than the sweeps (which run :func:`_run_sweep`).
-_RUN = {"rma": _run_rma, "collect": _run_collect}
+_RUN = {"rma": _run_rma, "collect": _run_collect, "crossover": _run_crossover}
 
 #: Each tool's function running it (its options: :data:`~.toolargs.TOOL_ARGS`).
 _TOOLS = {"accuracy": _run_accuracy, "penalty": _run_penalty, "activation": _run_activation,
