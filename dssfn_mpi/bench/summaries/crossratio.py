@@ -216,7 +216,9 @@ def crossover_markdown(summary: Mapping[str, Any], view: str | None = None) -> s
     for group in groups:
         if len(groups) > 1:
             lines += [f"{group[0]}, network {group[1]}:", ""]
-        lines += _table(summary, rows, group, view, noise_order(summary))
+        noises = [n for n in noise_order(summary)
+                  if any(k[:2] == group and k[4] == n for v in rows.values() for k in v)]
+        lines += _table(summary, rows, group, view, noises)
     spread = spread_line(summary) if view != "best" else ""
     return "\n".join(lines + ([spread, ""] if spread else []) + [_note(summary, view)])
 
