@@ -13,9 +13,9 @@ import pytest
 
 from dssfn_mpi import algorithms
 from dssfn_mpi.algorithms.edge import EdgeADMM
-from dssfn_mpi.algorithms.updates import mix_round
 from dssfn_mpi.analysis.network import parse_network
 from dssfn_mpi.config import TrainConfig
+from dssfn_mpi.graph.mixing import mix_round
 from dssfn_mpi.graph.topology import make_topology
 from dssfn_mpi.run import layerstep
 from dssfn_mpi.sim import nodes, syncsim

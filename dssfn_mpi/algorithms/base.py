@@ -123,6 +123,13 @@ class Algorithm:
     #: Its marker in the benchmarks' figures; None: one no other registered mode has.
     marker: str | None = None
 
+    def prepare(self) -> None:
+        """Build (or load from numba's cache) the compiled loops its step runs, outside any
+        timed region: the per-neighbour steps' (:mod:`dssfn_mpi.algorithms.kernels`; a no-op
+        without numba), nothing for the others."""
+        if self.per_neighbour:
+            from . import kernels  # noqa: F401
+
     def configured(self, cfg: Any) -> Algorithm:
         """The algorithm with the run's own options (``cfg``) applied; itself by default."""
         return self

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from ..algorithms.stoprule import StopRule
 from .base import LayerProblem, RunContext, SolveStats, Throttle, await_request
 from .neighbours import NeighbourEngine
 from .trace import LayerTrace
@@ -36,7 +35,7 @@ from .trace import LayerTrace
 __all__ = ["LockstepEngine", "vote_slots"]
 
 
-def vote_slots(rule: StopRule, graph: Any) -> int:
+def vote_slots(rule: Any, graph: Any) -> int:
     """Flags per message under ``rule``: the graph's diameter (at least 1); 0 under
     ``iters``. The one home of the lockstep vote's delay (the simulator's too)."""
     return 0 if rule.fixed else max(1, int(graph.diameter))

@@ -28,13 +28,13 @@ class NeighbourEngine(Engine):
         # The compiled step is built (or loaded from numba's cache) here, untimed, by rank 0
         # first: numba's cache is not safe against processes writing it at once (numba issue
         # 4807), and the others then load what rank 0 wrote.
+        self.alg = ctx.cfg.algorithm
         if ctx.rank == 0:
-            from ..algorithms import kernels  # noqa: F401
+            self.alg.prepare()
         ctx.comm.Barrier()
-        from ..algorithms import kernels  # noqa: F401, F811
+        self.alg.prepare()
 
         self.ctx = ctx
-        self.alg = ctx.cfg.algorithm
         self.neighbors = tuple(ctx.graph.neighbors(ctx.rank))
         assert ctx.wait_policy is not None
         self.waits = ctx.wait_policy  # every wait of this engine goes through it

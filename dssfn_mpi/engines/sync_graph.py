@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from ..algorithms.updates import mix_round
+from ..graph.mixing import mix_round
 from .base import RunContext, await_request
 from .sync_allreduce import SyncAllreduceEngine
 

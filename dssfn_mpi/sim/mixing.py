@@ -2,7 +2,7 @@
 
 ``rounds`` synchronous rounds of ``x_m <- W_mm x_m + sum_n W_mn x_n`` (Metropolis weights,
 :meth:`dssfn_mpi.graph.topology.Graph.metropolis_weights`; the sync-graph engine's
-:func:`~dssfn_mpi.algorithms.updates.mix_round` on every node) are ``X <- W^rounds X`` on the
+:func:`~dssfn_mpi.graph.mixing.mix_round` on every node) are ``X <- W^rounds X`` on the
 stacked values. Whichever costs the simulator fewer operations runs:
 
 - one sparse product per round (``rounds x nnz(W)`` per value);
@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from ..algorithms.updates import mix_round
+from ..graph.mixing import mix_round
 from ..graph.spectrum import eigenpairs_beyond
 
 __all__ = ["BLOCK", "Mixer", "mixer", "round_seconds"]
@@ -54,7 +54,7 @@ def mixer(graph: Any, rounds: int) -> Mixer:
 
 def round_seconds(shape: tuple[int, ...], degree: int, clock: Callable[[], float],
                   repeat: int = 5) -> float:
-    """Seconds of one :func:`~dssfn_mpi.algorithms.updates.mix_round` on a value of ``shape``
+    """Seconds of one :func:`~dssfn_mpi.graph.mixing.mix_round` on a value of ``shape``
     with ``degree`` neighbours, by ``clock`` (the median of ``repeat`` calls)."""
     x = np.ones(shape)
     received = np.ones((degree,) + tuple(shape))

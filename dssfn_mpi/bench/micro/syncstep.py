@@ -58,7 +58,8 @@ def _one(sub: Any, dcomm: Any, engine: str, inv: Any, B2: np.ndarray, w_self: fl
     from mpi4py import MPI
 
     from ...algorithms.registry import lookup
-    from ...algorithms.updates import consensus_dual, consensus_primal, mix_round
+    from ...algorithms.updates import consensus_dual, consensus_primal
+    from ...graph.mixing import mix_round
 
     q, n = B2.shape
     rho, eps, size = 1.0, 1e6, sub.Get_size()

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from ...analysis.network import NETWORKS
 from ...errors import UserError, require
 
 __all__ = ["FIRST_NOISES", "GRAPHS", "MODES", "NOISES", "PRESETS", "Case",
@@ -62,10 +63,6 @@ FIRST_NOISES = ("none", "exp:1.0")
 
 #: The modes run by default (each checked against the algorithm registry).
 MODES = ("sync", "sync-graph", "lockstep", "oneshot", "async")
-
-#: The networks of replay and simulate the sweep may run under.
-NETWORKS = ("ib", "shm", "eth10")
-
 
 @dataclass(frozen=True)
 class CrossoverPreset:
@@ -432,7 +429,7 @@ def run(args: argparse.Namespace) -> int:
                         or MODES)
     cases = case_list(p, modes, _choose(args.graphs, list(GRAPHS), "graphs"),
                       _choose(args.noise, list(NOISES), "noise"),
-                      _choose(args.networks, NETWORKS, "networks"), args.seed)
+                      _choose(args.networks, tuple(NETWORKS), "networks"), args.seed)
     redo = _choose(args.redo, ("failed", "capped"), "redo") if args.redo else ()
     if args.dry_run:
         for case in cases:
