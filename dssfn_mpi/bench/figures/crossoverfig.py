@@ -119,7 +119,8 @@ def _title(summary: Mapping[str, Any]) -> str:
             f"(every node, every layer), best synchronous over best asynchronous mode;\n"
             f"{i.get('dataset', '?')}, L = {i.get('layers', '?')}, cap K = "
             f"{i.get('iters', '?')}, network {', '.join(nets)}"
-            + (" (solid, dashed, dotted)" if len(nets) > 1 else "")
+            + (f" ({', '.join(('solid', 'dashed', 'dotted')[:len(nets)])})"
+               if len(nets) > 1 else "")
             + "; simulated seconds: each activation's measured thread CPU time plus the "
             "network model")
 
