@@ -113,12 +113,16 @@ def crossover_figure(summary: Mapping[str, Any]) -> Any:
 
 def _title(summary: Mapping[str, Any]) -> str:
     i = summary.get("info", {})
-    nets = sorted({str(r.get("net", summary.get("network"))) for r in summary["records"]})
+    nets = network_order(summary, {str(r.get("net", summary.get("network")))
+                                   for r in summary["records"]})
     return (f"Where asynchrony wins: simulated time to eps = {summary.get('eps', 0.01):g} "
             f"(every node, every layer), best synchronous over best asynchronous mode;\n"
             f"{i.get('dataset', '?')}, L = {i.get('layers', '?')}, cap K = "
-            f"{i.get('iters', '?')}, network {', '.join(nets)}; simulated seconds: each "
-            f"activation's measured thread CPU time plus the network model")
+            f"{i.get('iters', '?')}, network {', '.join(nets)}"
+            + (f" ({', '.join(('solid', 'dashed', 'dotted')[:len(nets)])})"
+               if len(nets) > 1 else "")
+            + "; simulated seconds: each activation's measured thread CPU time plus the "
+            "network model")
 
 
 def plot_crossover(summary: Mapping[str, Any], outdir: Path) -> list[Path]:
