@@ -124,7 +124,8 @@ def test_fast_ranks_go_on_while_a_straggler_lags(tmp_path, lead):
     assert log.layers["rel_distance"][1].max() <= 1e-2
     if lead is None:  # unbounded: its neighbours run ahead of the slow rank, well past the
         # lead the bounded delay would allow (by how much depends on the cores they get)
-        assert min(acts[1], acts[3]) > acts[0] + 25, acts
+        # (the bound below: the lead 4, + 1), twice over at the least under load
+        assert min(acts[1], acts[3]) > acts[0] + 2 * 5, acts
     else:  # bounded delay: rank 0's neighbours (1 and 3) stay within the lead (+ 1) of it
         assert max(acts[1], acts[3]) <= acts[0] + 5, acts
     # The replay takes the layers of different lengths, and finds when eps was reached.
