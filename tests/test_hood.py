@@ -14,14 +14,11 @@ import copy
 
 import numpy as np
 import pytest
-from mpitools import run_cli
 
 from dssfn_mpi.algorithms import lookup
-from dssfn_mpi.algorithms.stoprule import reason_code
 from dssfn_mpi.cli import main
 from dssfn_mpi.graph.topology import make_topology
 from dssfn_mpi.runlog import read_runlog
-from dssfn_mpi.ssfn.modelio import load_model
 
 # Label-skewed shards on a ring; the bound is inactive at layer 0 and active beyond.
 PROBLEM = ["--dataset", "synthetic", "--layers", "2", "--hidden", "40", "--degree", "2",
@@ -49,39 +46,6 @@ def test_simulated_hood_reaches_the_exact_solution(tmp_path, lead, bound):
     Q, width = int(log.attrs["n_classes"]), np.array([20, 40, 40])  # synthetic: 20 inputs
     acts = log.layers["activations"]
     assert (log.layers["bytes_sent"] == acts * 2 * 2 * Q * width[:, None] * 8).all()
-
-
-def _run_live(tmp_path, name, *argv):
-    out, model = tmp_path / f"{name}.h5", tmp_path / f"{name}-model.h5"
-    res = run_cli(4, "train", "--mode", "hood", *PROBLEM, *argv, "--out", str(out),
-                  "--save-model", str(model), timeout=240)
-    assert res.returncode == 0, res.stderr[-3000:]
-    return out, model
-
-
-@pytest.mark.mpirun
-@pytest.mark.timeout(300)
-def test_live_hood_reaches_the_exact_solution(tmp_path):
-    # Until every node is within 1e-7 of O* (the layer-0 metric needs ~1000-1400 activations).
-    out, _ = _run_live(tmp_path, "live", "--stop", "eps:1e-7", "--iters", "5000",
-                       "--max-lead", "1")
-    log = read_runlog(out)
-    assert (log.layers["lambda_star"][0] == 0).all() and (log.layers["lambda_star"][1:] > 0).all()
-    assert (log.layers["stop_reason"] == reason_code("eps")).all()
-    assert log.layers["rel_distance"].max() <= 1e-6, log.layers["rel_distance"]
-
-
-@pytest.mark.mpirun
-@pytest.mark.timeout(300)
-def test_simulate_schedule_re_executes_a_live_hood_run(tmp_path):
-    # The simulator re-executes the live reads (/trace/versions): the same iterates.
-    out, model = _run_live(tmp_path, "short", "--iters", "40", "--max-lead", "2")
-    sim_model = tmp_path / "sim-model.h5"
-    assert main(["simulate", "--schedule", str(out), "--save-model", str(sim_model),
-                 "--quiet"]) == 0
-    a, b = load_model(model), load_model(sim_model)
-    assert max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
-               for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb)) <= 1e-10
 
 
 def _problem(M, d, J, Q, seed):

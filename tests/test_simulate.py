@@ -10,7 +10,6 @@ import json
 
 import numpy as np
 import pytest
-from mpitools import run_cli
 
 from dssfn_mpi.algorithms import kernels
 from dssfn_mpi.algorithms.stoprule import reason_code
@@ -20,28 +19,9 @@ from dssfn_mpi.graph.topology import make_topology
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.sim.speed import SpeedModel, parse_classes
 from dssfn_mpi.ssfn.gramstats import stats_bytes, stats_rounds
-from dssfn_mpi.ssfn.modelio import load_model
 
-SMALL = ["--dataset", "digits", "--hidden", "100", "--layers", "2", "--iters", "30",
-         "--degree", "2"]
 ITERATIVE = ("async", "sync", "sync-graph")
 MODES = (*ITERATIVE, "oneshot", "oneshot-graph")
-
-
-def _max_relative(a, b) -> float:
-    return max(float(np.linalg.norm(x - y) / np.linalg.norm(x))
-               for na, nb in zip(a.nodes, b.nodes) for x, y in zip(na, nb))
-
-
-def test_the_paper_update_is_re_executed_as_live(tmp_path):
-    """The algorithm object, not the mode, decides the step: eq. 7 simulated as live."""
-    run, model, sim_model = tmp_path / "p.h5", tmp_path / "pm.h5", tmp_path / "spm.h5"
-    res = run_cli(4, "train", *SMALL, "--mode", "async", "--update", "paper", "--out",
-                  str(run), "--save-model", str(model), "--quiet")
-    assert res.returncode == 0, res.stderr
-    assert main(["simulate", "--schedule", str(run), "--save-model", str(sim_model),
-                 "--quiet"]) == 0
-    assert _max_relative(load_model(model), load_model(sim_model)) <= 1e-10
 
 
 @pytest.mark.parametrize("mode, bound", [("oneshot", 1e-10), ("oneshot-graph", 1e-8)])
