@@ -21,7 +21,7 @@ the results page's summary (:mod:`dssfn_mpi.bench.pages.answer`, views ``readme`
 (``dssfn-mpi plot --all --check``, and the test that keeps the page honest).
 Views: a sweep summary's main table (default) or ``jitter``; a table2 summary's
 ``accuracy`` or ``times`` table alone; a contention summary's ``slowdown`` table; a
-decompose summary's ``times`` or ``relax`` table; a crossover summary's ``best`` table
+decompose summary's ``times``, ``relax`` or ``defaults`` table; a crossover summary's ``best`` table
 (:mod:`dssfn_mpi.bench.summaries.crossratio`); a nodes summary's ``scale`` table
 (:mod:`dssfn_mpi.bench.figures.scalefig`); the one-shot cost's ``cost`` table
 (default); an RMA file's ``write`` (default), ``read`` or
@@ -109,7 +109,7 @@ def _summary_view(path: Path, view: str | None) -> str | None:
         from ..summaries.crossratio import crossover_markdown
 
         return crossover_markdown(summary, view)
-    if view in ("times", "relax") and bench == "decompose":
+    if view in ("times", "relax", "defaults") and bench == "decompose":
         from ..sweeps.decompose import decompose_markdown
 
         return decompose_markdown(summary, view)
