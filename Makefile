@@ -56,7 +56,8 @@ demo: $(VENV)/.installed
 figures: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[plot]'
 	$(PY) -m dssfn_mpi plot --all --data results/data --out docs/figures \
-	    --page BENCHMARKS.md README.md docs/ALGORITHMS.md docs/REPLAY.md docs/SIMULATE.md
+	    --page BENCHMARKS.md README.md docs/RESULTS.md docs/ALGORITHMS.md docs/REPLAY.md \
+	    docs/SIMULATE.md
 
 # tests/mpi under osc/sm at 2 ranks (a core each here) and 5 (oversubscribed, four writers
 # into one mailbox), then once more under another one-sided component (osc/rdma over TCP)

@@ -65,3 +65,8 @@ def test_readme_defaults_table_is_rendered_from_the_data_and_the_registry(tmp_pa
     old, new = rows["async"][4].split(" / ")[0], int(rows["async"][4].split(" / ")[0]) + 1
     assert f"| {old} / " not in changed.split("| async |")[1].split("\n")[0].split("|")[4]
     assert f" {new} / " in changed.split("| async |")[1].split("\n")[0]
+
+
+def test_the_results_page_is_at_most_three_hundred_lines():
+    lines = (REPO / "BENCHMARKS.md").read_text().splitlines()
+    assert len(lines) <= BENCHMARKS_LINES, len(lines)
