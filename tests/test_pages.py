@@ -3,7 +3,10 @@ stays a page a reader reads through."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 from dssfn_mpi.bench.pages import mdtables
 
@@ -70,3 +73,77 @@ def test_readme_defaults_table_is_rendered_from_the_data_and_the_registry(tmp_pa
 def test_the_results_page_is_at_most_three_hundred_lines():
     lines = (REPO / "BENCHMARKS.md").read_text().splitlines()
     assert len(lines) <= BENCHMARKS_LINES, len(lines)
+
+
+# ------------------------------------------------------------------ no hand-typed numbers
+
+#: What a digit may stand in outside the rendered blocks: dates, versions, references to a
+#: section, figure, table or equation (of the paper or of these pages) and names.
+ALLOWED = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}\b"                                  # a date
+    r"|\b(?:19|20)\d\d\b"                                     # a year
+    r"|(?:Python|python3?|numpy|Open MPI|MPI|mpi4py|v|>=|version)\s*\d+(?:\.\d+)+"  # a version
+    r"|\b(?:[Ff]ig\.|[Ff]igure|Table|[Ee]q\.|[Ss]ection|§)\s*\(?\d+\)?"  # a reference
+    r"|\b[A-Za-z][A-Za-z_]*\d\w*"                             # a name: HDF5, mpi4py
+)
+#: Spans that are not prose: code blocks, code spans, HTML comments and link targets.
+NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|<!--.*?-->|\]\([^)\s]*\)", re.S)
+
+
+def stray_digits(text: str) -> list[str]:
+    """``"line N: ..."`` for each line with a digit outside the rendered blocks
+    (``<!-- table|text: ... -->`` ... ``<!-- /... -->``) that is not in code, a date, a
+    version or a section reference."""
+    lines = text.splitlines()
+    for start, end, _name, _view in reversed(mdtables.blocks(text)):
+        lines[start + 1:end] = [""] * (end - start - 1)
+    prose = NOT_PROSE.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), "\n".join(lines))
+    out = []
+    for n, line in enumerate(prose.splitlines(), 1):
+        if re.search(r"\d", ALLOWED.sub("", line)):
+            out.append(f"line {n}: {text.splitlines()[n - 1].strip()[:100]}")
+    return out
+
+
+@pytest.mark.parametrize("page", ["README.md", "BENCHMARKS.md"])
+def test_no_hand_typed_number_outside_the_rendered_blocks(page):
+    stray = stray_digits((REPO / page).read_text())
+    assert not stray, f"{page}: numbers not rendered from results/data:\n" + "\n".join(stray)
+
+
+def test_a_planted_number_is_caught():
+    text = (REPO / "BENCHMARKS.md").read_text()
+    assert stray_digits(text + "\nasync takes 0.25 s here.\n") != stray_digits(text)
+    assert stray_digits("`--nodes 20` on 2026-11-26, Python 3.11.7, fig. 2, eq. (7)\n") == []
+    assert stray_digits("M = 20 nodes\n") == ["line 1: M = 20 nodes"]
+    assert stray_digits("HDF5 and mpi4py, 2x faster\n") == ["line 1: HDF5 and mpi4py, 2x faster"]
+    block = "<!-- text: answer readme -->\n0.5x\n<!-- /text -->\n"
+    assert stray_digits(block) == []
+    assert stray_digits("```\nmpirun -n 4\n```\n12 runs\n") == ["line 4: 12 runs"]
+
+
+def test_the_relaxation_and_the_commands_are_read_from_the_manifest(tmp_path):
+    import json
+    import shutil
+
+    from dssfn_mpi.bench.pages import answer, notes
+    from dssfn_mpi.errors import UserError
+
+    data = tmp_path / "data"
+    shutil.copytree(REPO / "results" / "data", data)
+    manifest = json.loads((data / "MANIFEST.json").read_text())
+    for name in answer.TTE:
+        entry = manifest["files"][f"{name}.json"]
+        entry["command"] = entry["command"].replace(" --set relax=1", "") + " (a note)"
+    (data / "MANIFEST.json").write_text(json.dumps(manifest))
+    assert answer.relaxation(data) == "the engines' default relaxations"
+    assert "the engines' default relaxations" in answer.answer_markdown(data, "readme")
+    block = notes.notes_markdown(data, "commands")
+    assert block.startswith("```bash\n") and "relax" not in block and "(a note)" not in block
+    assert len(block.splitlines()) == 2 + len(answer.TTE)
+    manifest["files"]["noise.json"]["command"] = "dssfn-mpi bench noise --set relax=1.3"
+    (data / "MANIFEST.json").write_text(json.dumps(manifest))
+    assert answer.relaxation(data) == "relaxation 1.3"
+    assert "--set relax=1.3" in notes.notes_markdown(data, "figure")
+    with pytest.raises(UserError, match="no notes view"):
+        notes.notes_markdown(data, "nonesuch")

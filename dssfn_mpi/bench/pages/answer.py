@@ -41,7 +41,7 @@ _LINK_EQ = "docs/ALGORITHMS.md#why-eq-7-is-biased-when-the-bound-is-active"
 _LINK_SPLIT = "docs/RESULTS.md#asyncs-cost-split-graph-formulation-asynchrony"
 _LINK_MAP = "BENCHMARKS.md#where-asynchrony-wins-graphs-scale-and-noise"
 _LINK_RELAX = "docs/ALGORITHMS.md#default-relaxations"
-_LINK_NOISE = "BENCHMARKS.md#noise-and-stragglers-at-the-papers-size-m--20-d--8"
+_LINK_NOISE = "BENCHMARKS.md#noise-and-stragglers-at-the-papers-size"
 _LINK_T2 = "BENCHMARKS.md#table-2s-times-at-equal-accuracy"
 
 # ------------------------------------------------------------------ formatting
@@ -412,11 +412,9 @@ _BRIEF = (
     "- **[The paper's protocol](docs/RESULTS.md#the-papers-protocol-a-fixed-k-per-layer)** "
     "(a fixed K = {K} per layer; {base}, M = {M_fixed}, L = {L}): "
     "its synchronous method, sync-graph, falls {sg_fall} from the ring to the complete graph "
-    "({sg_d_first} s to {sg_d_last} s projected) and grows with M on a ring ({sg_m_first} s "
-    "at M = {m_first}, {sg_m_last} s at M = {m_last}), while async moves less "
-    "({async_deg} s across degrees, {async_m_first} to {async_m_last} s across M): the "
-    "paper's shapes. On Table 2's datasets sync-graph / async is {t2_exact}, against the "
-    "paper's {t2_paper}; {paper_sg} with the paper's own update and penalties.\n"
+    "and grows with M on a ring ({sg_m_first} s at M = {m_first}, {sg_m_last} s at "
+    "M = {m_last}), while async moves less: the paper's shapes. On Table 2's datasets "
+    "sync-graph / async is {t2_exact}, against the paper's {t2_paper}.\n"
     "- **Accuracy** ({L20}, exact setting; "
     "[Table 2 at L = 20](docs/RESULTS.md#table-2-at-l--20)): sync's "
     "and async's node means are within {acc_mean} points of central on {acc_others} "
@@ -432,9 +430,11 @@ VIEWS = {"readme": _README, "brief": _BRIEF}
 
 def _wrap(text: str) -> str:
     """Each paragraph or list item wrapped at :data:`_WIDTH` columns, never inside a range
-    (``0.5 - 0.9``), an equation (``M = 20``), ``n x n`` or a link's text."""
+    (``0.5 - 0.9``), an equation (``M = 20``), ``n x n``, a link's text or a code span; a
+    table row is left whole."""
     keep = re.sub(r" ([-=x]) (?=\S)", "\xa0\\1\xa0", text)
     keep = re.sub(r"\[[^\]]*\]\(", lambda m: m[0].replace(" ", "\xa0"), keep)
+    keep = re.sub(r"`[^`]*`", lambda m: m[0].replace(" ", "\xa0"), keep)
     out = []
     for par in keep.split("\n"):
         if par.startswith("|"):
