@@ -135,8 +135,13 @@ def test_the_relaxation_and_the_commands_are_read_from_the_manifest(tmp_path):
     for name in answer.TTE:
         entry = manifest["files"][f"{name}.json"]
         entry["command"] = entry["command"].replace(" --set relax=1", "") + " (a note)"
+    for name in notes.FIXED:  # the fixed-K sweeps at another relaxation
+        entry = manifest["files"][f"{name}.json"]
+        entry["command"] = entry["command"].replace(" --set relax=1", "") + " --set relax=1.2"
     (data / "MANIFEST.json").write_text(json.dumps(manifest))
     assert answer.relaxation(data) == "the engines' default relaxations"
+    fixed = notes.notes_markdown(data, "fixed")
+    assert "every engine at relaxation 1.2" in fixed and fixed.count("--set relax=1.2") == 3
     assert "the engines' default relaxations" in answer.answer_markdown(data, "readme")
     block = notes.notes_markdown(data, "commands")
     assert block.startswith("```bash\n") and "relax" not in block and "(a note)" not in block

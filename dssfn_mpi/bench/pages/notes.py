@@ -9,8 +9,9 @@ computed from the committed summaries in ``results/data`` and from ``MANIFEST.js
     <!-- /text -->
 
 Views: ``machine``, ``setup`` (the sweeps at equal accuracy), ``commands`` (their
-MANIFEST commands, a code block), ``figure`` (the noise figure's caption, on README and
-the results page), ``degree``, ``nodes``, ``table2``, ``noise`` and ``crossover``.
+MANIFEST commands, a code block), ``fixed`` (the same for the fixed-K sweeps), ``figure``
+(the noise figure's caption, on README and the results page), ``degree``, ``nodes``,
+``table2``, ``noise`` and ``crossover``.
 """
 
 from __future__ import annotations
@@ -168,10 +169,23 @@ NOTES = {"machine": _MACHINE, "setup": _SETUP, "figure": _FIGURE, "degree": _DEG
          "nodes": _NODES, "table2": _TABLE2, "noise": _NOISE, "crossover": _CROSS}
 
 
-def _commands(data_dir: str | os.PathLike) -> str:
-    """The MANIFEST commands of the sweeps at equal accuracy, as a code block."""
-    lines = [manifest_command(data_dir, f"{n}.json") for n in TTE]
+#: The sweeps of the paper's fixed-K protocol (view ``fixed``).
+FIXED = ("degree", "nodes", "table2")
+
+
+def _commands(data_dir: str | os.PathLike, names: tuple[str, ...] = TTE) -> str:
+    """The MANIFEST commands of the files ``names``, as a code block."""
+    lines = [manifest_command(data_dir, f"{n}.json") for n in names]
     return "```bash\n" + "\n".join(lines) + "\n```"
+
+
+def _fixed(data_dir: str | os.PathLike) -> str:
+    """The fixed-K sweeps' date, relaxation and MANIFEST commands."""
+    from .resultsdir import read_manifest
+
+    made = read_manifest(data_dir)["files"]["degree.json"]["made"][:10]
+    return (_wrap(f"Made {made}, `mid` preset, every engine at {relaxation(data_dir, FIXED)} "
+                  "(`results/data/MANIFEST.json`):") + "\n\n" + _commands(data_dir, FIXED))
 
 
 def notes_markdown(data_dir: str | os.PathLike, view: str | None) -> str:
@@ -184,8 +198,11 @@ def notes_markdown(data_dir: str | os.PathLike, view: str | None) -> str:
     """
     if view == "commands":
         return _commands(data_dir)
+    if view == "fixed":
+        return _fixed(data_dir)
     if view not in NOTES:
-        raise UserError(f"no notes view {view!r}; one of commands, {', '.join(NOTES)}")
+        raise UserError(f"no notes view {view!r}; one of commands, fixed, "
+                        f"{', '.join(NOTES)}")
     s = load(data_dir)
     values = facts(data_dir)
     for part in (_sweeps, _noise, _crossover):
