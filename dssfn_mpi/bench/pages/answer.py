@@ -41,6 +41,7 @@ _LINK_EQ = "docs/ALGORITHMS.md#why-eq-7-is-biased-when-the-bound-is-active"
 _LINK_SPLIT = "docs/RESULTS.md#asyncs-cost-split-graph-formulation-asynchrony"
 _LINK_MAP = "BENCHMARKS.md#where-asynchrony-wins-graphs-scale-and-noise"
 _LINK_RELAX = "docs/ALGORITHMS.md#default-relaxations"
+_LINK_KINDS = "BENCHMARKS.md#the-machine-and-the-kinds-of-numbers"
 _LINK_NOISE = "BENCHMARKS.md#noise-and-stragglers-at-the-papers-size"
 _LINK_T2 = "BENCHMARKS.md#table-2s-times-at-equal-accuracy"
 
@@ -373,9 +374,9 @@ def facts(data_dir: str | os.PathLike) -> dict[str, str]:
 # ------------------------------------------------------------------ the templates
 
 _README = (
-    "**{verdict}** at equal accuracy: every node within {eps} of the exact solution "
-    "(relative distance), so within {acc_tte} points of the centralized model's test "
-    "accuracy. Ratios are times, sync / async: below 1, sync is faster.\n"
+    "**{verdict}** at equal accuracy: each node within {eps} of the exact solution "
+    "([relative distance](" + _LINK_KINDS + ")), within {acc_tte} points of the centralized "
+    "model's test accuracy. Time ratios sync / async: below 1, sync is faster.\n"
     "- **Against `sync`** (consensus ADMM, one `MPI_Allreduce` per iteration): async, the "
     "paper's method, needs {act_ratio}x as many activations (one node's update) as sync "
     "needs iterations.\n"
