@@ -154,3 +154,25 @@ def test_the_relaxation_and_the_commands_are_read_from_the_manifest(tmp_path):
     assert "--set relax=1.3" in notes.notes_markdown(data, "figure")
     with pytest.raises(UserError, match="no notes view"):
         notes.notes_markdown(data, "nonesuch")
+
+
+def test_the_notes_claims_follow_the_data(tmp_path):
+    import json
+    import shutil
+
+    from dssfn_mpi.bench.pages import answer, notes
+
+    data = tmp_path / "data"
+    shutil.copytree(REPO / "results" / "data", data)
+    summary = json.loads((data / "degree_tte.json").read_text())
+    live = [r for r in summary["records"] if r["kind"] == "live" and r.get("ok")]
+    degrees = sorted({r["value"] for r in live if r["mode"] == "async"})
+    for r in live:  # sync 10x slower at the sparsest degree, sync-graph 100x faster there
+        if r["value"] == degrees[0] and r["mode"] in ("sync", "sync-graph"):
+            r["time_at_eps"] *= 10 if r["mode"] == "sync" else 0.01
+    (data / "degree_tte.json").write_text(json.dumps(summary))
+    text = notes.notes_markdown(data, "degree").replace("\n", " ")
+    assert f"no later than async at {len(degrees) - 1} of {len(degrees)} degrees" in text
+    where = answer.facts(data)["sg_where"]
+    assert not where.startswith(f"faster at d <= {degrees[0]:g}") and "slower" in where
+    assert "sync, not async," not in answer.answer_markdown(data, "readme").splitlines()[0]

@@ -80,7 +80,12 @@ def _sweeps(s: dict[str, dict]) -> dict[str, str]:
     per_node = {d: _samples(d)[0] / t2[("oneshot", d)]["nodes"] for d in os_sync}
     big = max(per_node, key=lambda d: per_node[d] / t2[("oneshot", d)]["hidden"])
     first = {m: r["activations_per_layer"][0] for (m, d), r in t2.items() if d == big}
+    most = max(_of(deg, "async").items(), key=lambda kv: sum(kv[1]["activations_per_layer"]))
     return {
+        "deg_lead": _no_later(_ratios(deg, "sync", "async"), "at", "degree", "degrees"),
+        "nodes_lead": _no_later(_ratios(nod, "sync", "async"), "at", "M", "node counts"),
+        "t2_lead": _no_later(_ratios(t2, "sync", "async"), "on", "dataset", "datasets"),
+        "async_most": f"d = {most[0]:g}",
         "L": f"{info['layers']}", "hidden": f"{info['hidden']}", "cap": f"{info['iters']}",
         "sync_layers": _listing_layers(_per_layer(_of(deg, "sync"))),
         "async_layers": _listing_layers(_per_layer(_of(deg, "async"))),
@@ -97,6 +102,13 @@ def _sweeps(s: dict[str, dict]) -> dict[str, str]:
     }
 
 
+def _no_later(ratios: Mapping[Any, float], prep: str, noun: str, plural: str) -> str:
+    """Where sync / async is at most 1 (to two decimals): ``"at every degree"`` or
+    ``"at 3 of 5 degrees"``."""
+    n = sum(round(v, 2) <= 1.0 for v in ratios.values())
+    return f"{prep} every {noun}" if n == len(ratios) else f"{prep} {n} of {len(ratios)} {plural}"
+
+
 def _listing_layers(ranges: list[str]) -> str:
     return ", ".join(f"{r} (layer {i})" for i, r in enumerate(ranges))
 
@@ -107,7 +119,8 @@ def _noise(s: dict[str, dict]) -> dict[str, str]:
     cases = sorted({c for _m, c in noise})
     slow = sorted(float(c.split(":")[1]) for c in cases if c.startswith("slow:"))
     ratio = _ratios(noise, "oneshot", "sync")
-    return {"slow": _rng(slow, "g", "x"),
+    return {"noise_lead": _no_later(_ratios(noise, "sync", "async"), "in", "case", "cases"),
+            "slow": _rng(slow, "g", "x"),
             "os_none": _x(ratio["none"]),
             "os_noisy": _rng([v for c, v in ratio.items() if c != "none"], ".1f", "x"),
             "noise_M": f"{s['noise']['info']['nodes']}"}
@@ -135,31 +148,32 @@ _FIGURE = ("*Time until every node is within {eps} of the exact solution, every 
            "simulated straggler is slow at its layer set-up too). From "
            "`results/data/noise.json` (`{cmd_noise}`; `results/data/MANIFEST.json` has each "
            "file's command).*")
-_DEGREE = ("`sync` is the fastest engine at every degree: consensus ADMM needs "
+_DEGREE = ("sync reaches eps no later than async {deg_lead}: consensus ADMM needs "
            "{sync_layers} iterations whatever the graph, async {async_layers} activations, "
-           "most on the ring. sync-graph does sync's iterations with the mixing rounds its "
-           "graph needs: async beats it {sg_ring} on the ring and loses to it at {sg_lose}, "
-           "where a few rounds suffice.")
+           "most at {async_most}. sync-graph does sync's iterations with the mixing rounds its "
+           "graph needs, fewer on denser graphs: against it async is {sg_where} "
+           "(sync-graph / async {sg_ring} on the ring).")
 _NODES = ("The ring, the data split over the M nodes: live to M = {m_live}, simulated to "
           "M = {m_sim} (each node charged a live node's arithmetic of its mixing rounds). "
-          "sync is ahead at every M: its iterations hardly depend on the graph, while async's "
-          "activations on a ring grow with M as information crosses it one neighbour at a "
-          "time ({ring_growth}). sync-graph takes sync's iterations and pays for its rounds: "
-          "{sg_sim_first} s simulated at M = {m_first}, {sg_sim_last} s at M = {m_sim} (sync: "
-          "{sync_sim_last} s). The one-shot baseline stays within {os_nodes} s (simulated) "
-          "at every M.")
+          "sync reaches eps no later than async {nodes_lead}: its iterations hardly depend "
+          "on the graph, while async's activations on a ring grow with M as information "
+          "crosses it one neighbour at a time ({ring_growth}). sync-graph takes sync's "
+          "iterations and pays for its rounds: {sg_sim_first} s simulated at M = {m_first}, "
+          "{sg_sim_last} s at M = {m_sim} (sync: {sync_sim_last} s). The one-shot baseline "
+          "stays within {os_nodes} s (simulated) at every M.")
 _TABLE2 = ("{t2_sets} at the paper's widths (`n = 2Q + 1000`), {noise_graph}. sync reaches "
-           "eps {first} on every dataset; on {t2_big} async's input layer takes {t2_big_async} "
-           "activations against sync's {t2_big_sync} iterations. The one-shot baseline wins "
-           "where shards are large: on {t2_big} ({t2_big_samples} samples a node) it is "
-           "{big_fastest}; elsewhere it takes {t2_os} sync's time.")
+           "eps no later than async {t2_lead}; on {t2_big} async's input layer takes "
+           "{t2_big_async} activations against sync's {t2_big_sync} iterations. The "
+           "one-shot baseline's exact solve costs least where shards are large: on {t2_big} "
+           "({t2_big_samples} samples a node) it is {big_fastest}; elsewhere it takes "
+           "{t2_os} sync's time.")
 _NOISE = ("{base}, {noise_graph}. Jitter: each step's compute times `1 + Exp(mean)`, the "
           "unslowed live run replayed with it (a mean over replay seeds); straggler: one rank "
           "slowed {slow}, live with `--slow 0:F` (engines without it replayed). sync reaches "
-          "eps first in every case: jitter costs it the slowest of {noise_M} draws per "
-          "iteration, async its neighbours' per activation, over {act_ratio}x as many steps. "
-          "The one-shot baseline's one step is the whole exact solve, which noise scales: "
-          "{os_none} sync's time without noise, {os_noisy} with it.")
+          "eps no later than async {noise_lead}: jitter costs it the slowest of {noise_M} "
+          "draws per iteration, async its neighbours' per activation, over {act_ratio}x as "
+          "many steps. The one-shot baseline's one step is the whole exact solve, which noise "
+          "scales: {os_none} sync's time without noise, {os_noisy} with it.")
 _CROSS = ("Graphs of {x_sizes} nodes, layers {x_layers}, every layer until every node is "
           "within {x_eps} of O* or the cap K = {x_cap} activations (iterations) per node and "
           "layer.")
