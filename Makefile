@@ -51,7 +51,7 @@ demo: $(VENV)/.installed
 	$(PY) -m dssfn_mpi report runs/demo.h5
 
 # Every published figure (docs/figures), every marked table and text of the pages
-# (README's answer, the results page's summary), rebuilt from
+# (README's answer, the results page's summary and notes), rebuilt from
 # the committed result data in results/data (its MANIFEST.json says what made each file).
 figures: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[plot]'
