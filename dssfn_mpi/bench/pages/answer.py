@@ -32,10 +32,18 @@ __all__ = ["VIEWS", "answer_markdown", "facts"]
 
 #: The summaries the answer is computed from (``results/data/<name>.json``).
 SOURCES = ("degree_tte", "nodes_tte", "table2_tte", "noise", "degree", "nodes", "table2",
-           "table2_L20", "decomposition", "noise_best", "noise_best_m128")
+           "table2_L20", "decomposition", "noise_best", "noise_best_m128", "crossover")
+#: The sweeps at equal accuracy whose relaxation the answer names.
+TTE = ("degree_tte", "nodes_tte", "table2_tte", "noise")
 
 _WIDTH = 95
 _LINK_EQ = "docs/ALGORITHMS.md#why-eq-7-is-biased-when-the-bound-is-active"
+_LINK_SPLIT = "docs/RESULTS.md#asyncs-cost-split-graph-formulation-asynchrony"
+_LINK_MAP = "BENCHMARKS.md#where-asynchrony-wins-graphs-scale-and-noise"
+_LINK_RELAX = "docs/ALGORITHMS.md#default-relaxations"
+_LINK_KINDS = "BENCHMARKS.md#the-machine-and-the-kinds-of-numbers"
+_LINK_NOISE = "BENCHMARKS.md#noise-and-stragglers-at-the-papers-size"
+_LINK_T2 = "BENCHMARKS.md#table-2s-times-at-equal-accuracy"
 
 # ------------------------------------------------------------------ formatting
 
@@ -145,12 +153,6 @@ def _equal_accuracy(s: dict[str, dict]) -> dict[str, str]:
     lo_ds, hi_ds = min(r_t2, key=r_t2.get), max(r_t2, key=r_t2.get)
     slow = sorted(float(c.split(":")[1]) for c in r_noise if c.startswith("slow:"))
     sg_deg = _ratios(deg, "sync-graph", "async")
-    ring_d = min(sg_deg)
-    lose = sorted(d for d, v in sg_deg.items() if v < 1)
-    lose_txt = (f"d >= {lose[0]:g}" if lose and lose == sorted(d for d in sg_deg if d >= lose[0])
-                else "d = " + _listing([f"{d:g}" for d in lose]) if lose else "no degree")
-    lose_t2 = _listing(sorted(d for d, v in _ratios(t2, "sync-graph", "async").items() if v < 1)
-                       or [""])
     info = s["degree_tte"]["info"]
     return {
         "eps": _sci(s["degree_tte"]["eps"]), "first": first,
@@ -161,11 +163,90 @@ def _equal_accuracy(s: dict[str, dict]) -> dict[str, str]:
         "noise_graph": f"M = {s['noise']['info']['nodes']}, d = {s['noise']['info']['degree']}",
         "slow": _rng(slow, "g", "x"),
         "t2": f"{r_t2[lo_ds]:.2f} ({lo_ds}) - {r_t2[hi_ds]:.2f} ({hi_ds})",
-        "sg_ring": _x(sg_deg[ring_d]),
+        "sg_deg": _rng(sg_deg.values()),
+        "sg_nodes": _rng(_ratios(nod, "sync-graph", "async").values()),
+        "sg_t2": _rng(_ratios(t2, "sync-graph", "async").values()),
+        "sg_noise_r": _rng(_ratios(noise, "sync-graph", "async").values()),
+        "verdict": _verdict(worst),
         "sg_noise": _rng(_ratios(noise, "sync-graph", "async").values(), ".1f", "x"),
-        "sg_lose": lose_txt, "sg_lose_and": f" and on {lose_t2}" if lose_t2 else "",
-        "sg_lose_nor": f" nor on {lose_t2}" if lose_t2 else "",
+        **_against_sync_graph(sg_deg, _ratios(t2, "sync-graph", "async")),
     }
+
+
+def _degrees(values: list[float], every: list[float]) -> str:
+    """``d >= 12`` when ``values`` are the top of ``every``, ``d <= 8`` the bottom, else
+    ``d = 2, 4 and 8``."""
+    if values == every[len(every) - len(values):] and len(values) > 1:
+        return f"d >= {values[0]:g}"
+    if values == every[:len(values)] and len(values) > 1:
+        return f"d <= {values[-1]:g}"
+    return "d = " + _listing([f"{d:g}" for d in values])
+
+
+def _against_sync_graph(by_degree: dict, by_dataset: dict) -> dict[str, str]:
+    """Where async is faster and where slower than sync-graph (sync-graph / async above or
+    below 1), across degrees and Table 2's datasets; its ratio on the ring."""
+    every = sorted(by_degree)
+    wins = [d for d in every if by_degree[d] > 1]
+    loses = [d for d in every if by_degree[d] < 1]
+    sets = sorted(d for d, v in by_dataset.items() if v < 1)
+    where = []
+    if wins:
+        where.append(f"faster at {_degrees(wins, every)}")
+    if loses or sets:
+        slower = ([_degrees(loses, every)] if loses else []) + (["on " + _listing(sets)]
+                                                                if sets else [])
+        where.append("slower " + ("at " if loses else "") + " and ".join(slower))
+    return {"sg_where": ", ".join(where) or "level with it", "sg_ring": _x(by_degree[every[0]])}
+
+
+def _verdict(worst: float) -> str:
+    """The verdict sentence's claim from the largest sync / async ratio measured."""
+    if worst < 0.95:
+        return "sync, not async, is the faster engine everywhere measured"
+    if worst <= 1.0:
+        return "sync, not async, is as fast or faster everywhere measured"
+    return f"async is ahead of sync only where sync / async exceeds 1 (at most {worst:.2f})"
+
+
+def _tte_accuracy(s: dict[str, dict]) -> dict[str, str]:
+    """Test accuracy at equal accuracy: every node of every decentralized engine against
+    the centralized model, in points, on Table 2's datasets (``table2_tte``)."""
+    rows = [r for r in s["table2_tte"]["records"] if r.get("ok") and r["kind"] == "live"]
+    central = {r["dataset"]: r["acc_mean"] for r in rows if r["mode"] == "central"}
+    gaps = [abs(r[f] - central[r["dataset"]]) for r in rows
+            if decentralized(r["mode"]) and r["dataset"] in central
+            for f in ("acc_min", "acc_max")]
+    return {"acc_tte": f"{100 * max(gaps):.1f}"}
+
+
+def _crossover(s: dict[str, dict]) -> dict[str, str]:
+    """Where async wins on the graph/scale/noise map (``crossover``, layers >= 1)."""
+    from ..summaries.crossratio import graph_free_spread, ratio_rows
+
+    rows = ratio_rows(s["crossover"])
+    wins = [r for r in rows if r["ratio"] > 1 and r["bound"] in ("", ">=")]
+    spread = [v for vs in graph_free_spread(s["crossover"]).values() for v in vs]
+    top = max((r["ratio"] for r in wins), default=1.0)
+    inside = top - 1 <= max(spread, default=0.0)
+    return {"x_wins": f"{len(wins)}", "x_cases": f"{len(rows)}",
+            "x_M": _rng([r["nodes"] for r in rows], ".0f").replace(" - ", " to "),
+            "x_max": _x(top), "x_inside": "inside" if inside else "beyond",
+            "x_spread": f"up to {100 * max(spread, default=0):.0f} %"}
+
+
+def relaxation(data_dir: str | os.PathLike, names: Iterable[str] = TTE) -> str:
+    """The relaxation the files ``names`` were measured at, from their MANIFEST commands
+    (``--set relax=X``): ``"relaxation X"``, or the engines' defaults when none sets it."""
+    from .resultsdir import read_manifest
+
+    files = read_manifest(data_dir).get("files", {})
+    found = {m[1] for n in names for m in
+             [re.search(r"--set relax=(\S+)", files.get(f"{n}.json", {}).get("command", ""))]
+             if m}
+    if not found:
+        return "the engines' default relaxations"
+    return "relaxation " + _listing(sorted(found))
 
 
 def _activations(s: dict[str, dict]) -> dict[str, str]:
@@ -306,52 +387,37 @@ def facts(data_dir: str | os.PathLike) -> dict[str, str]:
     s = load(data_dir)
     out: dict[str, str] = {}
     for part in (_equal_accuracy, _activations, _decomposition, _oneshot, _paper_protocol,
-                 _accuracy):
+                 _accuracy, _tte_accuracy, _crossover):
         out.update(part(s))
+    out["relaxation"] = relaxation(data_dir)
     return out
 
 
 # ------------------------------------------------------------------ the templates
 
 _README = (
-    "**The answer, at equal accuracy** (every layer, the input layer included, until every "
-    "node is within {eps} of the exact solution; {base} unless named, at the paper's widths, "
-    "projected dedicated-core times, shared-memory network, every engine at relaxation 1 "
-    "unless named): consensus ADMM with one "
-    "`MPI_Allreduce` per iteration gets there {first} on every graph, dataset and noise "
-    "measured. sync / async is {deg} at M = {M} for degrees {deg_values}, {nodes} on rings of "
-    "{nodes_values} nodes, {noise} on the paper's graph ({noise_graph}) without noise, under "
-    "per-step jitter or with one {slow} straggler, and {t2} on Table 2's datasets, because "
-    "async needs {act_ratio}x as many activations per node and layer as consensus ADMM needs "
-    "iterations ({act_async} against {act_sync} on the paper's graph), and on a ring that "
-    "count grows with M (simulated: {ring_growth}). Of that count, the edge formulation on "
-    "the graph (async's update in synchronous lockstep against consensus ADMM) costs "
-    "{dec_gf}: the graph alone (neighbourhood consensus in its exact synchronous form, "
-    "`hood-jacobi`, against consensus ADMM) {dec_graph}, the edge formulation a further "
-    "{dec_form}; asynchrony (async against that lockstep) costs {dec_async}, and the "
-    "asynchronous neighbourhood form's one-round-stale neighbourhood variable {dec_stale} "
-    "at M = {dec_stale_M} "
-    "({dec_where}, M = {dec_M}, simulated, each engine at its best relaxation); relaxed by "
-    "{best_alpha}, "
-    "sync / async is {noise_best} on the paper's graph and {noise_big} at M = {M_big}, "
-    "d = 8 without noise, under jitter or with one straggler. Async does beat the paper's "
-    "synchronous "
-    "method (consensus by neighbour mixing) on sparse graphs: {sg_ring} on the ring, "
-    "{sg_noise} on the paper's graph with and without noise; it loses to it at "
-    "{sg_lose}{sg_lose_and}. The "
-    "one-shot baseline (one allreduce of the Gram statistics, then the exact solve on every "
-    "node) takes {os_sync} sync's time and {os_async} async's on {base} at M = {M_paper}, since "
-    "its exact n x n solve costs more than the {sync_iters} iterations per layer on each "
-    "node's {base_samples} samples; where a node holds more samples than n ({big}: "
-    "{big_samples}, n = {big_n}) it is {big_fastest}, and there the privacy argument "
-    "for iterating costs {big_sync} more time with sync and {big_async} the time with "
-    "async. The "
-    "ill-conditioned input layer is solved in the nodes' Gram metric (`--metric gram`, the "
-    "default) in {layer0} activations or iterations per node ({noise_graph}, Table 2's "
-    "datasets). [BENCHMARKS.md](BENCHMARKS.md#at-equal-accuracy) has the figures behind "
-    "each number; "
-    "the paper's fixed-iteration protocol, where async is ahead of sync-graph on every dataset "
-    "with the paper's own update ({paper_sg}), is there too."
+    "**{verdict}** at equal accuracy: each node within {eps} of the exact solution "
+    "([relative distance](" + _LINK_KINDS + ")), within {acc_tte} points of the centralized "
+    "model's test accuracy. Time ratios sync / async: below 1, sync is faster.\n"
+    "- **Against `sync`** (consensus ADMM, one `MPI_Allreduce` per iteration): async, the "
+    "paper's method, needs {act_ratio}x as many activations (one node's update) as sync "
+    "needs iterations.\n"
+    "- **Against `sync-graph`** (the paper's synchronous method, sync by neighbour "
+    "averaging): async is {sg_where}.\n"
+    "- **Why** ([split](" + _LINK_SPLIT + ")): async's count over sync's is the product of "
+    "neighbour-only consensus {dec_graph}, one variable per edge {dec_form} and asynchrony "
+    "{dec_async}.\n"
+    "- **Where async wins** ([map](" + _LINK_MAP + "), simulated): {x_wins} of {x_cases} "
+    "graph, size and noise cases, by at most {x_max}, {x_inside} the run-to-run spread "
+    "({x_spread}).\n"
+    "\n"
+    "| M nodes of degree d; [projected](docs/REPLAY.md) times at [{relaxation}]("
+    + _LINK_RELAX + ") | d = {deg_values}, M = {M} | ring, M = {nodes_values} "
+    "| {noise_graph}, [jitter or a straggler](" + _LINK_NOISE + ") "
+    "| [Table 2's datasets](" + _LINK_T2 + ") |\n"
+    "|---|---|---|---|---|\n"
+    "| sync / async | {deg} | {nodes} | {noise} | {t2} |\n"
+    "| sync-graph / async | {sg_deg} | {sg_nodes} | {sg_noise_r} | {sg_t2} |"
 )
 
 _BRIEF = (
@@ -360,20 +426,20 @@ _BRIEF = (
     "(`sync`) gets there {first} everywhere measured: sync / async {deg} at M = {M}, "
     "d = {deg_values}; {nodes} on rings of {nodes_values} nodes; {noise} at {noise_graph} "
     "without noise, under jitter or with one {slow} straggler; {t2} on Table 2's datasets. "
-    "async needs {act_ratio}x as many activations per layer as sync needs iterations. async "
-    "beats sync-graph on sparse graphs ({sg_ring} on the ring, {sg_noise} at {noise_graph}), "
-    "not at {sg_lose}{sg_lose_nor}. The one-shot baseline takes {os_sync} sync's time on "
+    "async needs {act_ratio}x as many activations per layer as sync needs iterations. "
+    "Against sync-graph async is {sg_where} (sync-graph / async {sg_deg} across degrees, "
+    "{sg_noise_r} at {noise_graph}). The one-shot baseline takes {os_sync} sync's time on "
     "{base} at M = {M_paper} (its exact n x n solve per layer) and is {big_fastest} on {big}, "
     "whose nodes "
     "hold more samples than n.\n"
-    "- **The paper's protocol** (a fixed K = {K} per layer; {base}, M = {M_fixed}, L = {L}): "
+    "- **[The paper's protocol](docs/RESULTS.md#the-papers-protocol-a-fixed-k-per-layer)** "
+    "(a fixed K = {K} per layer; {base}, M = {M_fixed}, L = {L}): "
     "its synchronous method, sync-graph, falls {sg_fall} from the ring to the complete graph "
-    "({sg_d_first} s to {sg_d_last} s projected) and grows with M on a ring ({sg_m_first} s "
-    "at M = {m_first}, {sg_m_last} s at M = {m_last}), while async moves less "
-    "({async_deg} s across degrees, {async_m_first} to {async_m_last} s across M): the "
-    "paper's shapes. On Table 2's datasets sync-graph / async is {t2_exact}, against the "
-    "paper's {t2_paper}; {paper_sg} with the paper's own update and penalties.\n"
-    "- **Accuracy** ({L20}, exact setting; [Table 2 at L = 20](#table-2-at-l--20)): sync's "
+    "and grows with M on a ring ({sg_m_first} s at M = {m_first}, {sg_m_last} s at "
+    "M = {m_last}), while async moves less: the paper's shapes. On Table 2's datasets "
+    "sync-graph / async is {t2_exact}, against the paper's {t2_paper}.\n"
+    "- **Accuracy** ({L20}, exact setting; "
+    "[Table 2 at L = 20](docs/RESULTS.md#table-2-at-l--20)): sync's "
     "and async's node means are within {acc_mean} points of central on {acc_others} "
     "({acc_small}: async {acc_small_async}, a {acc_small_test}-sample test set), and every "
     "node within {acc_node} points on all {acc_sets} datasets; the exact `edge` update reaches "
@@ -387,11 +453,16 @@ VIEWS = {"readme": _README, "brief": _BRIEF}
 
 def _wrap(text: str) -> str:
     """Each paragraph or list item wrapped at :data:`_WIDTH` columns, never inside a range
-    (``0.5 - 0.9``), an equation (``M = 20``), ``n x n`` or a link's text."""
+    (``0.5 - 0.9``), an equation (``M = 20``), ``n x n``, a link's text or a code span; a
+    table row is left whole."""
     keep = re.sub(r" ([-=x]) (?=\S)", "\xa0\\1\xa0", text)
     keep = re.sub(r"\[[^\]]*\]\(", lambda m: m[0].replace(" ", "\xa0"), keep)
+    keep = re.sub(r"`[^`]*`", lambda m: m[0].replace(" ", "\xa0"), keep)
     out = []
     for par in keep.split("\n"):
+        if par.startswith("|"):
+            out.append(par)
+            continue
         indent = "  " if par.startswith("- ") else ""
         out.append(textwrap.fill(par, _WIDTH, subsequent_indent=indent,
                                  break_long_words=False, break_on_hyphens=False))
@@ -409,4 +480,4 @@ def answer_markdown(data_dir: str | os.PathLike, view: str | None = "readme") ->
     if view not in VIEWS:
         raise UserError(f"no answer view {view!r}; one of {', '.join(VIEWS)}")
     text = VIEWS[view].format(**facts(data_dir))
-    return _wrap(text)
+    return text if view == "readme" else _wrap(text)

@@ -14,14 +14,14 @@ A table in a Markdown page (BENCHMARKS.md) that is made from a data file of
 Prose computed from the data sits between ``text`` markers the same way
 (``<!-- text: answer readme -->`` ... ``<!-- /text -->``): the answer of README and
 the results page's summary (:mod:`dssfn_mpi.bench.pages.answer`, views ``readme`` and
-``brief``).
+``brief``), and the results page's notes (:mod:`dssfn_mpi.bench.pages.notes`).
 
 :func:`render` rewrites every such block from its file (``dssfn-mpi plot --all``);
 :func:`differences` names the blocks whose text is not what their file gives
 (``dssfn-mpi plot --all --check``, and the test that keeps the page honest).
 Views: a sweep summary's main table (default) or ``jitter``; a table2 summary's
 ``accuracy`` or ``times`` table alone; a contention summary's ``slowdown`` table; a
-decompose summary's ``times`` or ``relax`` table; a crossover summary's ``best`` table
+decompose summary's ``times``, ``relax`` or ``defaults`` table; a crossover summary's ``best`` table
 (:mod:`dssfn_mpi.bench.summaries.crossratio`); a nodes summary's ``scale`` table
 (:mod:`dssfn_mpi.bench.figures.scalefig`); the one-shot cost's ``cost`` table
 (default); an RMA file's ``write`` (default), ``read`` or
@@ -42,7 +42,7 @@ __all__ = ["blocks", "differences", "render", "table_for"]
 
 _START = re.compile(r"^<!-- (?P<tag>table|text): (?P<file>\S+)(?: (?P<view>\S+))? -->$")
 #: The text blocks, computed from the whole data folder rather than one file.
-_TEXTS = ("answer",)
+_TEXTS = ("answer", "notes")
 
 
 def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -> str:
@@ -55,10 +55,14 @@ def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -
     """
     from ..summaries.records import file_kind
 
-    if name in _TEXTS:
+    if name == "answer":
         from .answer import answer_markdown
 
         return answer_markdown(data_dir, view)
+    if name == "notes":
+        from .notes import notes_markdown
+
+        return notes_markdown(data_dir, view)
     path = Path(data_dir) / name
     if not path.is_file():
         raise UserError(f"{path}: no such data file (a table of the results page names it)")
@@ -109,7 +113,7 @@ def _summary_view(path: Path, view: str | None) -> str | None:
         from ..summaries.crossratio import crossover_markdown
 
         return crossover_markdown(summary, view)
-    if view in ("times", "relax") and bench == "decompose":
+    if view in ("times", "relax", "defaults") and bench == "decompose":
         from ..sweeps.decompose import decompose_markdown
 
         return decompose_markdown(summary, view)

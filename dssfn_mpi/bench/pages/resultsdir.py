@@ -41,8 +41,8 @@ from ..summaries.records import file_kind
 
 #: The pages whose marked tables and texts ``plot --all`` regenerates by default
 #: (relative to the repository root).
-PAGES = ("BENCHMARKS.md", "README.md", "docs/ALGORITHMS.md", "docs/REPLAY.md",
-         "docs/SIMULATE.md")
+PAGES = ("BENCHMARKS.md", "README.md", "docs/RESULTS.md", "docs/ALGORITHMS.md",
+         "docs/REPLAY.md", "docs/SIMULATE.md")
 
 __all__ = ["BUDGET_BYTES", "KINDS", "MANIFEST", "PAGES", "add_file", "build_figures", "file_kind",
            "pending", "read_manifest", "rebuild", "total_bytes"]

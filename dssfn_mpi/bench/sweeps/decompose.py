@@ -211,9 +211,11 @@ def _variant_timed(label: str) -> bool:
 
 def decompose_markdown(summary: Mapping[str, Any], view: str | None = None) -> str:
     """The decomposition (default), the ``times`` (simulated ms at each variant's best
-    relaxation, in brackets against sync's) or the ``relax`` table."""
+    relaxation, in brackets against sync's), the ``relax`` or the ``defaults`` table."""
     if view == "relax":
         return _relax_markdown(summary)
+    if view == "defaults":
+        return _defaults_markdown(summary)
     rows = decomposition_rows(summary)
     if not rows:
         return "(no decomposition runs in this summary)"
@@ -256,4 +258,55 @@ def _relax_markdown(summary: Mapping[str, Any]) -> str:
                      for a in alphas]
             lines.append(f"| {graph_name(graph)} | {m} | " + " | ".join(cells)
                          + f" | {_best(by)[0]:g} |")
+    return "\n".join(lines)
+
+
+def _default_alpha(mode: str) -> tuple[str, float]:
+    """The option that sets ``mode``'s relaxation and its default (the registry's)."""
+    from ...algorithms import lookup
+
+    alg = lookup(mode)
+    return ("--relax", float(alg.relax)) if alg.relaxes else ("--eta", float(alg.step_size))
+
+
+def _count_cell(by: Mapping[float, dict], alpha: float) -> str:
+    """The count at ``alpha``: a number, ``cap`` (not to eps), ``stopped`` (the sweep's
+    job timeout ended it) or ``-`` (not run)."""
+    rec = by.get(alpha)
+    if rec is None:
+        return "-"
+    if rec.get("status") == "failed":
+        return "stopped"
+    return "cap" if math.isinf(_count(rec)) else f"{_count(rec):.0f}"
+
+
+def _defaults_markdown(summary: Mapping[str, Any]) -> str:
+    """Each variant's count to eps at relaxation 1 and at its default, per graph at the
+    first node count (README's defaults table); modes with the same row share it."""
+    every: dict[tuple, dict[str, dict[float, dict]]] = {}
+    for r in summary["records"]:
+        if "graph" in r and "relax" in r:
+            key = (int(r["value"]), str(r["graph"]))
+            every.setdefault(key, {}).setdefault(r["mode"], {})[float(r["relax"])] = r
+    if not every:
+        return "(no decomposition runs in this summary)"
+    first = min(M for M, _ in every)
+    graphs = [g for (M, g) in sorted(every, key=lambda k: list(GRAPHS).index(k[1]))
+              if M == first]
+    rows: dict[tuple, list[str]] = {}
+    for m in _labels(summary):
+        option, alpha = _default_alpha(m)
+        at = [" / ".join(_count_cell(every[(first, g)].get(m, {}), a) for g in graphs)
+              for a in (1.0, alpha)]
+        key = (f"`{option}`", f"{alpha:g}", at[0], "the same" if alpha == 1 else at[1])
+        rows.setdefault(key, []).append(m)
+    info, eps = summary.get("info", {}), summary.get("eps")
+    layers = int(info.get("layers", 2))
+    head = (f"Iterations, rounds or activations per node until every node is within "
+            f"{eps:g} of the exact solution at layers 1 - {layers} ({info.get('dataset')}, "
+            f"M = {first}, simulated; " + " / ".join(graph_name(g) for g in graphs)
+            + "; stopped: ended by the sweep's job timeout):")
+    lines = [head, "", "| mode | option | default | at 1 | at the default |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {', '.join(modes)} | " + " | ".join(key) + " |" for key, modes in rows.items()]
     return "\n".join(lines)
