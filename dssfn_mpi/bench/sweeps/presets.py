@@ -186,9 +186,9 @@ PRESETS: dict[str, dict[str, Preset]] = {
                         degree=8, values=(2.0, 5.0, 10.0), modes=_STRAGGLER_ALL,
                         central=False),
     },
-    # values = busy processes beside the job. mid: the size of the shared-laptop
-    # measurements of 2026-11-23 (4 ranks on the ring, digits, n = 200, K = 1000); the
-    # paper has no such experiment, so paper is the same size.
+    # values = busy processes beside the job. mid: a shared laptop's size (4 ranks on the
+    # ring, digits, n = 200, K = 1000); the paper has no such experiment, so paper is the
+    # same size.
     "contention": {
         "quick": Preset(nodes=4, values=(0, 1), central=False, reps=1),
         "mid": Preset(hidden=200, iters=1000, nodes=4, values=(0, 1, 2), central=False, reps=3),
