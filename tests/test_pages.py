@@ -150,6 +150,11 @@ def test_the_relaxation_and_the_commands_are_read_from_the_manifest(tmp_path):
     assert len(block.splitlines()) == 2 + len(answer.TTE)
     manifest["files"]["noise.json"]["command"] = "dssfn-mpi bench noise --set relax=1.3"
     (data / "MANIFEST.json").write_text(json.dumps(manifest))
+    assert answer.relaxation(data) == ("the engines' default relaxations (relaxation 1.3: "
+                                       "noise.json)")
+    for name in answer.TTE:
+        manifest["files"][f"{name}.json"]["command"] += " --set relax=1.3"
+    (data / "MANIFEST.json").write_text(json.dumps(manifest))
     assert answer.relaxation(data) == "relaxation 1.3"
     assert "--set relax=1.3" in notes.notes_markdown(data, "figure")
     with pytest.raises(UserError, match="no notes view"):

@@ -160,6 +160,50 @@ def test_add_and_build_from_a_data_folder(tmp_path):
         resultsdir.add_file(data, tmp_path / "raw.json", "x", {})
 
 
+def test_a_pinned_relaxation_is_read_from_the_manifest_command():
+    pinned = resultsdir.pinned_relaxation
+    assert pinned("dssfn-mpi bench degree --preset mid --out d.h5") is None
+    assert pinned("dssfn-mpi bench decompose --set relaxes=0.6,1,1.6") is None
+    assert pinned("dssfn-mpi bench degree --set relax=1 --out d.h5") == "relaxation 1"
+    assert pinned("simulate ... with --eta 1 (async) or --relax 1 (sync))") == "relaxation 1"
+    assert pinned("--set relax=1.8; then --eta=1.2.") == "relaxation 1.2 and 1.8"
+
+
+def _titles_written(monkeypatch):
+    """Make figstyle write each figure's title as its "PNG" (no rendering)."""
+    from dssfn_mpi.bench.figures import figstyle
+
+    def write(fig, outdir, stem):
+        path = outdir / f"{stem}.png"
+        path.write_text(figstyle.figure_title(fig))
+        figstyle.plt.close(fig)
+        return [path]
+
+    monkeypatch.setattr(figstyle, "_write", write)
+
+
+def test_every_figure_of_a_pinned_file_names_its_relaxation(tmp_path, monkeypatch):
+    _titles_written(monkeypatch)
+    data = tmp_path / "data"
+    for name, command in (("default.json", "dssfn-mpi bench x"),
+                          ("pinned.json", "dssfn-mpi bench x --set relax=1.2")):
+        resultsdir.add_file(data, DATA / "oneshot_cost.json", command, {"oneshot_cost": name},
+                            name=name)
+    resultsdir.build_figures(data, tmp_path / "few")
+    assert (tmp_path / "few" / "pinned.json.png").read_text().endswith("(relaxation 1.2)")
+    assert "relaxation" not in (tmp_path / "few" / "default.json.png").read_text()
+    # every committed figure: its title names its file's pinned relaxation, or none
+    resultsdir.build_figures(DATA, tmp_path / "fig")
+    for name, entry in resultsdir.read_manifest(DATA)["files"].items():
+        note = resultsdir.pinned_relaxation(entry["command"])
+        for published in entry["figures"].values():
+            title = (tmp_path / "fig" / f"{published}.png").read_text()
+            if note:
+                assert title.endswith(f"({note})"), f"{published} ({name}): {title!r}"
+            else:
+                assert "(relaxation " not in title, f"{published} ({name}): {title!r}"
+
+
 # ------------------------------------------------------------------ equal accuracy
 
 

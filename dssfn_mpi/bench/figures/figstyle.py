@@ -4,10 +4,15 @@ saving.
 A mode's colour and marker are its algorithm's (``Algorithm.colour``, ``marker``, from the
 registry); a mode without its own, and one registered later, gets ones no other mode has.
 Variants of a mode (:mod:`dssfn_mpi.bench.variants`) keep its colour and differ by marker.
+Figures saved inside :func:`title_note` name the note at the end of their title (a data
+file's pinned relaxation, :func:`dssfn_mpi.bench.pages.resultsdir.pinned_relaxation`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +26,8 @@ from ...algorithms.registry import lookup, names  # noqa: E402
 from ...runlog import RunLog  # noqa: E402
 from ..variants import parse  # noqa: E402
 
-__all__ = ["describe", "describe_info", "look", "ok_runs", "plt", "save", "style"]
+__all__ = ["describe", "describe_info", "figure_title", "look", "ok_runs", "plt", "save", "style",
+           "title_note"]
 
 #: The colours and markers of the modes without their own (``Algorithm.colour``,
 #: ``marker``), handed out in the registry's order, each one no other mode has.
@@ -33,10 +39,63 @@ _MARKERS = ("o", "s", "^", "D", "P", "x", "p", "h", "*", "X", "H", "8")
 _LEAD_MARKERS = {4: "o", 16: "<", 64: ">"}
 _UNBOUNDED, _VARIANT = "v", "d"
 _DPI = 100
+#: What the figures saved now name at the end of their title (:func:`title_note`).
+_NOTE: ContextVar[str | None] = ContextVar("title_note", default=None)
+
+
+@contextmanager
+def title_note(note: str | None) -> Iterator[None]:
+    """Within the block, every figure :func:`save` writes ends its title with ``(note)``;
+    None adds nothing.
+
+    Parameters
+    ----------
+    note : str or None
+        E.g. ``"relaxation 1"``, of a data file not measured at the defaults.
+    """
+    token = _NOTE.set(note)
+    try:
+        yield
+    finally:
+        _NOTE.reset(token)
+
+
+def _title_text(fig: Any) -> Any:
+    """The text artist of a figure's title: its suptitle, else the title of its one titled
+    axes; None when it has neither (no title, or several panels' titles)."""
+    sup = getattr(fig, "_suptitle", None)
+    if sup is not None and sup.get_text():
+        return sup
+    titled = [ax.title for ax in fig.axes if ax.get_title()]
+    return titled[0] if len(titled) == 1 else None
+
+
+def figure_title(fig: Any) -> str:
+    """A figure's title (:func:`_title_text`), ``""`` when it has none."""
+    text = _title_text(fig)
+    return "" if text is None else text.get_text()
+
+
+def _add_note(fig: Any, note: str) -> None:
+    """End ``fig``'s title with ``(note)``; a figure without one gets it as its title."""
+    text = _title_text(fig)
+    if text is None:
+        fig.suptitle(f"({note})", fontsize=9)
+    else:
+        text.set_text(f"{text.get_text()} ({note})")
 
 
 def save(fig: Any, outdir: Path, stem: str) -> list[Path]:
-    """Write ``fig`` as ``<stem>.png`` and ``<stem>.pdf`` into ``outdir`` and close it."""
+    """Write ``fig`` as ``<stem>.png`` and ``<stem>.pdf`` into ``outdir`` and close it,
+    its title ending with the note of :func:`title_note` when there is one."""
+    note = _NOTE.get()
+    if note:
+        _add_note(fig, note)
+    return _write(fig, outdir, stem)
+
+
+def _write(fig: Any, outdir: Path, stem: str) -> list[Path]:
+    """Save ``fig`` as PNG (palette-shrunk) and PDF; close it."""
     paths = []
     for ext in ("png", "pdf"):
         path = outdir / f"{stem}.{ext}"

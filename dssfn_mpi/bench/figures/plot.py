@@ -232,6 +232,7 @@ def _table2_layers(summary: dict, outdir: Path) -> list[Path]:
     if not datasets:
         return []
     out: list[Path] = []
+    info = summary["info"]
     for field, stem, ylabel, log in (
         ("acc_per_layer", "table2_accuracy_per_layer", "test accuracy [%] (mean over nodes)",
          False),
@@ -260,6 +261,8 @@ def _table2_layers(summary: dict, outdir: Path) -> list[Path]:
         axes[0][0].set_ylabel(ylabel)
         axes[0][0].legend(fontsize=7)
         if drawn:
+            fig.suptitle(f"Table 2 per layer, seed 0: M = {info.get('nodes')}, d = "
+                         f"{info.get('degree')}, L = {info.get('layers', '?')}", fontsize=10)
             fig.tight_layout()
             out += _save(fig, outdir, stem)
         else:

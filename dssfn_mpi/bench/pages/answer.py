@@ -236,17 +236,11 @@ def _crossover(s: dict[str, dict]) -> dict[str, str]:
 
 
 def relaxation(data_dir: str | os.PathLike, names: Iterable[str] = TTE) -> str:
-    """The relaxation the files ``names`` were measured at, from their MANIFEST commands
-    (``--set relax=X``): ``"relaxation X"``, or the engines' defaults when none sets it."""
-    from .resultsdir import read_manifest
+    """The relaxation the sweeps ``names`` were measured at
+    (:func:`~dssfn_mpi.bench.pages.resultsdir.relaxation`; default: the answer's)."""
+    from .resultsdir import relaxation as measured_at
 
-    files = read_manifest(data_dir).get("files", {})
-    found = {m[1] for n in names for m in
-             [re.search(r"--set relax=(\S+)", files.get(f"{n}.json", {}).get("command", ""))]
-             if m}
-    if not found:
-        return "the engines' default relaxations"
-    return "relaxation " + _listing(sorted(found))
+    return measured_at(data_dir, names)
 
 
 def _activations(s: dict[str, dict]) -> dict[str, str]:

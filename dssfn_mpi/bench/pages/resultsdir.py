@@ -24,12 +24,18 @@ drawn from and the command that makes it::
 ``dssfn-mpi plot --all`` redraws every listed figure (:func:`build_figures`) and
 regenerates the marked tables and texts of :data:`PAGES` (:mod:`dssfn_mpi.bench.pages.mdtables`);
 ``dssfn-mpi plot --add FILE`` records a new or re-measured file (:func:`add_file`).
+
+A file whose MANIFEST command pins a relaxation (``--set relax=X``, or ``--relax X`` /
+``--eta X`` in the commands it names) was not measured at the engines' defaults: its
+figures say so at the end of their titles (:func:`pinned_relaxation`), and the pages name
+it (:func:`relaxation`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -45,13 +51,19 @@ PAGES = ("BENCHMARKS.md", "README.md", "docs/RESULTS.md", "docs/ALGORITHMS.md",
          "docs/REPLAY.md", "docs/SIMULATE.md")
 
 __all__ = ["BUDGET_BYTES", "KINDS", "MANIFEST", "PAGES", "add_file", "build_figures", "file_kind",
-           "pending", "read_manifest", "rebuild", "total_bytes"]
+           "pending", "pinned_relaxation", "read_manifest", "rebuild", "relaxation",
+           "total_bytes"]
 
 MANIFEST = "MANIFEST.json"
 #: The size budget of the whole folder (manifest included).
 BUDGET_BYTES = 20_000_000
 #: The kinds of data file, by what draws them.
 KINDS = ("summary", "oneshot", "rma", "accuracy")
+#: An option of a MANIFEST command that pins a relaxation, and its value: ``--set relax=X``
+#: of a sweep, ``--relax X`` (sync) or ``--eta X`` (async) of a run (never ``relaxes=``,
+#: a sweep over several).
+_PIN = re.compile(r"(?:--set relax=|--relax[ =]|--eta[ =])(\d+(?:\.\d+)?)")
+_DEFAULTS = "the engines' default relaxations"
 
 
 def read_manifest(data_dir: str | os.PathLike) -> dict[str, Any]:
@@ -65,6 +77,50 @@ def read_manifest(data_dir: str | os.PathLike) -> dict[str, Any]:
         raise UserError(f"{path}: not valid JSON ({exc}); restore it from git") from None
     require(isinstance(data.get("files"), dict), f"{path}: no 'files' table; restore it from git")
     return data
+
+
+def _listing(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def pinned_relaxation(command: str) -> str | None:
+    """The relaxation a MANIFEST command pins, as figure titles and pages name it.
+
+    Parameters
+    ----------
+    command : str
+        A file's command in MANIFEST.json (with its notes on how it ran).
+
+    Returns
+    -------
+    str or None
+        ``"relaxation X"`` (``"relaxation X and Y"`` when it pins several), or None when
+        the command leaves every engine at its default relaxation.
+    """
+    found = sorted(set(_PIN.findall(command)), key=float)
+    return "relaxation " + _listing(found) if found else None
+
+
+def relaxation(data_dir: str | os.PathLike, names: Iterable[str]) -> str:
+    """The relaxation the files ``names`` (without ``.json``) were measured at, from their
+    MANIFEST commands (:func:`pinned_relaxation`).
+
+    Returns
+    -------
+    str
+        ``"relaxation X"`` when every file pins X, the engines' defaults when none pins
+        one, else the defaults with the pinned files named (``"... (relaxation 1:
+        noise.json)"``).
+    """
+    files = read_manifest(data_dir).get("files", {})
+    names = [f"{n}.json" for n in names]
+    pins = {n: pinned_relaxation(files.get(n, {}).get("command", "")) for n in names}
+    pinned = {n: p for n, p in pins.items() if p}
+    if not pinned:
+        return _DEFAULTS
+    if len(pinned) == len(pins) and len(set(pinned.values())) == 1:
+        return next(iter(pinned.values()))
+    return _DEFAULTS + " (" + "; ".join(f"{p}: {n}" for n, p in pinned.items()) + ")"
 
 
 def _write_manifest(data_dir: Path, manifest: dict[str, Any]) -> None:
@@ -164,7 +220,9 @@ def _draw(kind: str, path: Path, outdir: Path) -> list[Path]:
 
 
 def build_figures(data_dir: str | os.PathLike, fig_dir: str | os.PathLike) -> list[Path]:
-    """Redraw every figure the manifest lists into ``fig_dir`` (PNG and PDF).
+    """Redraw every figure the manifest lists into ``fig_dir`` (PNG and PDF), each one
+    of a file at a pinned relaxation with it at the end of its title
+    (:func:`pinned_relaxation`).
 
     Raises
     ------
@@ -172,6 +230,8 @@ def build_figures(data_dir: str | os.PathLike, fig_dir: str | os.PathLike) -> li
         A listed file is missing, or its plot does not draw a figure the
         manifest says it does.
     """
+    from ..figures.figstyle import title_note  # matplotlib: only where figures are drawn
+
     folder, out = Path(data_dir), Path(fig_dir)
     manifest = read_manifest(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -179,7 +239,8 @@ def build_figures(data_dir: str | os.PathLike, fig_dir: str | os.PathLike) -> li
     for name, entry in sorted(manifest["files"].items()):
         path = folder / name
         require(path.is_file(), f"{path}: listed in {MANIFEST} but missing")
-        with tempfile.TemporaryDirectory() as tmp:
+        note = pinned_relaxation(entry.get("command", ""))
+        with tempfile.TemporaryDirectory() as tmp, title_note(note):
             drawn = {p.stem: p for p in _draw(entry["kind"], path, Path(tmp))}
             for stem, published in entry.get("figures", {}).items():
                 require(stem in drawn, f"{path}: its plot draws no figure {stem!r} (it draws "
