@@ -181,3 +181,40 @@ def test_the_notes_claims_follow_the_data(tmp_path):
     where = answer.facts(data)["sg_where"]
     assert not where.startswith(f"faster at d <= {degrees[0]:g}") and "slower" in where
     assert "sync, not async," not in answer.answer_markdown(data, "readme").splitlines()[0]
+
+
+def test_the_reference_pages_numbers_follow_the_data(tmp_path):
+    import json
+    import shutil
+
+    from dssfn_mpi.bench.pages import refnotes
+    from dssfn_mpi.errors import UserError
+
+    page = (REPO / "docs" / "ALGORITHMS.md").read_text()
+    views = {b[3] for b in mdtables.blocks(page) if b[2] == "refnotes"}
+    assert views == set(refnotes.REFNOTES)
+    data = tmp_path / "data"
+    shutil.copytree(REPO / "results" / "data", data)
+    before = {v: refnotes.refnotes_markdown(data, v) for v in views}
+    table2 = json.loads((data / "table2.json").read_text())
+    for r in table2["records"]:  # every run's numbers moved
+        for key in ("acc_mean", "rel_distance", "projected_seconds", "train_seconds"):
+            if isinstance(r.get(key), float):
+                r[key] *= 0.9 if r["mode"] == "sync" else 1.07
+        r["projected_per_layer"] = [1.3 * t for t in r.get("projected_per_layer", [])]
+    (data / "table2.json").write_text(json.dumps(table2))
+    degree = json.loads((data / "degree.json").read_text())
+    for r in degree["records"]:
+        r["projected_seconds"] = 2 * r["projected_seconds"] if r["value"] == 2 else \
+            r["projected_seconds"]
+    (data / "degree.json").write_text(json.dumps(degree))
+    for v in views:
+        assert refnotes.refnotes_markdown(data, v) != before[v], v
+    assert len(mdtables.differences(page, data)) == len(views)
+    manifest = json.loads((data / "MANIFEST.json").read_text())
+    manifest["files"]["degree.json"]["command"] = "dssfn-mpi bench degree --preset mid"
+    (data / "MANIFEST.json").write_text(json.dumps(manifest))
+    assert "the engines' default relaxations)" in \
+        refnotes.refnotes_markdown(data, "sync-graph").replace("\n", " ")
+    with pytest.raises(UserError, match="no refnotes view"):
+        refnotes.refnotes_markdown(data, "nonesuch")

@@ -14,7 +14,8 @@ A table in a Markdown page (BENCHMARKS.md) that is made from a data file of
 Prose computed from the data sits between ``text`` markers the same way
 (``<!-- text: answer readme -->`` ... ``<!-- /text -->``): the answer of README and
 the results page's summary (:mod:`dssfn_mpi.bench.pages.answer`, views ``readme`` and
-``brief``), and the results page's notes (:mod:`dssfn_mpi.bench.pages.notes`).
+``brief``), the results page's notes (:mod:`dssfn_mpi.bench.pages.notes`) and the
+reference pages' measured numbers (:mod:`dssfn_mpi.bench.pages.refnotes`).
 
 :func:`render` rewrites every such block from its file (``dssfn-mpi plot --all``);
 :func:`differences` names the blocks whose text is not what their file gives
@@ -42,7 +43,7 @@ __all__ = ["blocks", "differences", "render", "table_for"]
 
 _START = re.compile(r"^<!-- (?P<tag>table|text): (?P<file>\S+)(?: (?P<view>\S+))? -->$")
 #: The text blocks, computed from the whole data folder rather than one file.
-_TEXTS = ("answer", "notes")
+_TEXTS = ("answer", "notes", "refnotes")
 
 
 def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -> str:
@@ -63,6 +64,10 @@ def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -
         from .notes import notes_markdown
 
         return notes_markdown(data_dir, view)
+    if name == "refnotes":
+        from .refnotes import refnotes_markdown
+
+        return refnotes_markdown(data_dir, view)
     path = Path(data_dir) / name
     if not path.is_file():
         raise UserError(f"{path}: no such data file (a table of the results page names it)")
