@@ -5,7 +5,7 @@ A mode's colour and marker are its algorithm's (``Algorithm.colour``, ``marker``
 registry); a mode without its own, and one registered later, gets ones no other mode has.
 Variants of a mode (:mod:`dssfn_mpi.bench.variants`) keep its colour and differ by marker.
 Figures saved inside :func:`title_note` name the note at the end of their title (a data
-file's pinned relaxation, :func:`dssfn_mpi.bench.pages.resultsdir.pinned_relaxation`).
+file's pinned relaxation, :func:`dssfn_mpi.bench.pages.manifest.pinned_relaxation`).
 """
 
 from __future__ import annotations

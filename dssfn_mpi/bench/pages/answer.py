@@ -237,8 +237,8 @@ def _crossover(s: dict[str, dict]) -> dict[str, str]:
 
 def relaxation(data_dir: str | os.PathLike, names: Iterable[str] = TTE) -> str:
     """The relaxation the sweeps ``names`` were measured at
-    (:func:`~dssfn_mpi.bench.pages.resultsdir.relaxation`; default: the answer's)."""
-    from .resultsdir import relaxation as measured_at
+    (:func:`~dssfn_mpi.bench.pages.manifest.relaxation`; default: the answer's)."""
+    from .manifest import relaxation as measured_at
 
     return measured_at(data_dir, names)
 

@@ -42,7 +42,7 @@ __all__ = ["NOTES", "manifest_command", "notes_markdown"]
 
 def manifest_command(data_dir: str | os.PathLike, name: str) -> str:
     """The command MANIFEST.json records for ``name``, without its notes on how it ran."""
-    from .resultsdir import read_manifest
+    from .manifest import read_manifest
 
     entry = read_manifest(data_dir).get("files", {}).get(name)
     if entry is None:
@@ -52,7 +52,7 @@ def manifest_command(data_dir: str | os.PathLike, name: str) -> str:
 
 def _machine(data_dir: str | os.PathLike, s: dict[str, dict]) -> dict[str, str]:
     """The machine of the sweeps at equal accuracy and the day they were made."""
-    from .resultsdir import read_manifest
+    from .manifest import read_manifest
 
     entry = read_manifest(data_dir)["files"]["degree_tte.json"]
     mpi = str(s["degree_tte"]["info"].get("mpi_library", "")).split(",")[0]
@@ -195,7 +195,7 @@ def _commands(data_dir: str | os.PathLike, names: tuple[str, ...] = TTE) -> str:
 
 def _fixed(data_dir: str | os.PathLike) -> str:
     """The fixed-K sweeps' date, relaxation and MANIFEST commands."""
-    from .resultsdir import read_manifest
+    from .manifest import read_manifest
 
     made = read_manifest(data_dir)["files"]["degree.json"]["made"][:10]
     return (_wrap(f"Made {made}, `mid` preset, every engine at {relaxation(data_dir, FIXED)} "

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ...errors import UserError
 from .answer import _listing, _rng, _wrap, _x
-from .resultsdir import relaxation
+from .manifest import relaxation
 
 __all__ = ["REFNOTES", "refnotes_markdown"]
 
