@@ -150,8 +150,8 @@ def test_the_relaxation_and_the_commands_are_read_from_the_manifest(tmp_path):
     assert len(block.splitlines()) == 2 + len(answer.TTE)
     manifest["files"]["noise.json"]["command"] = "dssfn-mpi bench noise --set relax=1.3"
     (data / "MANIFEST.json").write_text(json.dumps(manifest))
-    assert answer.relaxation(data) == ("the engines' default relaxations (relaxation 1.3: "
-                                       "noise.json)")
+    assert answer.relaxation(data) == ("relaxation 1.3 for noise.json, the defaults for "
+                                       "degree_tte.json, nodes_tte.json and table2_tte.json")
     for name in answer.TTE:
         manifest["files"][f"{name}.json"]["command"] += " --set relax=1.3"
     (data / "MANIFEST.json").write_text(json.dumps(manifest))

@@ -73,15 +73,15 @@ def relaxation(data_dir: str | os.PathLike, names: Iterable[str]) -> str:
     -------
     str
         ``"relaxation X"`` when every file pins X, the engines' defaults when none pins
-        one, else the defaults with the pinned files named (``"... (relaxation 1:
-        noise.json)"``).
+        one, else each setting with its files (``"relaxation 1 for noise.json, the
+        defaults for degree_tte.json"``).
     """
     files = read_manifest(data_dir).get("files", {})
     names = [f"{n}.json" for n in names]
-    pins = {n: pinned_relaxation(files.get(n, {}).get("command", "")) for n in names}
-    pinned = {n: p for n, p in pins.items() if p}
-    if not pinned:
-        return _DEFAULTS
-    if len(pinned) == len(pins) and len(set(pinned.values())) == 1:
-        return next(iter(pinned.values()))
-    return _DEFAULTS + " (" + "; ".join(f"{p}: {n}" for n, p in pinned.items()) + ")"
+    pins = {n: pinned_relaxation(files.get(n, {}).get("command", "")) or _DEFAULTS
+            for n in names}
+    settings = sorted(set(pins.values()), key=lambda p: p == _DEFAULTS)  # defaults last
+    if len(settings) == 1:
+        return settings[0]
+    return ", ".join(f"{'the defaults' if p == _DEFAULTS else p} for "
+                     f"{_listing([n for n in names if pins[n] == p])}" for p in settings)
