@@ -212,7 +212,10 @@ class LoadMonitor:
             reading = self._reading()
             if reading is not None:
                 (t0, busy0, job0), (t1, busy1, job1) = self._last, reading
-                self.foreign = max(0.0, (busy1 - busy0) - (job1 - job0)) / self._hz / (t1 - t0)
+                load = max(0.0, (busy1 - busy0) - (job1 - job0)) / self._hz / (t1 - t0)
+                # Tick counts of a short window can overshoot (1 tick = 10 ms): at most
+                # every core.
+                self.foreign = min(load, float(len(self.cores)))
                 self._last = reading
         return (self.foreign >= self.FOREIGN_MIN
                 and len(self.pids) + self.foreign > len(self.cores))

@@ -54,7 +54,7 @@ def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -
     UserError
         The file is missing, of an unknown kind, or has no such view.
     """
-    from ..summaries.records import file_kind
+    from ..summaries.records import COST_KIND, file_kind
 
     if name == "answer":
         from .answer import answer_markdown
@@ -72,7 +72,7 @@ def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -
     if not path.is_file():
         raise UserError(f"{path}: no such data file (a table of the results page names it)")
     kind = file_kind(path)
-    if kind == "oneshot" and view in (None, "cost"):
+    if kind == COST_KIND and view in (None, "cost"):
         from ..micro.oneshot import cost_markdown
 
         return cost_markdown(json.loads(path.read_text()))

@@ -30,6 +30,7 @@ from .answer import (
     _samples,
     _sci,
     _tte,
+    _where,
     _wrap,
     _x,
     facts,
@@ -76,7 +77,7 @@ def _sweeps(s: dict[str, dict]) -> dict[str, str]:
     live_m = sorted({k for _m, k in nod})
     info = s["degree_tte"]["info"]
     os_sync = {d: t2[("oneshot", d)]["time_at_eps"] / t2[("sync", d)]["time_at_eps"]
-               for _m, d in t2 if ("oneshot", d) in t2 and ("sync", d) in t2}
+               for d in _where(t2, "oneshot", "sync")}
     per_node = {d: _samples(d)[0] / t2[("oneshot", d)]["nodes"] for d in os_sync}
     big = max(per_node, key=lambda d: per_node[d] / t2[("oneshot", d)]["hidden"])
     first = {m: r["activations_per_layer"][0] for (m, d), r in t2.items() if d == big}
@@ -93,7 +94,7 @@ def _sweeps(s: dict[str, dict]) -> dict[str, str]:
         "sg_sim_first": f"{sim[('sync-graph', ms[0])]['time_at_eps']:.2g}",
         "sg_sim_last": f"{sim[('sync-graph', ms[-1])]['time_at_eps']:.3g}",
         "sync_sim_last": f"{sim[('sync', ms[-1])]['time_at_eps']:.2g}",
-        "os_nodes": _rng([r["time_at_eps"] for (m, _k), r in sim.items() if m == "oneshot"]),
+        "os_nodes": _rng([r["time_at_eps"] for r in _of(sim, "oneshot").values()]),
         "t2_sets": ", ".join(sorted({d for _m, d in t2})), "t2_big": big,
         "t2_big_async": f"{first['async']:.0f}", "t2_big_sync": f"{first['sync']:.0f}",
         "t2_big_samples": f"{per_node[big]:.0f}",

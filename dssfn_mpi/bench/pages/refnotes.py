@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...errors import UserError
-from .answer import _listing, _rng, _wrap, _x
+from .answer import _listing, _of, _records_of, _rng, _where, _wrap, _x
 from .manifest import relaxation
 
 __all__ = ["REFNOTES", "refnotes_markdown"]
@@ -54,7 +54,7 @@ def _central(data_dir: str | os.PathLike) -> str:
     """Central test accuracy, the authors' ADMM (``paper``) against the exact solution."""
     s = _summary(data_dir, "table2")
     paper, exact = _rows(s, "paper"), _rows(s, "exact")
-    sets = sorted(d for m, d in paper if m == "central" and ("central", d) in exact)
+    sets = sorted(set(_of(paper, "central")) & set(_of(exact, "central")))
     pairs = [f"{d} {100 * paper[('central', d)]['acc_mean']:.1f} % against "
              f"{100 * exact[('central', d)]['acc_mean']:.1f} %" for d in sets]
     return (f"Central test accuracy at L = {s['info']['layers']}, this ADMM against the "
@@ -65,7 +65,7 @@ def _sync_graph(data_dir: str | os.PathLike) -> str:
     """sync-graph against sync in Table 2's exact setting, and across the degree sweep."""
     s, deg = _summary(data_dir, "table2"), _summary(data_dir, "degree")
     rows, i = _rows(s, "exact"), s["info"]
-    sets = sorted(d for m, d in rows if m == "sync-graph" and ("sync", d) in rows)
+    sets = _where(rows, "sync-graph", "sync")
     rel = {d: (rows[("sync-graph", d)]["rel_distance"], rows[("sync", d)]["rel_distance"])
            for d in sets}
     close = [d for d in sets if rel[d][0] <= 1.5 * rel[d][1]]
@@ -91,8 +91,8 @@ def _sync_graph(data_dir: str | os.PathLike) -> str:
 
 def _degrees(data_dir: str | os.PathLike, deg: dict) -> str:
     """sync-graph's projected and measured time from the sparsest to the densest graph."""
-    by = sorted((float(r["value"]), r) for r in deg["records"]
-                if r["mode"] == "sync-graph" and r.get("kind", "live") == "live" and r.get("ok"))
+    by = sorted((float(r["value"]), r) for r in _records_of(deg["records"], "sync-graph")
+                if r.get("kind", "live") == "live" and r.get("ok"))
     if len(by) < 2:
         raise UserError("degree.json: sync-graph at fewer than two degrees")
     (d0, ring), (d1, full) = by[0], by[-1]
@@ -112,7 +112,7 @@ def _edge_cost(data_dir: str | os.PathLike) -> str:
     rows, i = _rows(s, "exact"), s["info"]
     first = {d: (rows[("async", d)]["projected_per_layer"][0],
                  rows[("sync", d)]["projected_per_layer"][0])
-             for m, d in rows if m == "async" and ("sync", d) in rows}
+             for d in _where(rows, "async", "sync")}
     if not first:
         raise UserError("table2.json: no dataset with both async and sync")
     d = max(first, key=lambda k: first[k][0])  # the dearest: the widest input

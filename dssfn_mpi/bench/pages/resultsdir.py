@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import UserError, require
-from ..summaries.records import file_kind
+from ..summaries.records import COST_KIND, file_kind
 from .manifest import BUDGET_BYTES, MANIFEST, pinned_relaxation, read_manifest, relaxation
 
 #: The pages whose marked tables and texts ``plot --all`` regenerates by default
@@ -54,7 +54,7 @@ __all__ = ["BUDGET_BYTES", "KINDS", "MANIFEST", "PAGES", "add_file", "build_figu
            "total_bytes"]
 
 #: The kinds of data file, by what draws them.
-KINDS = ("summary", "oneshot", "rma", "accuracy")
+KINDS = ("summary", COST_KIND, "rma", "accuracy")
 
 
 def _write_manifest(data_dir: Path, manifest: dict[str, Any]) -> None:
@@ -138,7 +138,7 @@ def _draw(kind: str, path: Path, outdir: Path) -> list[Path]:
         from ..summaries.records import read_summary
 
         return plot_summary(read_summary(path), outdir)
-    if kind == "oneshot":
+    if kind == COST_KIND:
         from ..micro.oneshot import plot
 
         return plot(json.loads(path.read_text()), outdir)

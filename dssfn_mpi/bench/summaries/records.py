@@ -45,12 +45,14 @@ from ..variants import algorithm, decentralized
 from .projection import DEFAULT_EPS, DEFAULT_NETWORK, project_run
 from .summary import summarize
 
-__all__ = ["ACCURACY_FORMAT", "SUMMARY_FORMAT", "derived_records", "eps_reached", "file_kind",
-           "machine", "read_summary", "run_record", "sweep_summaries", "write_summary"]
+__all__ = ["ACCURACY_FORMAT", "COST_KIND", "SUMMARY_FORMAT", "derived_records", "eps_reached",
+           "file_kind", "machine", "read_summary", "run_record", "sweep_summaries", "write_summary"]
 
 SUMMARY_FORMAT = "dssfn-mpi sweep summary"
 #: The ``format`` of ``dssfn-mpi bench accuracy``'s time-to-eps summary.
 ACCURACY_FORMAT = "dssfn-mpi time-to-eps summary"
+#: The kind (in MANIFEST.json) of the one-shot baseline's cost measurements.
+COST_KIND = "oneshot"
 SUMMARY_VERSION = 1
 
 #: ``bench_*`` labels copied into a record (without the prefix) when the run has them.
@@ -315,7 +317,7 @@ def file_kind(path: str | os.PathLike) -> str:
     if isinstance(data, dict) and data.get("format") == SUMMARY_FORMAT:
         return "summary"
     if isinstance(data, dict) and "rows" in data and "n_classes" in data:
-        return "oneshot"
+        return COST_KIND
     if isinstance(data, dict) and data.get("format") == ACCURACY_FORMAT:
         return "accuracy"
     raise UserError(f"{p}: neither a sweep summary (dssfn-mpi plot), the one-shot cost "
