@@ -219,8 +219,8 @@ def _verdict(ratios: list[float]) -> str:
     if worst <= 1.0:
         return "sync, not async, is as fast or faster everywhere measured"
     ahead = sum(v > 1.0 for v in ratios)
-    return (f"sync is as fast or faster in {len(ratios) - ahead} of the {len(ratios)} cases "
-            f"measured; async leads in {ahead}, by at most {worst:.2f}x")
+    return (f"sync leads or ties in {len(ratios) - ahead} of {len(ratios)} cases, async leads "
+            f"in {ahead} (by up to {worst:.2f}x)")
 
 
 def _tte_accuracy(s: dict[str, dict]) -> dict[str, str]:
