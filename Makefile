@@ -63,9 +63,12 @@ figures: $(VENV)/.installed
 # into one mailbox), then once more under another one-sided component (osc/rdma over TCP)
 # at 3: the seqlock must not depend on osc/sm. (3 ranks under osc/sm would add nothing these do
 # not cover; make test-matrix runs tests/mpi at 3 ranks under MPICH and Intel MPI.)
+# The serial stage in TEST_WORKERS pytest processes (pytest-xdist), a test file each at a
+# time (its module fixtures run once): each test runs beside another, as on a busy laptop.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed
 	$(VENV)/bin/ruff check dssfn_mpi tests
-	$(PY) -m pytest -q $(TEST_SKIP) tests
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(TEST_SKIP) tests
 	$(MPIRUN) -n 2 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 	$(MPIRUN) -n 5 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
 	OMPI_MCA_osc=rdma OMPI_MCA_btl=self,tcp $(MPIRUN) -n 3 $(PY) -m pytest -q -p no:cacheprovider --with-mpi tests/mpi
