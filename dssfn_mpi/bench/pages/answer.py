@@ -93,15 +93,37 @@ def load(data_dir: str | os.PathLike) -> dict[str, dict]:
     UserError
         One of them is missing or not a summary.
     """
+    return {name: read_source(data_dir, name, "the answer is computed from it")
+            for name in SOURCES}
+
+
+def read_source(data_dir: str | os.PathLike, name: str, why: str) -> dict:
+    """The summary ``name`` (without ``.json``) of ``data_dir``.
+
+    Raises
+    ------
+    UserError
+        It is missing (the message says ``why`` it is needed) or not a summary.
+    """
     from ..summaries.records import read_summary
 
-    out = {}
-    for name in SOURCES:
-        path = Path(data_dir) / f"{name}.json"
-        if not path.is_file():
-            raise UserError(f"{path}: no such data file (the answer is computed from it)")
-        out[name] = read_summary(path)
-    return out
+    path = Path(data_dir) / f"{name}.json"
+    if not path.is_file():
+        raise UserError(f"{path}: no such data file ({why})")
+    return read_summary(path)
+
+
+def pick_view(views: Mapping[str, Any], view: str | None, what: str) -> Any:
+    """``views[view]``, or a one-line error naming the views of ``what``.
+
+    Raises
+    ------
+    UserError
+        ``view`` is not one of ``views``.
+    """
+    if view not in views:
+        raise UserError(f"no {what} view {view!r}; one of {', '.join(views)}")
+    return views[view]
 
 
 def _tte(summary: Mapping[str, Any], kinds: tuple[str, ...] = ("live",)) -> dict:
@@ -391,9 +413,11 @@ def _accuracy(s: dict[str, dict]) -> dict[str, str]:
                    f"L = {info['layers']}"}
 
 
-def facts(data_dir: str | os.PathLike) -> dict[str, str]:
-    """Every number of the answer, formatted, by name."""
-    s = load(data_dir)
+def facts(data_dir: str | os.PathLike,
+          summaries: dict[str, dict] | None = None) -> dict[str, str]:
+    """Every number of the answer, formatted, by name (from ``summaries``, the result of
+    :func:`load`, when the caller has them)."""
+    s = load(data_dir) if summaries is None else summaries
     out: dict[str, str] = {}
     for part in (_equal_accuracy, _activations, _decomposition, _oneshot, _paper_protocol,
                  _accuracy, _tte_accuracy, _crossover):
@@ -486,7 +510,5 @@ def answer_markdown(data_dir: str | os.PathLike, view: str | None = "readme") ->
     UserError
         An unknown view, or a summary it needs is missing.
     """
-    if view not in VIEWS:
-        raise UserError(f"no answer view {view!r}; one of {', '.join(VIEWS)}")
-    text = VIEWS[view].format(**facts(data_dir))
+    text = pick_view(VIEWS, view, "answer").format(**facts(data_dir))
     return text if view == "readme" else _wrap(text)

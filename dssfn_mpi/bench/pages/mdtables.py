@@ -32,6 +32,7 @@ or its ``live`` or ``simulated`` rows.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -56,18 +57,9 @@ def table_for(data_dir: str | os.PathLike, name: str, view: str | None = None) -
     """
     from ..summaries.records import COST_KIND, file_kind
 
-    if name == "answer":
-        from .answer import answer_markdown
-
-        return answer_markdown(data_dir, view)
-    if name == "notes":
-        from .notes import notes_markdown
-
-        return notes_markdown(data_dir, view)
-    if name == "refnotes":
-        from .refnotes import refnotes_markdown
-
-        return refnotes_markdown(data_dir, view)
+    if name in _TEXTS:
+        module = importlib.import_module(f".{name}", __package__)
+        return getattr(module, f"{name}_markdown")(data_dir, view)
     path = Path(data_dir) / name
     if not path.is_file():
         raise UserError(f"{path}: no such data file (a table of the results page names it)")

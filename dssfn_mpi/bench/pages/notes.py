@@ -219,10 +219,9 @@ def notes_markdown(data_dir: str | os.PathLike, view: str | None) -> str:
         raise UserError(f"no notes view {view!r}; one of commands, fixed, "
                         f"{', '.join(NOTES)}")
     s = load(data_dir)
-    values = facts(data_dir)
+    values = facts(data_dir, s)
     for part in (_sweeps, _noise, _crossover):
         values.update(part(s))
     values.update(_machine(data_dir, s))
-    values["relaxation"] = relaxation(data_dir)
     values["cmd_noise"] = manifest_command(data_dir, "noise.json")
     return _wrap(NOTES[view].format(**values))

@@ -19,10 +19,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from pathlib import Path
 
 from ...errors import UserError
-from .answer import _listing, _of, _records_of, _rng, _where, _wrap, _x
+from .answer import _listing, _of, _records_of, _rng, _where, _wrap, _x, pick_view, read_source
 from .manifest import relaxation
 
 __all__ = ["REFNOTES", "refnotes_markdown"]
@@ -30,12 +29,7 @@ __all__ = ["REFNOTES", "refnotes_markdown"]
 
 def _summary(data_dir: str | os.PathLike, name: str) -> dict:
     """The summary ``name`` (without ``.json``) of the data folder."""
-    from ..summaries.records import read_summary
-
-    path = Path(data_dir) / f"{name}.json"
-    if not path.is_file():
-        raise UserError(f"{path}: no such data file (a reference page's text needs it)")
-    return read_summary(path)
+    return read_source(data_dir, name, "a reference page's text needs it")
 
 
 def _rows(summary: dict, setting: str | None = None) -> dict[tuple[str, str], dict]:
@@ -136,6 +130,4 @@ def refnotes_markdown(data_dir: str | os.PathLike, view: str | None) -> str:
     UserError
         An unknown view, or a summary it needs is missing.
     """
-    if view not in REFNOTES:
-        raise UserError(f"no refnotes view {view!r}; one of {', '.join(REFNOTES)}")
-    return _wrap(REFNOTES[view](data_dir))
+    return _wrap(pick_view(REFNOTES, view, "refnotes")(data_dir))
