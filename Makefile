@@ -52,12 +52,11 @@ demo: $(VENV)/.installed
 
 # Every published figure (docs/figures), every marked table and text of the pages
 # (README's answer, the results page's summary and notes), rebuilt from
-# the committed result data in results/data (its MANIFEST.json says what made each file).
+# the committed result data in results/data (its MANIFEST.json says what made each file);
+# the pages are plot --all's own list (bench.pages.resultsdir.PAGES).
 figures: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e '.[plot]'
-	$(PY) -m dssfn_mpi plot --all --data results/data --out docs/figures \
-	    --page BENCHMARKS.md README.md docs/RESULTS.md docs/ALGORITHMS.md docs/REPLAY.md \
-	    docs/SIMULATE.md
+	$(PY) -m dssfn_mpi plot --all --data results/data --out docs/figures
 
 # tests/mpi under osc/sm at 2 ranks (a core each here) and 5 (oversubscribed, four writers
 # into one mailbox), then once more under another one-sided component (osc/rdma over TCP)
