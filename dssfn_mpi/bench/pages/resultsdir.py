@@ -173,6 +173,8 @@ def build_figures(data_dir: str | os.PathLike, fig_dir: str | os.PathLike) -> li
     for name, entry in sorted(manifest["files"].items()):
         path = folder / name
         require(path.is_file(), f"{path}: listed in {MANIFEST} but missing")
+        if not entry.get("figures"):
+            continue  # a file no figure is drawn from (tables only)
         note = pinned_relaxation(entry.get("command", ""))
         with tempfile.TemporaryDirectory() as tmp, title_note(note):
             drawn = {p.stem: p for p in _draw(entry["kind"], path, Path(tmp))}
