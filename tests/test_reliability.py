@@ -35,10 +35,23 @@ def test_failing_rank_ends_the_job_quickly(tmp_path, mode, how):
         assert not log.complete and log.layers_done <= 2
 
 
-def test_resume_gives_the_uninterrupted_sync_result(tmp_path):
-    ref = tmp_path / "ref.h5"
-    res = run_cli(3, "train", *SMALL, "--mode", "sync", "--out", str(ref), "--quiet")
+@pytest.fixture(scope="module")
+def sync_run(tmp_path_factory):
+    """An uninterrupted sync run of SMALL on 3 ranks: its run log and its saved model.
+
+    Both the resume test (its reference) and the saved-model test read it, so the
+    run is made once.
+    """
+    d = tmp_path_factory.mktemp("sync_run")
+    out, model = d / "run.h5", d / "model.h5"
+    res = run_cli(3, "train", *SMALL, "--mode", "sync", "--out", str(out),
+                  "--save-model", str(model), "--quiet")
     assert res.returncode == 0, res.stderr[-2000:]
+    return out, model
+
+
+def test_resume_gives_the_uninterrupted_sync_result(tmp_path, sync_run):
+    ref = sync_run[0]
     out = tmp_path / "run.h5"
     res = run_cli(3, "train", *SMALL, "--mode", "sync", "--out", str(out), "--fail-at", "2:3")
     assert res.returncode != 0
@@ -51,18 +64,6 @@ def test_resume_gives_the_uninterrupted_sync_result(tmp_path):
         assert np.array_equal(a.layers[key], b.layers[key]), key
     assert not checkpoint_dir(out).exists()  # cleaned up once the log is complete
     assert not list(tmp_path.glob("*.tmp-*"))
-
-
-def test_resume_async_continues_to_a_complete_log(tmp_path):
-    out = tmp_path / "run.h5"
-    res = run_cli(3, "train", *SMALL, "--mode", "async", "--out", str(out),
-                  "--fail-at", "0:3:kill")
-    assert res.returncode != 0
-    res = run_cli(3, "train", "--resume", str(out), "--quiet")
-    assert res.returncode == 0, res.stderr[-2000:]
-    log = read_runlog(out)
-    assert log.complete and log.layers_done == 5
-    assert np.isfinite(log.layers["rel_distance"]).all()
 
 
 def test_killed_no_check_run_leaves_a_valid_incomplete_log_and_resumes(tmp_path):
@@ -96,9 +97,13 @@ def test_log_every_sets_how_often_the_log_is_rewritten(tmp_path, check):
     log = read_runlog(out)
     assert not log.complete and log.layers_done == 2
     assert np.isfinite(log.layers["rel_distance"]).all() == check
-    # 0: only the final write, so a killed run leaves no log (but its checkpoints).
+    # 0: only the final write, so a killed run leaves no log (but its checkpoints). Shown
+    # here with the check; without it, test_report_lost_marks_the_log_and_names_the_ranks_of
+    # _the_lost_host kills such a run and finds no log, the layers in its checkpoints.
+    if not check:
+        return
     out0 = tmp_path / "end-only.h5"
-    res = run_cli(3, "train", *SMALL, "--mode", "sync", *flags, "--log-every", "0",
+    res = run_cli(3, "train", *SMALL, "--mode", "sync", "--log-every", "0",
                   "--out", str(out0), "--fail-at", "0:3:kill")
     assert res.returncode != 0
     assert not out0.exists() and checkpoint_dir(out0).is_dir()
@@ -109,11 +114,8 @@ def test_resume_without_checkpoint_is_a_user_error(tmp_path):
     assert res.returncode == 2 and "no checkpoint" in res.stderr
 
 
-def test_saved_model_scores_the_same_and_refuses_other_shapes(tmp_path):
-    out, model = tmp_path / "run.h5", tmp_path / "model.h5"
-    res = run_cli(3, "train", *SMALL, "--mode", "async", "--out", str(out),
-                  "--save-model", str(model), "--quiet")
-    assert res.returncode == 0, res.stderr[-2000:]
+def test_saved_model_scores_the_same_and_refuses_other_shapes(sync_run):
+    out, model = sync_run
     from dssfn_mpi.datasets import load_dataset
     from dssfn_mpi.ssfn.modelio import evaluate_model, load_model
 
@@ -128,18 +130,19 @@ def test_saved_model_scores_the_same_and_refuses_other_shapes(tmp_path):
 
 @pytest.mark.timeout(600)
 def test_soak_many_ranks_oversubscribed(tmp_path):
-    """32 ranks on this machine's cores, tiny layers, many activations."""
+    """16 ranks on this machine's cores (8 a core on two), tiny layers, many activations."""
     out = tmp_path / "soak.h5"
     # A fixed penalty: this measures the transport under load; the auto penalty's distance
-    # after a fixed K at this tiny width (n = 24, ~30 samples a node) swings by layer.
-    res = run_cli(32, "train", "--dataset", "synthetic", "--layers", "3", "--hidden", "24",
-                  "--iters", "150", "--degree", "4", "--gamma", "1", "--out", str(out),
+    # after a fixed K at this tiny width (n = 24, ~60 samples a node) swings by layer.
+    # Measured under load: every layer within 0.2 after 40 activations, 1.5e-2 after 150.
+    res = run_cli(16, "train", "--dataset", "synthetic", "--layers", "3", "--hidden", "24",
+                  "--iters", "100", "--degree", "4", "--gamma", "1", "--out", str(out),
                   "--quiet", timeout=540)
     assert res.returncode == 0, res.stderr[-3000:]
     log = read_runlog(out)
-    assert log.nodes == 32 and log.complete
-    assert np.all(log.layers["activations"] == 150)  # every rank made full progress
-    assert np.all(log.layers["puts"] == 150 * 4)
+    assert log.nodes == 16 and log.complete
+    assert np.all(log.layers["activations"] == 100)  # every rank made full progress
+    assert np.all(log.layers["puts"] == 100 * 4)
     assert np.isfinite(log.layers["rel_distance"]).all()
     assert log.layers["rel_distance"][1:].max() < 0.2
 

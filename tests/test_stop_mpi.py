@@ -61,12 +61,6 @@ def test_cap_ends_a_layer_that_does_not_get_there_and_says_so(tmp_path):
     assert out.count("CAP: 4 of 4 ranks reached --iters 30 before eps:1e-12") == 3, out
 
 
-def test_fixed_count_is_logged_as_such(tmp_path):
-    log, _, _ = _train(tmp_path, 3, "--mode", "sync", "--iters", "25")
-    assert np.all(log.layers["stop_reason"] == reason_code("iters"))
-    assert np.all(log.layers["activations"] == 25)
-
-
 def _distances_to_exact(log, model_path) -> np.ndarray:
     """Each node's relative distance to each layer's exact solution, from its saved weights.
 

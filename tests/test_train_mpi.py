@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from mpitools import run_cli
 
+from dssfn_mpi.algorithms.stoprule import reason_code
 from dssfn_mpi.bench.variants import relax_args
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.ssfn.gramstats import memory_bytes, stats_bytes
@@ -84,6 +85,9 @@ def test_sync_allreduce_matches_exact_solution_and_is_reproducible(tmp_path):
     assert a.layers["consensus_spread"].max() <= 1e-12
     for key in ("mix_rounds", "torn_retries", "fallbacks"):  # not this engine's counters
         assert np.all(a.layers[key] == -1), key
+    # A fixed count (no --stop) is logged as such.
+    assert np.all(a.layers["stop_reason"] == reason_code("iters"))
+    assert np.all(a.layers["activations"] == 300)
     for key in ("rel_distance", "test_accuracy", "objective_gap"):
         assert np.array_equal(a.layers[key], b.layers[key]), key
 
@@ -149,8 +153,8 @@ def test_async_auto_penalty_is_per_edge_and_reaches_the_exact_solution(tmp_path)
     # Label-skewed shards give every node its own multiplier, so the auto gammas,
     # agreed per edge with the neighbours only (no collective), differ between ranks.
     # Per-edge penalties keep ADMM's fixed point: the exact stacked solution.
-    # Measured: every layer within 1e-7 after 600 activations, 4e-15 after 6000.
-    log = _train(tmp_path, 4, "--mode", "async", "--iters", "2000", "--degree", "2",
+    # Measured: every layer within 1e-6 after 280 - 600 activations, 4e-15 after 6000.
+    log = _train(tmp_path, 4, "--mode", "async", "--iters", "1200", "--degree", "2",
                  "--partition", "dirichlet:0.5", "--max-lead", "1")
     # (The input layer is solved in the Gram metric, whose gamma comes from the graph alone.)
     gamma = log.layers["gamma"][1:]
@@ -160,8 +164,10 @@ def test_async_auto_penalty_is_per_edge_and_reaches_the_exact_solution(tmp_path)
     assert rel.max() <= 1e-6, rel
 
 
-@pytest.mark.parametrize("mode, iters", [("async", "800"), ("sync", "300"),
-                                         ("sync-graph", "300")])
+# Iterations: twice or more what each needed (measured on a loaded machine, at either bound:
+# async 100, sync 25, sync-graph 15 to 1e-4, where the mixing accuracy then holds it).
+@pytest.mark.parametrize("mode, iters", [("async", "300"), ("sync", "60"),
+                                         ("sync-graph", "60")])
 @pytest.mark.parametrize("bound", ["active", "inactive"])
 def test_metric_input_layer_reaches_the_exact_solution(tmp_path, mode, iters, bound):
     # --metric gram (the default): layer 0 in the Gram metric, per edge (async, agreed with
@@ -246,8 +252,10 @@ def test_oneshot_graph_reaches_the_stated_accuracy_and_o_star_only_in_the_limit(
 
 def test_async_on_the_exponential_graph_reaches_the_exact_solution(tmp_path):
     # M = 4: offsets +-1, +-2 (mod 4), i.e. 1, 2, 3: every pair linked, degree 3, diameter 1,
-    # Metropolis W = 11^T / 4 (spectral gap 1). The run log records these facts.
-    log = _train(tmp_path, 4, "--mode", "async", "--topology", "exponential", "--iters", "1000")
+    # Metropolis W = 11^T / 4 (spectral gap 1). The run log records these facts. Layer 1
+    # (constraint active) was within 1e-6 after 260 activations (measured under load).
+    log = _train(tmp_path, 4, "--mode", "async", "--topology", "exponential", "--iters", "600",
+                 layers=1)
     rel = log.layers["rel_distance"]
     assert rel.max() <= 1e-6, rel
     a = log.attrs
