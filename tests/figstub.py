@@ -45,9 +45,21 @@ def write_placeholders(fig: Any, outdir: Path, stem: str) -> list[Path]:
     return paths
 
 
-def no_rendering(monkeypatch: Any) -> None:
-    """Make every benchmark figure go through :func:`write_placeholders` (a test's
-    ``monkeypatch`` undoes it at the test's end)."""
+def no_rendering(monkeypatch: Any, keep: tuple[str, ...] = ()) -> None:
+    """Make the benchmark figures go through :func:`write_placeholders`.
+
+    Parameters
+    ----------
+    monkeypatch : pytest.MonkeyPatch
+        The test's own; it undoes the swap at the test's end.
+    keep : tuple of str
+        Stems of the figures still rendered for real (the ones the test checks).
+    """
     from dssfn_mpi.bench.figures import figstyle
 
-    monkeypatch.setattr(figstyle, "_write", write_placeholders)
+    real = figstyle._write
+
+    def write(fig: Any, outdir: Path, stem: str) -> list[Path]:
+        return (real if stem in keep else write_placeholders)(fig, outdir, stem)
+
+    monkeypatch.setattr(figstyle, "_write", write)
