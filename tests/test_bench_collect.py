@@ -4,7 +4,9 @@ A Slurm array leaves one run log per task; ``collect`` must turn them into the
 sweep file the driver would have written: one ``/runs/<group>`` per log with
 the driver's group name and ``bench_*`` labels, the data untouched. The logs
 here are written with :func:`dssfn_mpi.runlog.write_runlog` (no MPI), each
-with its own numbers so a mixed-up copy shows.
+with its own numbers so a mixed-up copy shows. ``plot`` builds every figure of the
+collected sweep but renders none (tests/figstub.py; the real sweeps of
+tests/test_benchmarks.py render each view).
 """
 
 from __future__ import annotations
@@ -14,11 +16,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from figstub import no_rendering
 
 from dssfn_mpi.cli import main
 from dssfn_mpi.runlog import read_sweep, write_runlog
 
 LAYERS = 2  # rows per log (L = 1)
+
+
+@pytest.fixture(autouse=True)
+def _figures_built_not_rendered(monkeypatch):
+    """Every test's ``plot``: figures built, written as placeholders."""
+    no_rendering(monkeypatch)
 
 
 def _log(path: Path, mode: str, nodes: int, *, degree: int = 2, dataset: str = "digits",
