@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from figstub import no_rendering
 
 from dssfn_mpi.bench.pages import mdtables, resultsdir
 from dssfn_mpi.errors import UserError
@@ -169,21 +170,8 @@ def test_a_pinned_relaxation_is_read_from_the_manifest_command():
     assert pinned("--set relax=1.8; then --eta=1.2.") == "relaxation 1.2 and 1.8"
 
 
-def _titles_written(monkeypatch):
-    """Make figstyle write each figure's title as its "PNG" (no rendering)."""
-    from dssfn_mpi.bench.figures import figstyle
-
-    def write(fig, outdir, stem):
-        path = outdir / f"{stem}.png"
-        path.write_text(figstyle.figure_title(fig))
-        figstyle.plt.close(fig)
-        return [path]
-
-    monkeypatch.setattr(figstyle, "_write", write)
-
-
 def test_every_figure_of_a_pinned_file_names_its_relaxation(tmp_path, monkeypatch):
-    _titles_written(monkeypatch)
+    no_rendering(monkeypatch)  # each "PNG" holds its figure's title
     data = tmp_path / "data"
     for name, command in (("default.json", "dssfn-mpi bench x"),
                           ("pinned.json", "dssfn-mpi bench x --set relax=1.2")):
