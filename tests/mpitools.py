@@ -1,4 +1,4 @@
-"""Test helpers: run the command line under mpirun in a subprocess."""
+"""Test helpers: run the command line, in this process or under mpirun in a subprocess."""
 
 from __future__ import annotations
 
@@ -6,7 +6,16 @@ import subprocess
 
 import pytest
 
+from dssfn_mpi.cli import main
 from dssfn_mpi.launch import mpi_env, mpirun_path, train_command
+
+
+def exit_status(argv: list[str]) -> int:
+    """``dssfn-mpi ARGV`` in this process: its exit status (argparse's own errors exit)."""
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code)
 
 
 def run_cli(n: int | None, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -20,6 +20,7 @@ import h5py
 import numpy as np
 import pytest
 from figstub import no_rendering
+from mpitools import exit_status
 
 from dssfn_mpi.bench.figures.plot import plot_file
 from dssfn_mpi.bench.summaries.table2 import PAPER_TABLE2, table2_markdown
@@ -385,10 +386,7 @@ def test_user_errors_are_one_line(tmp_path, capsys, argv, fragment):
     # The command's main() in this process, as `dssfn-mpi` calls it (an argparse error's
     # SystemExit is its exit status too); the command itself runs in the test below.
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
-    try:
-        code = main(["bench", *argv])
-    except SystemExit as exc:
-        code = exc.code
+    code = exit_status(["bench", *argv])
     out = capsys.readouterr()
     _check_user_error(code, out.out, out.err, fragment, tmp_path)
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mpitools import exit_status
 
 from dssfn_mpi.algorithms import ALGORITHMS, register
 from dssfn_mpi.analysis.replay import load_run, parse_network, project
@@ -51,14 +52,6 @@ ALGORITHMS.remove(relaxed.ALGORITHM)  # until the module's fixture registers it
 IDS = [a.name if a.update in (None, "edge") else f"{a.name}/{a.update}" for a in CASES]
 
 pytestmark = [pytest.mark.mpirun, pytest.mark.timeout(600)]
-
-
-def _status(argv: list[str]) -> int:
-    """The command's exit status (argparse's own errors exit)."""
-    try:
-        return main(argv)
-    except SystemExit as exc:
-        return int(exc.code)
 
 
 def _args(alg) -> list[str]:
@@ -144,7 +137,7 @@ def test_the_simulator_re_executes_the_live_run(live, tmp_path, alg):
 @pytest.mark.parametrize("command", ["train", "simulate"])
 def test_every_algorithm_is_listed_in_help(capsys, monkeypatch, command):
     monkeypatch.setenv("COLUMNS", "1000")  # argparse wraps to the terminal's width
-    assert _status([command, "--help"]) == 0
+    assert exit_status([command, "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert all(alg.name in text for alg in CASES)
 
@@ -156,7 +149,7 @@ def test_bad_options_are_refused_in_one_line(capsys, tmp_path, alg):
            ["--max-lead", "3"] if not alg.one_sided else ["--max-lead", "-2"]]
     for extra in bad:
         out = tmp_path / "never.h5"
-        code = _status(["simulate", *_args(alg), "--nodes", "4", *SETTINGS, *extra,
+        code = exit_status(["simulate", *_args(alg), "--nodes", "4", *SETTINGS, *extra,
                         "--out", str(out)])
         err = capsys.readouterr().err.strip()
         assert code == 2 and len(err.splitlines()) == 1 and err.startswith("dssfn-mpi: error"), \
