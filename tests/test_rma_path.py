@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from mpitools import run_cli
+from mpitools import run_cli, train_runs
 
 from dssfn_mpi.runlog import read_runlog
 
@@ -16,13 +16,22 @@ SMALL = ("--dataset", "synthetic", "--layers", "1", "--hidden", "30", "--iters",
          "--mode", "async", "--quiet")
 
 
-@pytest.mark.parametrize("rma, path", [("auto", "store"), ("put", "put"), ("store", "store")])
-def test_the_write_path_is_chosen_and_recorded(tmp_path, rma, path):
-    """On one node under osc/sm (the tests' setting) auto stores directly; put is MPI_Put."""
+CHOICES = [("auto", "store"), ("put", "put"), ("store", "store")]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """An async run at each --rma choice and a sync run, in one two-rank job."""
     assert os.environ.get("OMPI_MCA_osc", "sm") == "sm"
-    out = tmp_path / "run.h5"
-    res = run_cli(2, "train", *SMALL, "--rma", rma, "--out", str(out))
-    assert res.returncode == 0, res.stderr[-2000:]
+    runs = {rma: [*SMALL, "--rma", rma] for rma, _ in CHOICES}
+    runs["sync"] = [*SMALL[:-3], "--mode", "sync", "--quiet"]
+    return train_runs(tmp_path_factory.mktemp("rma"), 2, runs)
+
+
+@pytest.mark.parametrize("rma, path", CHOICES)
+def test_the_write_path_is_chosen_and_recorded(runs, rma, path):
+    """On one node under osc/sm (the tests' setting) auto stores directly; put is MPI_Put."""
+    out = runs[rma]
     log = read_runlog(out)
     assert log.attrs["rma_write_path"] == path
     assert json.loads(log.attrs["config"])["rma"] == rma
@@ -32,11 +41,8 @@ def test_the_write_path_is_chosen_and_recorded(tmp_path, rma, path):
     assert obj["attrs"]["rma_write_path"] == path
 
 
-def test_sync_runs_record_no_write_path(tmp_path):
-    out = tmp_path / "run.h5"
-    res = run_cli(2, "train", *SMALL[:-3], "--mode", "sync", "--quiet", "--out", str(out))
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert read_runlog(out).attrs["rma_write_path"] == ""
+def test_sync_runs_record_no_write_path(runs):
+    assert read_runlog(runs["sync"]).attrs["rma_write_path"] == ""
 
 
 def test_store_where_no_shared_window_is_a_user_error(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ import json
 
 import numpy as np
 import pytest
-from mpitools import run_cli
+from mpitools import run_cli, train_runs
 
 from dssfn_mpi.algorithms.stoprule import reason_code
 from dssfn_mpi.datasets import load_dataset
@@ -39,9 +39,24 @@ def _train(tmp_path, n, *args, quiet=True):
     return read_runlog(out), res.stdout, out
 
 
+@pytest.fixture(scope="module")
+def five(tmp_path_factory):
+    """The runs on five ranks, in one job: the eps rule in every mode, the local rule in the
+    synchronous ones (without the check; their saved weights are measured here)."""
+    folder = tmp_path_factory.mktemp("five")
+    runs = {f"eps-{mode}": ["--mode", mode, "--stop", "eps:1e-2", "--iters", "4000"]
+            for mode in ("async", "sync", "sync-graph")}
+    runs |= {f"local-{mode}": ["--mode", mode, "--stop", "local:1e-3", "--iters", "4000",
+                               "--no-check", "--save-model", str(folder / f"{mode}-model.h5")]
+             for mode in ("sync", "sync-graph")}
+    paths = train_runs(folder, 5, {k: ["--quiet", *a] for k, a in runs.items()}, SMALL,
+                       timeout=400)
+    return {name: read_runlog(path) for name, path in paths.items()}, folder
+
+
 @pytest.mark.parametrize("mode", ["async", "sync", "sync-graph"])
-def test_eps_rule_ends_every_layer_within_eps(tmp_path, mode):
-    log, _, _ = _train(tmp_path, 5, "--mode", mode, "--stop", "eps:1e-2", "--iters", "4000")
+def test_eps_rule_ends_every_layer_within_eps(five, mode):
+    log = five[0][f"eps-{mode}"]
     rel, acts = log.layers["rel_distance"], log.layers["activations"]
     assert np.all(log.layers["stop_reason"] == EPS), log.layers["stop_reason"]
     assert rel.max() <= 1e-2, rel
@@ -84,10 +99,8 @@ def _distances_to_exact(log, model_path) -> np.ndarray:
 
 
 @pytest.mark.parametrize("mode", ["sync", "sync-graph"])
-def test_local_rule_stops_near_the_exact_solution_without_it(tmp_path, mode):
-    model = tmp_path / "model.h5"
-    log, _, _ = _train(tmp_path, 5, "--mode", mode, "--stop", "local:1e-3", "--iters", "4000",
-                       "--no-check", "--save-model", str(model))
+def test_local_rule_stops_near_the_exact_solution_without_it(five, mode):
+    log, model = five[0][f"local-{mode}"], five[1] / f"{mode}-model.h5"
     assert np.all(log.layers["stop_reason"] == LOCAL)
     assert np.all(log.layers["activations"] < 4000)
     # Without the check nothing knew O*: measure the result against it afterwards.
@@ -116,10 +129,12 @@ def test_fast_ranks_go_on_while_a_straggler_lags(tmp_path, lead):
     acts = log.layers["activations"][1]
     assert np.all(log.layers["stop_reason"][1] == EPS)
     assert log.layers["rel_distance"][1].max() <= 1e-2
-    if lead is None:  # unbounded: its neighbours run ahead of the slow rank, well past the
-        # lead the bounded delay would allow (by how much depends on the cores they get)
-        # (the bound below: the lead 4, + 1), twice over at the least under load
-        assert min(acts[1], acts[3]) > acts[0] + 2 * 5, acts
+    if lead is None:  # unbounded: its neighbours run ahead of the slow rank, past the lead
+        # the bounded delay allows (the bound below: the lead 4, + 1). By how much depends
+        # on the cores they get: ~4x rank 0's count on a quiet machine, far less at load 8
+        # on 2 cores (46 and 57 against the bound's "+ 10" once), where the scheduler runs
+        # the waking sleeper first and the busy ranks wait their turn.
+        assert min(acts[1], acts[3]) > acts[0] + 5, acts
     else:  # bounded delay: rank 0's neighbours (1 and 3) stay within the lead (+ 1) of it
         assert max(acts[1], acts[3]) <= acts[0] + 5, acts
     # The replay takes the layers of different lengths, and finds when eps was reached.

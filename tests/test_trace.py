@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import h5py
 import numpy as np
 import pytest
-from mpitools import run_cli
+from mpitools import run_cli, train_runs
 
 from dssfn_mpi.algorithms import lookup
 from dssfn_mpi.engines.trace import PHASES, LayerTrace, TraceTables, snapshot_points, trace_plan
@@ -154,10 +154,12 @@ def _train(tmp, name: str, *args: str, n: int | None = NODES):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("trace")
+    """Each mode's run log; the runs in one job."""
     lead = {"async": ("--max-lead", str(LEAD))}  # the one-sided driver's bound
-    return {mode: _train(tmp, mode, "--mode", mode, *lead.get(mode, ()))[0]
+    runs = {mode: ["--quiet", "--iters", str(ITERS), "--mode", mode, *lead.get(mode, ())]
             for mode in MODES}
+    paths = train_runs(tmp_path_factory.mktemp("trace"), NODES, runs, PROBLEM)
+    return {mode: read_runlog(path) for mode, path in paths.items()}
 
 
 @pytest.mark.mpirun

@@ -13,7 +13,7 @@ import re
 
 import numpy as np
 import pytest
-from mpitools import run_cli
+from mpitools import run_cli, train_runs
 
 from dssfn_mpi.algorithms.stoprule import reason_code
 from dssfn_mpi.bench.variants import relax_args
@@ -45,6 +45,13 @@ def _train(tmp_path, n, *args, name="run.h5", **cfg):
                   "--quiet", *args)
     assert res.returncode == 0, res.stderr[-3000:]
     return read_runlog(out)
+
+
+def _train_many(folder, n, runs: dict[str, list[str]], **cfg) -> dict:
+    """Each named run's log, the runs one after the other in one ``mpirun -n N`` job."""
+    config = {k: v for k, v in SMALL.items() if k != "quiet_marker"} | cfg
+    paths = train_runs(folder, n, {k: ["--quiet", *a] for k, a in runs.items()}, config)
+    return {name: read_runlog(path) for name, path in paths.items()}
 
 
 def test_async_edge_update_reaches_exact_solution(tmp_path):
@@ -166,31 +173,55 @@ def test_async_auto_penalty_is_per_edge_and_reaches_the_exact_solution(tmp_path)
 
 # Iterations: twice or more what each needed (measured on a loaded machine, at either bound:
 # async 100, sync 25, sync-graph 15 to 1e-4, where the mixing accuracy then holds it).
-@pytest.mark.parametrize("mode, iters", [("async", "300"), ("sync", "60"),
-                                         ("sync-graph", "60")])
-@pytest.mark.parametrize("bound", ["active", "inactive"])
-def test_metric_input_layer_reaches_the_exact_solution(tmp_path, mode, iters, bound):
-    # --metric gram (the default): layer 0 in the Gram metric, per edge (async, agreed with
-    # each neighbour) or the ranks' mean (sync; sync-graph by mixing, so to its accuracy).
-    extra = ["--norm-bound", "0.1"] if bound == "active" else []  # free: ||O||^2 = 0.42
-    log = _train(tmp_path, 4, "--mode", mode, "--iters", iters, "--degree", "2", "--layers",
-                 "0", "--partition", "dirichlet:0.5", *extra)
+METRIC_ITERS = {"async": "300", "sync": "60", "sync-graph": "60"}
+BOUNDS = ("active", "inactive")
+
+
+@pytest.fixture(scope="module")
+def metric_runs(tmp_path_factory):
+    """--metric gram (the default): layer 0 in the Gram metric, per edge (async, agreed with
+    each neighbour) or the ranks' mean (sync; sync-graph by mixing, so to its accuracy); each
+    mode at either bound, in one job."""
+    runs = {}
+    for mode, iters in METRIC_ITERS.items():
+        for bound in BOUNDS:
+            extra = ["--norm-bound", "0.1"] if bound == "active" else []  # free: ||O||^2 = 0.42
+            runs[f"{mode}-{bound}"] = ["--mode", mode, "--iters", iters, "--degree", "2",
+                                       "--layers", "0", "--partition", "dirichlet:0.5", *extra]
+    return _train_many(tmp_path_factory.mktemp("metric"), 4, runs)
+
+
+@pytest.mark.parametrize("mode", METRIC_ITERS)
+@pytest.mark.parametrize("bound", BOUNDS)
+def test_metric_input_layer_reaches_the_exact_solution(metric_runs, mode, bound):
+    log = metric_runs[f"{mode}-{bound}"]
     assert np.all((log.layers["lambda_star"][0] > 0) == (bound == "active"))
     rel = log.layers["rel_distance"]
     assert rel.max() <= (1e-4 if mode == "sync-graph" else 1e-6), rel
 
 
+@pytest.fixture(scope="module")
+def ill_conditioned_runs(tmp_path_factory):
+    """digits' input layer in the Gram metric and with the scalar penalty, async and sync
+    (at relaxation 1, where the counts below were measured), in one job."""
+    runs = {}
+    for mode in ("async", "sync"):
+        args = ["--mode", mode, "--iters", "100", "--degree", "2", "--layers", "0",
+                "--stop", "eps:1e-2", "--no-eval", *relax_args(mode, 1.0)]
+        runs[f"{mode}-gram"] = args
+        runs[f"{mode}-identity"] = [*args, "--metric", "identity"]
+    return _train_many(tmp_path_factory.mktemp("ill"), 4, runs, dataset="digits",
+                       dataset_options={})
+
+
 @pytest.mark.parametrize("mode", ["async", "sync"])
-def test_metric_solves_the_ill_conditioned_input_layer_in_few_iterations(tmp_path, mode):
+def test_metric_solves_the_ill_conditioned_input_layer_in_few_iterations(ill_conditioned_runs,
+                                                                          mode):
     # digits' input Gram matrix is singular (constant pixels; condition ~2e5 with the
     # multiplier): the scalar penalty is still 1e-2 away after 300 iterations (so after the
     # cap of 100 here), the Gram metric gets there in tens (measured at relaxation 1: sync 13,
     # async 20 - 25 on this ring; live at async's 1.8, 35 - 65 on a loaded machine).
-    args = ["--mode", mode, "--iters", "100", "--degree", "2", "--layers", "0",
-            "--stop", "eps:1e-2", "--no-eval", *relax_args(mode, 1.0)]
-    gram = _train(tmp_path, 4, *args, name="gram.h5", dataset="digits", dataset_options={})
-    scalar = _train(tmp_path, 4, *args, "--metric", "identity", name="identity.h5",
-                    dataset="digits", dataset_options={})
+    gram, scalar = (ill_conditioned_runs[f"{mode}-{m}"] for m in ("gram", "identity"))
     assert gram.layers["rel_distance"].max() <= 1e-2
     assert gram.layers["activations"].max() <= 60, gram.layers["activations"]
     assert scalar.layers["rel_distance"].max() > 1e-2  # the cap ended it

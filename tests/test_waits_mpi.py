@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from mpitools import run_cli
+from mpitools import run_cli, train_runs
 
 from dssfn_mpi.mailbox.waiting import POLICIES
 from dssfn_mpi.runlog import read_runlog
@@ -51,14 +51,12 @@ _SAME_O = {"sync": ("--iters", "20", "--rho", "30,10"),
 @pytest.mark.parametrize("mode", list(_SAME_O))
 def test_every_wait_policy_gives_the_same_solution(tmp_path, mode):
     # The policy decides only how a rank waits, never what it computes.
-    models, logs = {}, {}
-    for policy in POLICIES:
-        out, model = tmp_path / f"{policy}.h5", tmp_path / f"{policy}-model.h5"
-        res = run_cli(3, "train", "--dataset", "synthetic", "--layers", "1", "--hidden", "30",
-                      "--mode", mode, *_SAME_O[mode], "--wait", policy, "--quiet",
-                      "--out", str(out), "--save-model", str(model), timeout=150)
-        assert res.returncode == 0, res.stderr[-3000:]
-        models[policy], logs[policy] = load_model(model), read_runlog(out)
+    runs = {policy: ["--dataset", "synthetic", "--layers", "1", "--hidden", "30", "--mode",
+                     mode, *_SAME_O[mode], "--wait", policy, "--quiet", "--save-model",
+                     str(tmp_path / f"{policy}-model.h5")] for policy in POLICIES}
+    paths = train_runs(tmp_path, 3, runs, timeout=150)  # the policies one after the other
+    logs = {policy: read_runlog(path) for policy, path in paths.items()}
+    models = {policy: load_model(tmp_path / f"{policy}-model.h5") for policy in POLICIES}
     for policy in POLICIES:
         log = logs[policy]
         assert log.attrs["wait_policy"] == policy
