@@ -363,6 +363,32 @@ def test_noise_preset_every_engine_at_the_papers_graph():
     assert jit.train_args[jit.train_args.index("--jitter") + 1] == "exp:0.5"
 
 
+@pytest.mark.parametrize("topology, graph", [
+    ("circular", ["--topology", "circular", "--degree", "8"]),
+    ("random-regular", ["--topology", "random-regular", "--degree", "8"]),
+    ("exponential", ["--topology", "exponential"]),  # its degree is M's
+])
+def test_noise_runs_live_and_simulated_on_the_graph_set(topology, graph):
+    from dssfn_mpi.bench.sweeps.presets import apply_overrides, get_preset
+    from dssfn_mpi.bench.sweeps.specs import noise_specs
+
+    p = apply_overrides(get_preset("noise", "mid"), [f"topology={topology}"])
+    specs = noise_specs(p, None)
+    assert {s.meta["bench_kind"] for s in specs} == {"live", "simulated"}
+    for s in specs:
+        at = s.train_args.index("--topology")
+        assert s.train_args[at:at + len(graph)] == graph, s.train_args
+        assert s.train_args.count("--degree") == (topology != "exponential")
+
+
+def test_noise_refuses_a_graph_it_does_not_run():
+    from dssfn_mpi.bench.sweeps.presets import apply_overrides, get_preset
+    from dssfn_mpi.errors import UserError
+
+    with pytest.raises(UserError, match="topology=ring: choose one of circular"):
+        apply_overrides(get_preset("noise", "mid"), ["topology=ring"])
+
+
 def test_one_colour_and_marker_per_mode_variants_in_their_modes_colour():
     from dssfn_mpi.algorithms import names
     from dssfn_mpi.bench.figures.figstyle import style

@@ -41,8 +41,9 @@ _DESCRIPTIONS = {
               "whose files are found.",
     "straggler": "One rank slowed by each factor; async (bounded and unbounded delay) "
                  "against sync.",
-    "noise": "Time to eps under noise on the circular graph: every engine live (projected "
-             "from its trace) and simulated, with per-activation jitter and one straggler.",
+    "noise": "Time to eps under noise on the circular graph (or --set topology=random-regular "
+             "or exponential): every engine live (projected from its trace) and simulated, "
+             "with per-activation jitter and one straggler.",
     "contention": "Every mode and wait policy with busy processes beside the job (a shared "
                   "machine).",
     "decompose": "Async's cost at equal accuracy split into graph, formulation and "

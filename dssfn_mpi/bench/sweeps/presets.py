@@ -84,6 +84,9 @@ class Preset:
     degrees : tuple of int
         nodes: the circular graph's degrees at every M (2: the ring, d = 1 at M = 2; a
         degree d > 2 only where M > d).
+    topology : str
+        noise: the graph, ``circular`` or ``random-regular`` of degree ``degree``, or
+        ``exponential`` (its degree set by M).
     """
 
     dataset: str = "digits"
@@ -107,6 +110,7 @@ class Preset:
     relaxes: tuple = (1.0,)
     relax: float | None = None
     degrees: tuple = (2,)
+    topology: str = "circular"
 
 
 _TABLE2_ALL = ("vowel", "satimage", "letter", "mnist", "norb", "caltech101")
@@ -249,8 +253,15 @@ _AT_LEAST = {"layers": 0, "hidden": 1, "iters": 1, "nodes": 2, "degree": 1, "syn
              "seeds": 1, "reps": 1, "eps_iters": 1}
 
 
+#: The graphs ``--set topology=`` takes (the noise benchmark's).
+TOPOLOGIES = ("circular", "random-regular", "exponential")
+
+
 def _check_range(key: str, value: Any) -> None:
-    """A ``--set`` value within its field's range (and ``stop`` a valid rule)."""
+    """A ``--set`` value within its field's range (``stop`` a valid rule, ``topology`` a
+    graph of :data:`TOPOLOGIES`)."""
+    require(key != "topology" or value in TOPOLOGIES,
+            f"--set topology={value}: choose one of {', '.join(TOPOLOGIES)}")
     if key in _AT_LEAST and value is not None:
         require(value >= _AT_LEAST[key], f"--set {key}={value}: must be >= {_AT_LEAST[key]}")
     if key == "stop":

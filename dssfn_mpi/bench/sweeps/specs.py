@@ -391,15 +391,23 @@ def _noise_cases(p: Preset) -> list[tuple[str, str, list[str]]]:
     return cases
 
 
+def _noise_graph(p: Preset) -> list[str]:
+    """The noise benchmark's graph arguments: ``p.topology`` of degree ``p.degree`` (the
+    exponential graph's degree is M's)."""
+    if p.topology == "exponential":
+        return ["--topology", "exponential"]
+    return ["--topology", p.topology, "--degree", str(p.degree)]
+
+
 def noise_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
-    """Time to eps under noise on M nodes of the circular graph of degree d: every mode
+    """Time to eps under noise on M nodes of the graph (``p.topology``): every mode
     live without noise and with one straggler (rank 0 slowed by each factor; engines
     without ``--slow`` are projected from their unslowed run), and simulated in every case
     (no noise, each ``exp:MEAN`` jitter, each straggler). The jitter's live side is the
     unslowed run replayed with it (``plot``)."""
     for f in p.values:
         require(float(f) >= 1.0, f"noise: slow-down factors must be >= 1, got {f:g}")
-    graph = ["--topology", "circular", "--degree", str(p.degree)]
+    graph = _noise_graph(p)
     specs: list[RunSpec] = []
     for case, jitter, slow in _noise_cases(p):
         factor = float(slow[1].split(":")[1]) if slow else 1.0
