@@ -54,6 +54,27 @@ def _train_many(folder, n, runs: dict[str, list[str]], **cfg) -> dict:
     return {name: read_runlog(path) for name, path in paths.items()}
 
 
+#: The four-rank runs on the SMALL problem, each test's run(s) by name: one job for all.
+FOUR = {
+    "sync-a": ["--mode", "sync", "--iters", "300", "--rho", "30,10"],
+    "sync-b": ["--mode", "sync", "--iters", "300", "--rho", "30,10"],
+    "sync-graph": ["--mode", "sync-graph", "--iters", "200", "--rho", "30,10", "--topology",
+                   "ring", "--mix-rounds", "20"],
+    "async-auto": ["--mode", "async", "--iters", "1200", "--degree", "2", "--partition",
+                   "dirichlet:0.5", "--max-lead", "1"],
+    "oneshot-graph": ["--mode", "oneshot-graph", "--topology", "ring"],
+    "oneshot-graph-few": ["--mode", "oneshot-graph", "--topology", "ring", "--mix-rounds", "3"],
+    "exponential": ["--mode", "async", "--topology", "exponential", "--iters", "600",
+                    "--layers", "1"],
+}
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory):
+    """The run log of each of :data:`FOUR`."""
+    return _train_many(tmp_path_factory.mktemp("four"), 4, FOUR)
+
+
 def test_async_edge_update_reaches_exact_solution(tmp_path):
     log = _train(tmp_path, 3, "--mode", "async", "--update", "edge", "--iters", "1000",
                  "--gamma", "30,10")
@@ -83,10 +104,10 @@ def test_async_paper_update_is_biased_when_constraint_active(tmp_path):
     assert rel[1:].min() > 1e-3, rel
 
 
-def test_sync_allreduce_matches_exact_solution_and_is_reproducible(tmp_path):
-    # Measured (sync is deterministic): every layer within 1e-7 after 280 iterations.
-    a = _train(tmp_path, 4, "--mode", "sync", "--iters", "300", "--rho", "30,10", name="a.h5")
-    b = _train(tmp_path, 4, "--mode", "sync", "--iters", "300", "--rho", "30,10", name="b.h5")
+def test_sync_allreduce_matches_exact_solution_and_is_reproducible(four):
+    # Measured (sync is deterministic): every layer within 1e-7 after 280 iterations. The
+    # same run twice in one job: nothing a run leaves behind changes the next.
+    a, b = four["sync-a"], four["sync-b"]
     assert a.layers["rel_distance"].max() <= 1e-6, a.layers["rel_distance"]
     # Consensus: every rank holds the same O.
     assert a.layers["consensus_spread"].max() <= 1e-12
@@ -99,12 +120,11 @@ def test_sync_allreduce_matches_exact_solution_and_is_reproducible(tmp_path):
         assert np.array_equal(a.layers[key], b.layers[key]), key
 
 
-def test_sync_graph_approaches_exact_solution(tmp_path):
+def test_sync_graph_approaches_exact_solution(four):
     # On a 4-ring a Metropolis round shrinks disagreement 3-fold, so 20 rounds average to
     # 3e-10, and 200 iterations end within 3e-5 (measured): 4000 neighbour exchanges per
     # layer, where 600 x 60 made this test take minutes beside one busy process.
-    log = _train(tmp_path, 4, "--mode", "sync-graph", "--iters", "200", "--rho", "30,10",
-                 "--topology", "ring", "--mix-rounds", "20")
+    log = four["sync-graph"]
     assert log.layers["rel_distance"].max() <= 1e-4, log.layers["rel_distance"]
     # The rounds are logged, and every round sends the Q x d average to both neighbours.
     assert np.all(log.layers["mix_rounds"] == 20)
@@ -156,13 +176,12 @@ def test_sync_auto_penalty_reaches_the_exact_solution_in_few_iterations(tmp_path
     assert rel[1:].max() <= 3e-3, rel
 
 
-def test_async_auto_penalty_is_per_edge_and_reaches_the_exact_solution(tmp_path):
+def test_async_auto_penalty_is_per_edge_and_reaches_the_exact_solution(four):
     # Label-skewed shards give every node its own multiplier, so the auto gammas,
     # agreed per edge with the neighbours only (no collective), differ between ranks.
     # Per-edge penalties keep ADMM's fixed point: the exact stacked solution.
     # Measured: every layer within 1e-6 after 280 - 600 activations, 4e-15 after 6000.
-    log = _train(tmp_path, 4, "--mode", "async", "--iters", "1200", "--degree", "2",
-                 "--partition", "dirichlet:0.5", "--max-lead", "1")
+    log = four["async-auto"]
     # (The input layer is solved in the Gram metric, whose gamma comes from the graph alone.)
     gamma = log.layers["gamma"][1:]
     assert np.all(np.ptp(gamma, axis=1) > 1e-3 * gamma.mean(axis=1)), gamma
@@ -266,27 +285,25 @@ def test_oneshot_equals_the_exact_solution_on_every_layer(tmp_path):
     assert np.all(log.layers["mix_rounds"] == -1) and np.all(np.isnan(log.layers["gamma"]))
 
 
-def test_oneshot_graph_reaches_the_stated_accuracy_and_o_star_only_in_the_limit(tmp_path):
+def test_oneshot_graph_reaches_the_stated_accuracy_and_o_star_only_in_the_limit(four):
     # Default rounds: every node's statistics within 1e-10 of the averages; then the exact
     # solve is within cond x 1e-10 of O*. Few rounds leave the nodes apart and away from O*.
-    log = _train(tmp_path, 4, "--mode", "oneshot-graph", "--topology", "ring", name="a.h5")
+    log = four["oneshot-graph"]
     rounds = log.layers["mix_rounds"]
     assert np.all(rounds == rounds[0, 0]) and rounds[0, 0] == 23  # ring of 4: rho_W = 1/3
     assert log.layers["rel_distance"].max() <= 1e-8, log.layers["rel_distance"]
     Q, n = log.attrs["n_classes"], log.attrs["hidden"]
     assert np.all(log.layers["bytes_sent"][1:] == 23 * 2 * stats_bytes(n, Q))
-    few = _train(tmp_path, 4, "--mode", "oneshot-graph", "--topology", "ring",
-                 "--mix-rounds", "3", name="b.h5")
+    few = four["oneshot-graph-few"]
     assert few.layers["rel_distance"].min() > 1e-4, few.layers["rel_distance"]
     assert few.layers["consensus_spread"].min() > 1e-4
 
 
-def test_async_on_the_exponential_graph_reaches_the_exact_solution(tmp_path):
+def test_async_on_the_exponential_graph_reaches_the_exact_solution(four):
     # M = 4: offsets +-1, +-2 (mod 4), i.e. 1, 2, 3: every pair linked, degree 3, diameter 1,
     # Metropolis W = 11^T / 4 (spectral gap 1). The run log records these facts. Layer 1
     # (constraint active) was within 1e-6 after 260 activations (measured under load).
-    log = _train(tmp_path, 4, "--mode", "async", "--topology", "exponential", "--iters", "600",
-                 layers=1)
+    log = four["exponential"]
     rel = log.layers["rel_distance"]
     assert rel.max() <= 1e-6, rel
     a = log.attrs
