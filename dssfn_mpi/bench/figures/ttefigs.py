@@ -319,8 +319,9 @@ def noise_figure(summary: Mapping[str, Any]) -> Any:
                  f"{summary['network']}; jitter, and the straggler of engines without --slow: "
                  f"the unslowed run replayed with it\nsimulated (dashed): dssfn-mpi simulate, "
                  f"the same noise", fontsize=8)
+    graph = str(i.get("topology", f"circular(d={i.get('degree', '?')})"))
     fig.suptitle(_title(summary, f"Noise and stragglers, M = {i.get('nodes', '?')}, "
-                                 f"{i.get('topology', 'circular')} d = {i.get('degree', '?')}"),
+                                 f"{graph.split('(')[0]} graph, d = {i.get('degree', '?')}"),
                  fontsize=10)
     fig.tight_layout()
     return fig
