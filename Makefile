@@ -21,6 +21,10 @@ export OMPI_MCA_btl ?= ^ofi
 export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1
 export PRTE_MCA_prte_silence_shared_fs := 1
+# Python keeps its bytecode caches: under a PYTHONDONTWRITEBYTECODE from the shell every
+# process (each rank of the hundreds of MPI jobs the tests start) would compile the package
+# from source again, about 0.3 s of CPU each.
+unexport PYTHONDONTWRITEBYTECODE
 
 # The data tests read the public datasets from a shared copy beside the
 # checkout when there is one; a DSSFN_DATA_DIR from the environment wins, and

@@ -144,6 +144,7 @@ def test_soak_many_ranks_oversubscribed(tmp_path):
     assert np.all(log.layers["activations"] == 100)  # every rank made full progress
     assert np.all(log.layers["puts"] == 100 * 4)
     assert np.isfinite(log.layers["rel_distance"]).all()
+    assert np.isfinite(log.layers["test_accuracy"]).all()
     assert log.layers["rel_distance"][1:].max() < 0.2
 
 

@@ -159,13 +159,6 @@ def test_straggler_run_finishes_and_is_logged(tmp_path):
     assert "rel_distance" not in log.layers or np.all(np.isnan(log.layers["rel_distance"]))
 
 
-def test_oversubscribed_async_run_finishes(tmp_path):
-    log = _train(tmp_path, 8, "--mode", "async", "--iters", "40", "--degree", "4",
-                 "--gamma", "30,10")
-    assert log.nodes == 8 and log.layers["activations"].shape == (3, 8)
-    assert np.isfinite(log.layers["test_accuracy"]).all()
-
-
 def test_sync_auto_penalty_reaches_the_exact_solution_in_few_iterations(tmp_path):
     # The square-root rule for rho (solver.AUTO_SYNC). Measured here: 2.4e-4 - 3.5e-4 at
     # layers 1 - 2 (the linear rule it replaced, 0.1 M mean(lam_m), left 1.4e-2 - 2.5e-2).
