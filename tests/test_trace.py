@@ -156,7 +156,7 @@ def _train(tmp, name: str, *args: str, n: int | None = NODES):
 def runs(tmp_path_factory):
     """Each mode's run log; the runs in one job."""
     lead = {"async": ("--max-lead", str(LEAD))}  # the one-sided driver's bound
-    runs = {mode: ["--quiet", "--iters", str(ITERS), "--mode", mode, *lead.get(mode, ())]
+    runs = {mode: ["--iters", str(ITERS), "--mode", mode, *lead.get(mode, ())]
             for mode in MODES}
     paths = train_runs(tmp_path_factory.mktemp("trace"), NODES, runs, PROBLEM)
     return {mode: read_runlog(path) for mode, path in paths.items()}

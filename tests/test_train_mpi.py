@@ -27,13 +27,11 @@ SMALL = {
     "dataset_options": {"n_train": 600, "n_test": 200},
     "layers": 2,
     "hidden": 40,
-    "quiet_marker": None,
 }
 
 
 def _config(tmp_path, **extra) -> str:
-    cfg = {k: v for k, v in SMALL.items() if k != "quiet_marker"}
-    cfg.update(extra)
+    cfg = {**SMALL, **extra}
     path = tmp_path / "cfg.json"
     path.write_text(json.dumps(cfg))
     return str(path)
@@ -49,8 +47,7 @@ def _train(tmp_path, n, *args, name="run.h5", **cfg):
 
 def _train_many(folder, n, runs: dict[str, list[str]], **cfg) -> dict:
     """Each named run's log, the runs one after the other in one ``mpirun -n N`` job."""
-    config = {k: v for k, v in SMALL.items() if k != "quiet_marker"} | cfg
-    paths = train_runs(folder, n, {k: ["--quiet", *a] for k, a in runs.items()}, config)
+    paths = train_runs(folder, n, runs, {**SMALL, **cfg})
     return {name: read_runlog(path) for name, path in paths.items()}
 
 

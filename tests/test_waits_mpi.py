@@ -52,7 +52,7 @@ _SAME_O = {"sync": ("--iters", "20", "--rho", "30,10"),
 def test_every_wait_policy_gives_the_same_solution(tmp_path, mode):
     # The policy decides only how a rank waits, never what it computes.
     runs = {policy: ["--dataset", "synthetic", "--layers", "1", "--hidden", "30", "--mode",
-                     mode, *_SAME_O[mode], "--wait", policy, "--quiet", "--save-model",
+                     mode, *_SAME_O[mode], "--wait", policy, "--save-model",
                      str(tmp_path / f"{policy}-model.h5")] for policy in POLICIES}
     paths = train_runs(tmp_path, 3, runs, timeout=150)  # the policies one after the other
     logs = {policy: read_runlog(path) for policy, path in paths.items()}

@@ -35,6 +35,7 @@ from typing import Any, TextIO
 
 from ...analysis.network import NETWORKS
 from ...errors import UserError, require
+from .presets import topology_args
 
 __all__ = ["FIRST_NOISES", "GRAPHS", "MODES", "NOISES", "PRESETS", "Case",
            "CrossoverPreset", "add_arguments", "case_list", "case_record", "run"]
@@ -42,10 +43,9 @@ __all__ = ["FIRST_NOISES", "GRAPHS", "MODES", "NOISES", "PRESETS", "Case",
 #: The graphs: name -> ``simulate`` topology arguments at M nodes (the degree is at most
 #: M - 1; the run log records the degree used).
 GRAPHS: dict[str, Any] = {
-    "circular-d8": lambda M: ["--topology", "circular", "--degree", str(min(8, M - 1))],
-    "random-regular-d8": lambda M: ["--topology", "random-regular",
-                                    "--degree", str(min(8, M - 1))],
-    "exponential": lambda M: ["--topology", "exponential"],
+    "circular-d8": lambda M: topology_args("circular", min(8, M - 1)),
+    "random-regular-d8": lambda M: topology_args("random-regular", min(8, M - 1)),
+    "exponential": lambda M: topology_args("exponential", 0),
 }
 
 #: The noise cases: name -> ``simulate`` arguments (jitter seeded 0).

@@ -257,6 +257,14 @@ _AT_LEAST = {"layers": 0, "hidden": 1, "iters": 1, "nodes": 2, "degree": 1, "syn
 TOPOLOGIES = ("circular", "random-regular", "exponential")
 
 
+def topology_args(topology: str, degree: int) -> list[str]:
+    """``train`` / ``simulate`` arguments of a graph of :data:`TOPOLOGIES` at ``degree``
+    (the exponential graph's degree is set by M, so it takes none)."""
+    if topology == "exponential":
+        return ["--topology", "exponential"]
+    return ["--topology", topology, "--degree", str(degree)]
+
+
 def _check_range(key: str, value: Any) -> None:
     """A ``--set`` value within its field's range (``stop`` a valid rule, ``topology`` a
     graph of :data:`TOPOLOGIES`)."""

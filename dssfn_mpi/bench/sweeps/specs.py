@@ -14,7 +14,7 @@ from typing import Any
 
 from ...errors import require
 from ..variants import mode_args, read, relax_args
-from .presets import ONESHOT_MODES, WAIT_POLICIES, Preset
+from .presets import ONESHOT_MODES, WAIT_POLICIES, Preset, topology_args
 
 __all__ = ["RunSpec", "contention_specs", "degree_specs", "eps_form", "noise_specs",
            "nodes_graphs", "nodes_specs", "simulate_args", "simulated_specs", "slow_ranks",
@@ -391,14 +391,6 @@ def _noise_cases(p: Preset) -> list[tuple[str, str, list[str]]]:
     return cases
 
 
-def _noise_graph(p: Preset) -> list[str]:
-    """The noise benchmark's graph arguments: ``p.topology`` of degree ``p.degree`` (the
-    exponential graph's degree is M's)."""
-    if p.topology == "exponential":
-        return ["--topology", "exponential"]
-    return ["--topology", p.topology, "--degree", str(p.degree)]
-
-
 def noise_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     """Time to eps under noise on M nodes of the graph (``p.topology``): every mode
     live without noise and with one straggler (rank 0 slowed by each factor; engines
@@ -407,7 +399,7 @@ def noise_specs(p: Preset, data_dir: str | None) -> list[RunSpec]:
     unslowed run replayed with it (``plot``)."""
     for f in p.values:
         require(float(f) >= 1.0, f"noise: slow-down factors must be >= 1, got {f:g}")
-    graph = _noise_graph(p)
+    graph = topology_args(p.topology, p.degree)
     specs: list[RunSpec] = []
     for case, jitter, slow in _noise_cases(p):
         factor = float(slow[1].split(":")[1]) if slow else 1.0
